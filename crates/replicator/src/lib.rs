@@ -1,0 +1,38 @@
+//! The CouchDB Replication Protocol, version 3: one replication from a source
+//! to a target, each a local database (called through `store`) or a remote
+//! CouchDB-compatible database (over HTTP).
+//!
+//! This crate will own the replication spec and its validation, the
+//! replication id, checkpoints and their comparison, the changes reader,
+//! `revs_diff`, document fetching (`_bulk_get`, `open_revs`, multipart), the
+//! writer (`_bulk_docs`, multipart `PUT`), statistics and retries. It knows
+//! nothing of axum or of the `_replicator` database; the server drives it.
+
+use std::sync::Once;
+
+/// A `reqwest` client builder ready for HTTPS peers.
+///
+/// We build rustls with the `ring` provider (a far lighter build than the
+/// default aws-lc-rs), and reqwest then needs the process-wide provider
+/// installed before any client is built; this does it once.
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    install_tls_provider();
+    reqwest::Client::builder()
+}
+
+/// Installs the `ring` TLS provider for the whole process (idempotent).
+pub fn install_tls_provider() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        // Fails only if another provider is already installed: that one serves.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_client_can_be_built_without_a_preinstalled_tls_provider() {
+        assert!(super::http_client_builder().build().is_ok());
+    }
+}

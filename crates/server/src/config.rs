@@ -1,0 +1,253 @@
+//! The server's configuration, layered with figment: built-in defaults <
+//! `recliner.toml` (the `--config` path, else the one in the data folder if
+//! present) < `RECLINER_*` environment variables < command-line flags.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Format, Serialized, Toml};
+use serde::{Deserialize, Serialize};
+
+/// The configuration file looked for in the data folder when `--config` is not given.
+pub const CONFIG_FILE_NAME: &str = "recliner.toml";
+
+/// Every setting of a running server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on; loopback by default so a fresh install is not
+    /// reachable from the network.
+    pub bind: IpAddr,
+    /// TCP port; CouchDB's 5984 by default so clients work unchanged. 0 picks a free port.
+    pub port: u16,
+    /// Folder holding the server uuid and one file per database.
+    pub data_dir: PathBuf,
+    /// Log filter, in `tracing` directive syntax (`info`, `debug`, `store=trace`).
+    pub log_level: String,
+    /// Log line format: `human` for terminals, `json` for log collectors.
+    pub log_format: LogFormat,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            bind: IpAddr::from([127, 0, 0, 1]),
+            port: 5984,
+            data_dir: PathBuf::from("./data"),
+            log_level: "info".into(),
+            log_format: LogFormat::Human,
+        }
+    }
+}
+
+/// Settings given on the command line; `None` means "not given".
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FlagOverrides {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bind: Option<IpAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<String>,
+}
+
+/// Environment variables that are not settings (they locate the file).
+const ENV_NOT_SETTINGS: &[&str] = &["config"];
+
+impl Config {
+    /// Resolves the effective configuration from every layer.
+    ///
+    /// `env` is the process environment (passed in so tests need not touch
+    /// the real one); `config_path` is the `--config` flag.
+    pub fn load(
+        config_path: Option<&Path>,
+        flags: &FlagOverrides,
+        env: &[(String, String)],
+    ) -> Result<Config, String> {
+        // The data folder decides where recliner.toml is looked for, so find
+        // it first from every layer but the file.
+        let pre = Figment::from(Serialized::defaults(Config::default()))
+            .merge(env_provider(env))
+            .merge(Serialized::defaults(flags));
+        let data_dir: PathBuf = pre.extract_inner("data_dir").map_err(describe)?;
+        let file = match config_path {
+            Some(path) => {
+                if !path.is_file() {
+                    return Err(format!("config file {} does not exist", path.display()));
+                }
+                Some(path.to_path_buf())
+            }
+            None => Some(data_dir.join(CONFIG_FILE_NAME)).filter(|p| p.is_file()),
+        };
+        let mut figment = Figment::from(Serialized::defaults(Config::default()));
+        if let Some(file) = &file {
+            figment = figment.merge(Toml::file_exact(file));
+        }
+        figment
+            .merge(env_provider(env))
+            .merge(Serialized::defaults(flags))
+            .extract()
+            .map_err(describe)
+    }
+}
+
+fn env_provider(env: &[(String, String)]) -> figment::providers::Serialized<figment::value::Dict> {
+    let mut dict = figment::value::Dict::new();
+    for (key, value) in env {
+        let Some(name) = key.strip_prefix("RECLINER_") else {
+            continue;
+        };
+        let name = name.to_ascii_lowercase();
+        if name.is_empty() || ENV_NOT_SETTINGS.contains(&name.as_str()) {
+            continue;
+        }
+        // Parse like figment's Env provider does, so "5984" is a number.
+        let parsed: figment::value::Value = value
+            .parse()
+            .unwrap_or_else(|_| figment::value::Value::from(value.clone()));
+        dict.insert(name, parsed);
+    }
+    Serialized::defaults(dict)
+}
+
+/// One line naming the setting at fault and where its value came from.
+fn describe(error: figment::Error) -> String {
+    let mut line = String::from("invalid configuration: ");
+    if let Some(path) = error.path.last() {
+        line.push_str(&format!("setting `{}`: ", path));
+    }
+    line.push_str(&error.kind.to_string());
+    if let Some(meta) = &error.metadata {
+        line.push_str(&format!(" (from {}", meta.name));
+        if let Some(source) = &meta.source {
+            line.push_str(&format!(" {source}"));
+        }
+        line.push(')');
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn temp_dir() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "recliner-config-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn defaults_are_couchdbs_port_on_loopback_and_a_local_data_folder() {
+        let config = Config::load(None, &FlagOverrides::default(), &[]).unwrap();
+        assert_eq!(config.port, 5984);
+        assert_eq!(config.bind.to_string(), "127.0.0.1");
+        assert_eq!(config.data_dir, PathBuf::from("./data"));
+    }
+
+    #[test]
+    fn file_beats_defaults_env_beats_file_and_flags_beat_env() {
+        let dir = temp_dir();
+        let file = dir.join("custom.toml");
+        std::fs::write(
+            &file,
+            "port = 1111\nlog_level = \"debug\"\nbind = \"0.0.0.0\"\n",
+        )
+        .unwrap();
+
+        let from_file = Config::load(Some(&file), &FlagOverrides::default(), &[]).unwrap();
+        assert_eq!(
+            (from_file.port, from_file.log_level.as_str()),
+            (1111, "debug")
+        );
+
+        let vars = env(&[("RECLINER_PORT", "2222"), ("RECLINER_CONFIG", "ignored")]);
+        let from_env = Config::load(Some(&file), &FlagOverrides::default(), &vars).unwrap();
+        assert_eq!(from_env.port, 2222);
+        assert_eq!(
+            from_env.bind.to_string(),
+            "0.0.0.0",
+            "the file still applies below env"
+        );
+
+        let flags = FlagOverrides {
+            port: Some(3333),
+            ..Default::default()
+        };
+        let from_flag = Config::load(Some(&file), &flags, &vars).unwrap();
+        assert_eq!(from_flag.port, 3333);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_file_in_the_data_folder_is_read_when_no_path_is_given() {
+        let dir = temp_dir();
+        std::fs::write(dir.join(CONFIG_FILE_NAME), "port = 4444\n").unwrap();
+        let flags = FlagOverrides {
+            data_dir: Some(dir.clone()),
+            ..Default::default()
+        };
+        assert_eq!(Config::load(None, &flags, &[]).unwrap().port, 4444);
+        let vars = env(&[("RECLINER_DATA_DIR", dir.to_str().unwrap())]);
+        assert_eq!(
+            Config::load(None, &FlagOverrides::default(), &vars)
+                .unwrap()
+                .port,
+            4444
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_bad_value_names_the_setting() {
+        let err = Config::load(
+            None,
+            &FlagOverrides::default(),
+            &env(&[("RECLINER_PORT", "99999")]),
+        )
+        .unwrap_err();
+        assert!(err.contains("`port`"), "{err}");
+        let err = Config::load(
+            None,
+            &FlagOverrides::default(),
+            &env(&[("RECLINER_BIND", "nope")]),
+        )
+        .unwrap_err();
+        assert!(err.contains("`bind`"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_setting_in_the_file_is_refused() {
+        let dir = temp_dir();
+        let file = dir.join("bad.toml");
+        std::fs::write(&file, "prot = 1\n").unwrap();
+        let err = Config::load(Some(&file), &FlagOverrides::default(), &[]).unwrap_err();
+        assert!(err.contains("prot"), "{err}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

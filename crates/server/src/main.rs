@@ -1,0 +1,155 @@
+//! `recliner`: a CouchDB-compatible database server with a built-in replicator.
+//!
+//! This binary composes the store, the HTTP API and (later) the replicator and
+//! the `_replicator` document manager. It reads the layered configuration,
+//! sets up logging, serves HTTP, and shuts down gracefully on SIGINT/SIGTERM.
+
+mod config;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use config::{Config, FlagOverrides, LogFormat};
+use tracing_subscriber::EnvFilter;
+
+/// Recliner: a CouchDB-compatible database server with a built-in replicator.
+///
+/// Run without a subcommand to start the server. Every flag can also be set
+/// as an environment variable (RECLINER_PORT, RECLINER_BIND,
+/// RECLINER_DATA_DIR, RECLINER_LOG_LEVEL) or in recliner.toml.
+#[derive(Debug, Parser)]
+#[command(name = "recliner", version, about, long_about)]
+struct Cli {
+    /// Address to listen on [default: 127.0.0.1]
+    #[arg(long)]
+    bind: Option<std::net::IpAddr>,
+    /// Port to listen on; 0 picks a free one [default: 5984]
+    #[arg(long)]
+    port: Option<u16>,
+    /// Folder for the server's data [default: ./data]
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Log filter, e.g. info or debug [default: info]
+    #[arg(long)]
+    log_level: Option<String>,
+    /// Configuration file [default: recliner.toml in the data folder, if present]
+    #[arg(long, env = "RECLINER_CONFIG")]
+    config: Option<PathBuf>,
+    /// Print the effective configuration as TOML and exit
+    #[arg(long)]
+    print_config: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let flags = FlagOverrides {
+        bind: cli.bind,
+        port: cli.port,
+        data_dir: cli.data_dir.clone(),
+        log_level: cli.log_level.clone(),
+    };
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let config = match Config::load(cli.config.as_deref(), &flags, &env) {
+        Ok(config) => config,
+        Err(line) => {
+            eprintln!("recliner: {line}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.print_config {
+        return match toml_string(&config) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("recliner: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    if let Err(line) = init_logging(&config) {
+        eprintln!("recliner: {line}");
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("recliner: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("recliner: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn toml_string(config: &Config) -> anyhow::Result<String> {
+    Ok(toml::to_string(config)?)
+}
+
+fn init_logging(config: &Config) -> Result<(), String> {
+    let filter = EnvFilter::try_new(&config.log_level)
+        .map_err(|e| format!("invalid configuration: setting `log_level`: {e}"))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = match config.log_format {
+        LogFormat::Human => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+    result.map_err(|e| format!("cannot set up logging: {e}"))
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    let store = store::Store::open(&config.data_dir)?;
+    let app = http_api::router(http_api::AppState {
+        store: Arc::new(store),
+    });
+    let addr = SocketAddr::new(config.bind, config.port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let local = listener.local_addr()?;
+    // One stable line on stdout so scripts and tests learn the real port.
+    println!("Recliner listening on http://{local}");
+    tracing::info!(address = %local, data_dir = %config.data_dir.display(), "listening");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("server error")?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = terminate => {},
+    }
+    tracing::info!("shutdown requested");
+}

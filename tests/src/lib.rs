@@ -1,0 +1,167 @@
+//! Helpers for the end-to-end tests: start the real `recliner` binary on an
+//! ephemeral loopback port with a data folder of its own, talk HTTP to it,
+//! and stop it (killing it if the test forgets).
+//!
+//! The binary is built by `cargo xtask test` before the tests run; set
+//! `RECLINER_BIN` to test another build.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// An HTTP client for talking to test servers.
+///
+/// The workspace builds rustls with the `ring` provider, which reqwest needs
+/// installed once per process before a client exists.
+pub fn http_client() -> reqwest::Client {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder().build().expect("an HTTP client")
+}
+
+/// How long a server may take to print its address before a test gives up.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where the `recliner` binary is: `RECLINER_BIN`, else beside the test
+/// executable's target folder (`target/<profile>/recliner`).
+pub fn recliner_bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("RECLINER_BIN") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("the test knows its own path");
+    // target/<profile>/deps/<test-binary>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary in target/*/deps");
+    let bin = profile_dir.join(format!("recliner{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "{} is missing: run the tests with `cargo xtask test` (it builds the binary first)",
+        bin.display()
+    );
+    bin
+}
+
+/// A fresh, empty data folder for one test, removed when dropped.
+#[derive(Debug)]
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!(
+            "recliner-e2e-{label}-{}",
+            uuid::Uuid::new_v4().simple()
+        ));
+        std::fs::create_dir_all(&path).expect("create a temporary folder");
+        TempDir(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `recliner` process.
+#[derive(Debug)]
+pub struct TestServer {
+    child: Child,
+    /// Base URL without a trailing slash, e.g. `http://127.0.0.1:41234`.
+    pub url: String,
+}
+
+impl TestServer {
+    /// Starts `recliner --port 0 --data-dir <dir>` plus `extra_args` and waits
+    /// until it prints the address it listens on.
+    pub fn start(data_dir: &Path, extra_args: &[&str]) -> TestServer {
+        let mut child = Command::new(recliner_bin())
+            .args(["--bind", "127.0.0.1", "--port", "0", "--data-dir"])
+            .arg(data_dir)
+            .args(extra_args)
+            .env_remove("RECLINER_PORT")
+            .env_remove("RECLINER_BIND")
+            .env_remove("RECLINER_DATA_DIR")
+            .env_remove("RECLINER_CONFIG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start recliner");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut sent = false;
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if !sent && let Some(url) = line.strip_prefix("Recliner listening on ") {
+                    let _ = tx.send(url.trim().to_string());
+                    sent = true;
+                }
+            }
+        });
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        let url = loop {
+            if let Ok(url) = rx.recv_timeout(Duration::from_millis(100)) {
+                break url;
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("recliner exited during startup: {status}");
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("recliner did not report its address within {STARTUP_TIMEOUT:?}");
+            }
+        };
+        TestServer { child, url }
+    }
+
+    /// The URL of `path` on this server (`path` starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.url, path)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Asks the server to stop (SIGTERM) and waits for it to exit.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        #[cfg(unix)]
+        {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(self.child.id().to_string())
+                .status();
+        }
+        #[cfg(not(unix))]
+        let _ = self.child.kill();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("recliner did not stop within 20 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}

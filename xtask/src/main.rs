@@ -1,0 +1,72 @@
+//! `cargo xtask <task>`: the project's developer tasks, in Rust so they run
+//! the same on every machine.
+//!
+//! - `test`: everything the test suite needs, then the whole suite.
+//! - `bench [ARGS]`: the criterion benchmarks (`cargo bench` over the workspace).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("test") => test(&args[1..]),
+        Some("bench") => bench(&args[1..]),
+        _ => {
+            eprintln!("usage: cargo xtask <test|bench> [args]");
+            eprintln!("  test   build the recliner binary, then run every test of the workspace");
+            eprintln!("  bench  run the criterion benchmarks");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default()
+}
+
+fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+fn run(mut cmd: Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    eprintln!("xtask: running {shown}");
+    let status = cmd
+        .status()
+        .map_err(|e| format!("cannot run {shown}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed: {status}"))
+    }
+}
+
+/// The whole test suite. The end-to-end tests start the real `recliner`
+/// binary, so it is built first, in the same profile as the tests.
+fn test(extra: &[String]) -> Result<(), String> {
+    let mut build = cargo();
+    build.args(["build", "--package", "server", "--bin", "recliner"]);
+    run(build)?;
+    let mut tests = cargo();
+    tests.args(["test", "--workspace"]).args(extra);
+    run(tests)
+}
+
+fn bench(extra: &[String]) -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.args(["bench", "--workspace"]).args(extra);
+    run(cmd)
+}
