@@ -468,3 +468,356 @@ fn join_parent(a: Option<RevHash>, b: Option<RevHash>) -> Option<RevHash> {
         (a, b) => a.or(b),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rev(s: &str) -> RevId {
+        RevId::parse(s).unwrap()
+    }
+
+    /// `"3-c 2-b 1-a"`: a path written newest first.
+    fn path(s: &str) -> RevPath {
+        let revs: Vec<RevId> = s.split_whitespace().map(rev).collect();
+        RevPath::new(revs[0].pos, revs.into_iter().map(|r| r.hash).collect()).unwrap()
+    }
+
+    const LIVE: LeafState = LeafState {
+        deleted: false,
+        available: true,
+    };
+    const DEAD: LeafState = LeafState {
+        deleted: true,
+        available: true,
+    };
+
+    fn tree(paths: &[(&str, LeafState)]) -> RevTree {
+        let mut t = RevTree::new();
+        for (p, state) in paths {
+            t.merge(&path(p), *state);
+        }
+        t
+    }
+
+    fn revs(list: &[RevId]) -> Vec<String> {
+        list.iter().map(ToString::to_string).collect()
+    }
+
+    fn leaf_revs(t: &RevTree) -> Vec<String> {
+        t.leaves().iter().map(|l| l.rev.to_string()).collect()
+    }
+
+    #[test]
+    fn merging_into_an_empty_tree_adds_a_new_leaf() {
+        let mut t = RevTree::new();
+        assert_eq!(t.merge(&path("2-b 1-a"), LIVE), MergeOutcome::NewLeaf);
+        assert_eq!(t.len(), 2);
+        assert_eq!(leaf_revs(&t), ["2-b"]);
+    }
+
+    #[test]
+    fn extending_a_leaf_is_a_new_leaf_and_a_sibling_is_a_new_branch() {
+        let mut t = tree(&[("2-b 1-a", LIVE)]);
+        assert_eq!(t.merge(&path("3-c 2-b 1-a"), LIVE), MergeOutcome::NewLeaf);
+        assert_eq!(t.merge(&path("2-x 1-a"), LIVE), MergeOutcome::NewBranch);
+        assert_eq!(leaf_revs(&t), ["3-c", "2-x"]);
+        assert_eq!(revs(&t.conflicts()), ["2-x"]);
+    }
+
+    #[test]
+    fn merging_a_known_path_again_changes_nothing() {
+        let mut t = tree(&[("3-c 2-b 1-a", LIVE)]);
+        let before = t.clone();
+        assert_eq!(
+            t.merge(&path("3-c 2-b 1-a"), LIVE),
+            MergeOutcome::AlreadyPresent
+        );
+        assert_eq!(
+            t.merge(&path("2-b 1-a"), LeafState::default()),
+            MergeOutcome::AlreadyPresent
+        );
+        assert_eq!(t, before);
+    }
+
+    #[test]
+    fn older_history_for_a_stemmed_tree_is_internal_and_reconnects_the_root() {
+        let mut t = tree(&[("4-d 3-c", LIVE)]);
+        assert_eq!(t.parent(&rev("3-c")), None);
+        assert_eq!(
+            t.merge(&path("4-d 3-c 2-b 1-a"), LIVE),
+            MergeOutcome::Internal
+        );
+        assert_eq!(t.history(&rev("4-d")).unwrap(), path("4-d 3-c 2-b 1-a"));
+        assert_eq!(leaf_revs(&t), ["4-d"]);
+    }
+
+    #[test]
+    fn an_unrelated_history_becomes_a_second_root() {
+        let mut t = tree(&[("2-b 1-a", LIVE)]);
+        assert_eq!(t.merge(&path("2-y 1-x"), LIVE), MergeOutcome::NewBranch);
+        let roots = t.revs().filter(|r| t.parent(r).is_none()).count();
+        assert_eq!(roots, 2);
+        assert_eq!(leaf_revs(&t), ["2-y", "2-b"]);
+    }
+
+    #[test]
+    fn paths_that_meet_only_in_the_middle_are_joined() {
+        // Two stemmed views of one history, then the full one: a single tree.
+        let mut t = tree(&[("3-c 2-b", LIVE), ("2-b 1-a", LIVE)]);
+        assert_eq!(leaf_revs(&t), ["3-c"]);
+        assert_eq!(t.history(&rev("3-c")).unwrap(), path("3-c 2-b 1-a"));
+        t.merge(&path("3-z 2-b"), LIVE);
+        assert_eq!(revs(&t.conflicts()), ["3-c"]);
+    }
+
+    #[test]
+    fn the_winner_prefers_live_leaves_then_position_then_hash() {
+        // A deleted leaf loses to a live one even when it is longer.
+        let t = tree(&[("3-z 2-b 1-a", DEAD), ("2-c 1-a", LIVE)]);
+        assert_eq!(t.winner().unwrap().rev, rev("2-c"));
+        assert_eq!(revs(&t.deleted_conflicts()), ["3-z"]);
+        assert!(t.conflicts().is_empty());
+        // Among live leaves the longer wins.
+        let t = tree(&[("3-a 2-b 1-a", LIVE), ("2-z 1-a", LIVE)]);
+        assert_eq!(t.winner().unwrap().rev, rev("3-a"));
+        // Same position: the higher hash wins.
+        let t = tree(&[("2-b 1-a", LIVE), ("2-c 1-a", LIVE)]);
+        assert_eq!(t.winner().unwrap().rev, rev("2-c"));
+        // Everything deleted: the document is deleted; winner by position.
+        let t = tree(&[("2-b 1-a", DEAD), ("3-c 2-x 1-a", DEAD)]);
+        assert!(t.is_deleted());
+        assert_eq!(t.winner().unwrap().rev, rev("3-c"));
+    }
+
+    #[test]
+    fn couchdb_compares_md5_hashes_as_bytes_for_the_winner() {
+        let high = "2-ffffffffffffffffffffffffffffffff";
+        let t = tree(&[(&format!("{high} 1-a"), LIVE), ("2-zzz 1-a", LIVE)]);
+        // 0xff > b'z' (0x7a): the decoded md5 wins, though "f" < "z" as text.
+        assert_eq!(t.winner().unwrap().rev, rev(high));
+    }
+
+    #[test]
+    fn an_edit_must_name_a_leaf() {
+        let mut t = RevTree::new();
+        let hash = |h: &str| RevHash::parse(h).unwrap();
+        let one = t.new_edit(None, false, |p| {
+            assert!(p.is_none());
+            hash("a")
+        });
+        assert_eq!(one, Ok(rev("1-a")));
+        assert_eq!(
+            t.new_edit(None, false, |_| hash("b")),
+            Err(EditError::Conflict)
+        );
+        let two = t.new_edit(Some(&rev("1-a")), false, |p| {
+            assert_eq!(p, Some(&rev("1-a")));
+            hash("b")
+        });
+        assert_eq!(two, Ok(rev("2-b")));
+        assert_eq!(
+            t.new_edit(Some(&rev("1-a")), false, |_| hash("c")),
+            Err(EditError::Conflict)
+        );
+        assert_eq!(
+            t.new_edit(Some(&rev("2-zz")), false, |_| hash("c")),
+            Err(EditError::Conflict)
+        );
+        assert_eq!(leaf_revs(&t), ["2-b"]);
+        assert!(t.is_available(&rev("2-b")).unwrap());
+    }
+
+    #[test]
+    fn an_edit_of_a_missing_document_by_revision_is_a_conflict() {
+        let mut t = RevTree::new();
+        let r = t.new_edit(Some(&rev("1-a")), false, |_| RevHash::parse("b").unwrap());
+        assert_eq!(r, Err(EditError::Conflict));
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn deleting_then_recreating_extends_the_winning_tombstone() {
+        let mut t = RevTree::new();
+        let h = |s: &str| RevHash::parse(s).unwrap();
+        t.new_edit(None, false, |_| h("a")).unwrap();
+        t.new_edit(Some(&rev("1-a")), true, |_| h("b")).unwrap();
+        assert!(t.is_deleted());
+        // Editing the tombstone by its revision is a conflict, as in CouchDB.
+        assert_eq!(
+            t.new_edit(Some(&rev("2-b")), false, |_| h("x")),
+            Err(EditError::Conflict)
+        );
+        // Deleting again without a revision is a conflict too.
+        assert_eq!(t.new_edit(None, true, |_| h("x")), Err(EditError::Conflict));
+        // Re-creation without a revision hangs off the tombstone.
+        let mut seen_parent = None;
+        let new = t
+            .new_edit(None, false, |p| {
+                seen_parent = p.cloned();
+                h("c")
+            })
+            .unwrap();
+        assert_eq!(seen_parent, Some(rev("2-b")));
+        assert_eq!(new, rev("3-c"));
+        assert!(!t.is_deleted());
+        assert_eq!(t.history(&new).unwrap(), path("3-c 2-b 1-a"));
+        assert_eq!(
+            t.new_edit(None, false, |_| h("d")),
+            Err(EditError::Conflict)
+        );
+    }
+
+    #[test]
+    fn a_deleted_losing_leaf_of_a_live_document_can_be_edited() {
+        let mut t = tree(&[("2-b 1-a", DEAD), ("2-c 1-a", LIVE)]);
+        let new = t.new_edit(Some(&rev("2-b")), false, |_| RevHash::parse("d").unwrap());
+        assert_eq!(new, Ok(rev("3-d")));
+        assert_eq!(t.winner().unwrap().rev, rev("3-d"));
+    }
+
+    #[test]
+    fn resolving_a_conflict_by_deleting_the_loser() {
+        let mut t = tree(&[("2-b 1-a", LIVE), ("2-c 1-a", LIVE)]);
+        assert_eq!(revs(&t.conflicts()), ["2-b"]);
+        t.new_edit(Some(&rev("2-b")), true, |_| RevHash::parse("x").unwrap())
+            .unwrap();
+        assert!(t.conflicts().is_empty());
+        assert_eq!(revs(&t.deleted_conflicts()), ["3-x"]);
+        assert_eq!(t.winner().unwrap().rev, rev("2-c"));
+        assert!(!t.is_deleted());
+    }
+
+    #[test]
+    fn revs_info_reports_available_missing_and_deleted() {
+        let mut t = tree(&[("1-a", LIVE), ("3-c 2-b 1-a", DEAD)]);
+        t.set_available(&rev("1-a"), false);
+        t.merge(&path("2-b 1-a"), LIVE);
+        let info = t.revs_info(&rev("3-c")).unwrap();
+        let shown: Vec<(String, &str)> = info
+            .iter()
+            .map(|(r, s)| (r.to_string(), s.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("3-c".to_string(), "deleted"),
+                ("2-b".to_string(), "available"),
+                ("1-a".to_string(), "missing")
+            ]
+        );
+        assert!(t.revs_info(&rev("9-z")).is_none());
+    }
+
+    #[test]
+    fn latest_finds_the_leaves_below_a_revision() {
+        let t = tree(&[
+            ("3-c 2-b 1-a", LIVE),
+            ("3-d 2-b 1-a", LIVE),
+            ("2-x 1-a", LIVE),
+        ]);
+        let names = |v: Vec<Leaf>| v.into_iter().map(|l| l.rev.to_string()).collect::<Vec<_>>();
+        assert_eq!(names(t.latest(&rev("2-b"))), ["3-d", "3-c"]);
+        assert_eq!(names(t.latest(&rev("1-a"))), ["3-d", "3-c", "2-x"]);
+        assert_eq!(names(t.latest(&rev("2-x"))), ["2-x"]);
+        assert!(t.latest(&rev("2-nope")).is_empty());
+    }
+
+    #[test]
+    fn revs_diff_lists_missing_revisions_and_possible_ancestors() {
+        let t = tree(&[
+            ("3-c 2-b 1-a", LIVE),
+            ("2-x 1-a", LIVE),
+            ("5-e 4-d 3-c 2-b 1-a", DEAD),
+        ]);
+        let diff = t.revs_diff(&[rev("3-c"), rev("4-new"), rev("4-new"), rev("2-y")]);
+        assert_eq!(revs(&diff.missing), ["4-new", "2-y"]);
+        // Leaves with a position below the highest missing one (4).
+        assert_eq!(revs(&diff.possible_ancestors), ["2-x"]);
+        let none = t.revs_diff(&[rev("1-a"), rev("5-e")]);
+        assert_eq!(none, RevsDiff::default());
+        let all = RevTree::new().revs_diff(&[rev("1-a")]);
+        assert_eq!(revs(&all.missing), ["1-a"]);
+        assert!(all.possible_ancestors.is_empty());
+    }
+
+    #[test]
+    fn stemming_keeps_the_newest_generations_of_each_branch() {
+        let mut t = tree(&[("5-e 4-d 3-c 2-b 1-a", LIVE)]);
+        assert_eq!(t.stem(3), 2);
+        assert_eq!(t.history(&rev("5-e")).unwrap(), path("5-e 4-d 3-c"));
+        assert_eq!(t.parent(&rev("3-c")), None);
+
+        // A short branch keeps its fork point alive for its own sake.
+        let mut t = tree(&[("5-e 4-d 3-c 2-b 1-a", LIVE), ("2-x 1-a", LIVE)]);
+        t.stem(2);
+        assert_eq!(leaf_revs(&t), ["5-e", "2-x"]);
+        assert_eq!(t.history(&rev("5-e")).unwrap(), path("5-e 4-d"));
+        assert_eq!(t.history(&rev("2-x")).unwrap(), path("2-x 1-a"));
+        assert!(!t.contains(&rev("2-b")) && !t.contains(&rev("3-c")));
+    }
+
+    #[test]
+    fn stemming_never_drops_a_leaf_even_at_limit_zero() {
+        let mut t = tree(&[("3-c 2-b 1-a", LIVE), ("2-x 1-a", DEAD)]);
+        t.stem(0);
+        assert_eq!(leaf_revs(&t), ["3-c", "2-x"]);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn a_stemmed_tree_rejoins_when_the_full_history_is_merged_again() {
+        let mut t = tree(&[("4-d 3-c 2-b 1-a", LIVE)]);
+        t.stem(2);
+        t.merge(&path("5-e 4-d 3-c 2-b 1-a"), LIVE);
+        assert_eq!(t.history(&rev("5-e")).unwrap(), path("5-e 4-d 3-c 2-b 1-a"));
+    }
+
+    #[test]
+    fn disagreeing_parents_resolve_the_same_way_in_any_order() {
+        let a = tree(&[("3-c 2-b 1-a", LIVE), ("3-c 2-z 1-a", LIVE)]);
+        let b = tree(&[("3-c 2-z 1-a", LIVE), ("3-c 2-b 1-a", LIVE)]);
+        assert_eq!(a, b);
+        assert_eq!(a.parent(&rev("3-c")), Some(rev("2-b")));
+    }
+
+    #[test]
+    fn the_encoding_round_trips_and_is_canonical() {
+        let mut t = tree(&[
+            ("3-c 2-b 1-a", LIVE),
+            ("2-0123456789abcdef0123456789abcdef 1-a", DEAD),
+            ("7-x 6-y", LIVE),
+        ]);
+        t.set_available(&rev("1-a"), false);
+        let bytes = t.encode();
+        assert_eq!(bytes[0], crate::FORMAT_V1);
+        assert_eq!(RevTree::decode(&bytes).unwrap(), t);
+        let again = tree(&[
+            ("7-x 6-y", LIVE),
+            ("2-0123456789abcdef0123456789abcdef 1-a", DEAD),
+            ("3-c 2-b 1-a", LIVE),
+        ]);
+        let mut again = again;
+        again.set_available(&rev("1-a"), false);
+        assert_eq!(again.encode(), bytes);
+    }
+
+    #[test]
+    fn corrupt_encodings_are_errors_not_panics() {
+        let t = tree(&[("3-c 2-b 1-a", LIVE), ("2-x 1-a", DEAD)]);
+        let bytes = t.encode();
+        for cut in 0..bytes.len() {
+            assert!(
+                RevTree::decode(&bytes[..cut]).is_err(),
+                "truncated at {cut}"
+            );
+        }
+        let mut extra = bytes.clone();
+        extra.push(0);
+        assert!(RevTree::decode(&extra).is_err());
+        let mut format = bytes.clone();
+        format[0] = 99;
+        assert!(RevTree::decode(&format).is_err());
+        assert!(RevTree::decode(&[crate::FORMAT_V1, 0]).unwrap().is_empty());
+    }
+}
