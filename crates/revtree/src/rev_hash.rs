@@ -22,7 +22,7 @@ pub struct AttachmentDigest<'a> {
 
 /// The hash of a new revision: md5 (32 lowercase hex) over the parent
 /// revision, the deleted flag, the body in canonical JSON without its
-/// top-level special (`_`-prefixed) fields, and the attachments' names, types
+/// top-level metadata fields (`_id`, `_rev`, `_attachments`, ...), and the attachments' names, types
 /// and digests in name order.
 pub fn new_rev_hash(
     parent: Option<&RevId>,
@@ -86,13 +86,28 @@ pub fn write_canonical_json(out: &mut impl Write, value: &Value) -> io::Result<(
     }
 }
 
-/// A document body without its top-level special fields (`_id`, `_rev`,
-/// `_attachments`, ...), which are metadata rather than content.
+/// Top-level fields that describe a revision rather than being its content;
+/// other `_` fields CouchDB keeps in bodies (`_replication_state`, ...) are hashed.
+const METADATA_FIELDS: &[&str] = &[
+    "_id",
+    "_rev",
+    "_revisions",
+    "_deleted",
+    "_attachments",
+    "_revs_info",
+    "_conflicts",
+    "_deleted_conflicts",
+    "_local_seq",
+];
+
+/// A document body without its top-level metadata fields.
 fn write_canonical_body(out: &mut impl Write, body: &Value) -> io::Result<()> {
     match body {
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> =
-                map.iter().filter(|(k, _)| !k.starts_with('_')).collect();
+            let mut entries: Vec<(&String, &Value)> = map
+                .iter()
+                .filter(|(k, _)| !METADATA_FIELDS.contains(&k.as_str()))
+                .collect();
             entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
             write_object(out, entries)
         }
@@ -210,11 +225,23 @@ mod tests {
             content_type: "t",
             digest: "d2",
         };
-        let with_meta = json!({"v": 1, "_rev": "1-x", "_attachments": {}});
+        let with_meta = json!({"v": 1, "_rev": "1-x", "_attachments": {}, "_id": "d"});
         assert_eq!(
             new_rev_hash(None, false, &with_meta, &[a1, a2]),
             new_rev_hash(None, false, &json!({"v": 1}), &[a2, a1])
         );
+    }
+
+    #[test]
+    fn replication_state_fields_are_content_and_change_the_hash() {
+        let plain = new_rev_hash(None, false, &json!({"v": 1}), &[]);
+        let with_state = new_rev_hash(
+            None,
+            false,
+            &json!({"v": 1, "_replication_state": "completed"}),
+            &[],
+        );
+        assert_ne!(plain, with_state);
     }
 
     #[test]

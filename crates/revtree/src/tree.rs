@@ -237,35 +237,44 @@ impl RevTree {
         }
     }
 
-    /// Adds a new revision as an interactive edit (`new_edits=true`), with
+    /// The revision an interactive edit (`new_edits=true`) builds on, with
     /// CouchDB's rules:
-    /// - `parent` must name a leaf (live or deleted) of a document that is not
-    ///   deleted as a whole;
-    /// - without `parent`, a new document is created, or a deleted document is
-    ///   re-created (not as a deletion) on top of its winning tombstone, so the
-    ///   tree does not grow a new root;
+    /// - `requested` must name a leaf (live or deleted) of a document that is
+    ///   not deleted as a whole;
+    /// - without `requested`, a new document is created (`None`), or a deleted
+    ///   document is re-created (not as a deletion) on top of its winning
+    ///   tombstone, so the tree does not grow a new root;
     /// - anything else is a conflict.
-    ///
-    /// `hash_for` receives the effective parent and returns the new revision's
-    /// hash (see [`crate::new_rev_hash`]), so the id covers the real parent.
-    pub fn new_edit(
-        &mut self,
-        parent: Option<&RevId>,
-        deleted: bool,
-        hash_for: impl FnOnce(Option<&RevId>) -> RevHash,
-    ) -> Result<RevId, EditError> {
+    pub fn edit_parent(
+        &self,
+        requested: Option<&RevId>,
+        deleting: bool,
+    ) -> Result<Option<RevId>, EditError> {
         let doc_deleted = self.is_deleted();
-        let base = match parent {
+        match requested {
             Some(rev) => {
                 if !self.contains(rev) || !self.is_leaf(rev) || doc_deleted {
                     return Err(EditError::Conflict);
                 }
-                Some(rev.clone())
+                Ok(Some(rev.clone()))
             }
-            None if self.is_empty() => None,
-            None if doc_deleted && !deleted => self.winner().map(|leaf| leaf.rev),
-            None => return Err(EditError::Conflict),
-        };
+            None if self.is_empty() => Ok(None),
+            None if doc_deleted && !deleting => Ok(self.winner().map(|leaf| leaf.rev)),
+            None => Err(EditError::Conflict),
+        }
+    }
+
+    /// Adds a new revision as an interactive edit on the parent that
+    /// [`RevTree::edit_parent`] chooses. `hash_for` receives that effective
+    /// parent and returns the new revision's hash (see
+    /// [`crate::new_rev_hash`]), so the id covers the real parent.
+    pub fn new_edit(
+        &mut self,
+        requested: Option<&RevId>,
+        deleted: bool,
+        hash_for: impl FnOnce(Option<&RevId>) -> RevHash,
+    ) -> Result<RevId, EditError> {
+        let base = self.edit_parent(requested, deleted)?;
         let new_rev = RevId::new(
             base.as_ref().map_or(1, |b| b.pos + 1),
             hash_for(base.as_ref()),
@@ -421,9 +430,9 @@ impl RevTree {
 
     /// Cuts history so that only revisions within `limit` generations of some
     /// leaf remain (`_revs_limit`); a limit of 0 counts as 1. Never drops a
-    /// leaf. Revisions whose parent is cut become roots. Returns how many
-    /// revisions were removed.
-    pub fn stem(&mut self, limit: u32) -> usize {
+    /// leaf. Revisions whose parent is cut become roots. Returns the removed
+    /// revisions, so the store can drop their bodies.
+    pub fn stem(&mut self, limit: u32) -> Vec<RevId> {
         let limit = limit.max(1) as u64;
         // For each kept revision, the most generations still allowed above it.
         let mut budget: HashMap<RevId, u64> = HashMap::new();
@@ -439,8 +448,15 @@ impl RevTree {
                 current = self.parent(&rev);
             }
         }
-        let before = self.nodes.len();
-        self.nodes.retain(|rev, _| budget.contains_key(rev));
+        let removed: Vec<RevId> = self
+            .nodes
+            .keys()
+            .filter(|rev| !budget.contains_key(*rev))
+            .cloned()
+            .collect();
+        for rev in &removed {
+            self.nodes.remove(rev);
+        }
         let orphans: Vec<RevId> = self
             .nodes
             .iter()
@@ -456,7 +472,7 @@ impl RevTree {
                 node.parent = None;
             }
         }
-        before - self.nodes.len()
+        removed
     }
 }
 
@@ -744,7 +760,7 @@ mod tests {
     #[test]
     fn stemming_keeps_the_newest_generations_of_each_branch() {
         let mut t = tree(&[("5-e 4-d 3-c 2-b 1-a", LIVE)]);
-        assert_eq!(t.stem(3), 2);
+        assert_eq!(revs(&t.stem(3)), ["1-a", "2-b"]);
         assert_eq!(t.history(&rev("5-e")).unwrap(), path("5-e 4-d 3-c"));
         assert_eq!(t.parent(&rev("3-c")), None);
 
