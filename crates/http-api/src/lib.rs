@@ -12,8 +12,6 @@
 pub mod error;
 mod server_routes;
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
@@ -27,7 +25,7 @@ pub const COUCHDB_COMPAT_VERSION: &str = "3.5.0";
 /// Everything a handler may need, shared by all requests.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    pub store: Arc<Store>,
+    pub store: Store,
 }
 
 /// Builds the whole API.

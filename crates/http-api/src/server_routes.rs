@@ -44,7 +44,6 @@ async fn up() -> impl IntoResponse {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use axum::body::Body;
     use axum::http::{Request, StatusCode, header};
@@ -61,9 +60,7 @@ mod tests {
             std::thread::current().id()
         ));
         let store = Store::open(&dir).unwrap();
-        router(AppState {
-            store: Arc::new(store),
-        })
+        router(AppState { store })
     }
 
     async fn call(method: &str, uri: &str) -> (StatusCode, serde_json::Value) {

@@ -9,7 +9,6 @@ mod config;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
@@ -112,9 +111,7 @@ fn init_logging(config: &Config) -> Result<(), String> {
 
 async fn serve(config: Config) -> anyhow::Result<()> {
     let store = store::Store::open(&config.data_dir)?;
-    let app = http_api::router(http_api::AppState {
-        store: Arc::new(store),
-    });
+    let app = http_api::router(http_api::AppState { store });
     let addr = SocketAddr::new(config.bind, config.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

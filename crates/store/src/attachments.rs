@@ -1,0 +1,380 @@
+//! Attachments: per-revision metadata, and the content-addressed blob store
+//! (bytes kept once per digest, in chunks, shared by every revision and
+//! document that has them).
+
+use base64::Engine;
+use md5::{Digest, Md5};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::StoreError;
+
+/// Bytes per stored chunk: large enough that a 1 GiB attachment is only
+/// 4096 rows, small enough that reading one never costs much memory.
+pub const CHUNK_SIZE: usize = 256 * 1024;
+
+/// What a revision records about one of its attachments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachmentMeta {
+    pub content_type: String,
+    /// Length of the content as the client sees it (decoded).
+    pub length: u64,
+    /// `md5-<base64>` of the stored bytes.
+    pub digest: String,
+    /// The revision position at which these bytes were attached.
+    pub revpos: u64,
+    /// `gzip` when the stored bytes are compressed, as CouchDB's replicator sends them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// Length of the stored (encoded) bytes when `encoding` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoded_length: Option<u64>,
+}
+
+impl AttachmentMeta {
+    /// The stub CouchDB shows when bytes are not requested.
+    pub fn stub_json(&self) -> Value {
+        let mut m = self.base_json();
+        m.insert("stub".into(), Value::Bool(true));
+        Value::Object(m)
+    }
+
+    /// The inline form with the bytes as base64 `data`.
+    pub fn inline_json(&self, data: &[u8]) -> Value {
+        let mut m = self.base_json();
+        m.insert(
+            "data".into(),
+            Value::String(base64::engine::general_purpose::STANDARD.encode(data)),
+        );
+        Value::Object(m)
+    }
+
+    /// The multipart form: the bytes follow in their own part.
+    pub fn follows_json(&self) -> Value {
+        let mut m = self.base_json();
+        m.insert("follows".into(), Value::Bool(true));
+        Value::Object(m)
+    }
+
+    fn base_json(&self) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert(
+            "content_type".into(),
+            Value::String(self.content_type.clone()),
+        );
+        m.insert("revpos".into(), Value::from(self.revpos));
+        m.insert("digest".into(), Value::String(self.digest.clone()));
+        m.insert("length".into(), Value::from(self.length));
+        if let Some(encoding) = &self.encoding {
+            m.insert("encoding".into(), Value::String(encoding.clone()));
+        }
+        if let Some(encoded) = self.encoded_length {
+            m.insert("encoded_length".into(), Value::from(encoded));
+        }
+        m
+    }
+}
+
+/// A revision's attachments in order, as stored in the `revs.atts` column.
+pub type Attachments = Vec<(String, AttachmentMeta)>;
+
+pub(crate) fn encode_atts(atts: &Attachments) -> Option<String> {
+    if atts.is_empty() {
+        return None;
+    }
+    let map: Map<String, Value> = atts
+        .iter()
+        .map(|(name, meta)| {
+            (
+                name.clone(),
+                serde_json::to_value(meta).unwrap_or(Value::Null),
+            )
+        })
+        .collect();
+    Some(Value::Object(map).to_string())
+}
+
+pub(crate) fn decode_atts(text: Option<&str>) -> Result<Attachments, StoreError> {
+    let Some(text) = text else {
+        return Ok(Vec::new());
+    };
+    let map: Map<String, Value> = serde_json::from_str(text).map_err(|e| StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("attachment metadata: {e}"),
+    })?;
+    map.into_iter()
+        .map(|(name, v)| {
+            serde_json::from_value(v)
+                .map(|meta| (name, meta))
+                .map_err(|e| StoreError::Corrupt {
+                    db: String::new(),
+                    detail: format!("attachment metadata: {e}"),
+                })
+        })
+        .collect()
+}
+
+/// CouchDB's digest string for some bytes' md5.
+pub fn digest_string(md5: &[u8]) -> String {
+    format!(
+        "md5-{}",
+        base64::engine::general_purpose::STANDARD.encode(md5)
+    )
+}
+
+/// The digest of bytes held in memory.
+pub fn digest_of(data: &[u8]) -> String {
+    digest_string(&Md5::digest(data))
+}
+
+/// Whether the blob store holds bytes with this digest.
+pub(crate) fn has_blob(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM att_blobs WHERE digest = ?1")?
+        .query_row([digest], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+/// Stores bytes held in memory (inline attachments); returns their digest.
+pub(crate) fn put_blob(conn: &Connection, data: &[u8]) -> Result<String, StoreError> {
+    let digest = digest_of(data);
+    if has_blob(conn, &digest)? {
+        return Ok(digest);
+    }
+    let mut insert =
+        conn.prepare_cached("INSERT INTO att_chunks (digest, idx, data) VALUES (?1, ?2, ?3)")?;
+    for (i, chunk) in data.chunks(CHUNK_SIZE).enumerate() {
+        insert.execute(params![digest, i as i64, chunk])?;
+    }
+    conn.prepare_cached("INSERT INTO att_blobs (digest, length) VALUES (?1, ?2)")?
+        .execute(params![digest, data.len() as i64])?;
+    Ok(digest)
+}
+
+/// Number of chunks of a stored blob, or `None` when the digest is unknown.
+pub(crate) fn chunk_count(conn: &Connection, digest: &str) -> Result<Option<u64>, StoreError> {
+    if !has_blob(conn, digest)? {
+        return Ok(None);
+    }
+    let count: i64 = conn
+        .prepare_cached("SELECT COUNT(*) FROM att_chunks WHERE digest = ?1")?
+        .query_row([digest], |r| r.get(0))?;
+    Ok(Some(count as u64))
+}
+
+/// One chunk of a stored blob.
+pub(crate) fn read_chunk(conn: &Connection, digest: &str, idx: u64) -> Result<Vec<u8>, StoreError> {
+    conn.prepare_cached("SELECT data FROM att_chunks WHERE digest = ?1 AND idx = ?2")?
+        .query_row(params![digest, idx as i64], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::Corrupt {
+            db: String::new(),
+            detail: format!("attachment {digest} lacks chunk {idx}"),
+        })
+}
+
+/// All bytes of a blob, for inline (`attachments=true` JSON) answers, where
+/// CouchDB also builds the whole base64 string.
+pub(crate) fn read_blob(conn: &Connection, digest: &str) -> Result<Vec<u8>, StoreError> {
+    let mut out = Vec::new();
+    let mut stmt =
+        conn.prepare_cached("SELECT data FROM att_chunks WHERE digest = ?1 ORDER BY idx")?;
+    let mut rows = stmt.query([digest])?;
+    while let Some(row) = rows.next()? {
+        let chunk: Vec<u8> = row.get(0)?;
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// An attachment upload in progress: bytes arrive in pieces (from a
+/// multipart body or a standalone attachment PUT) and are written chunk by
+/// chunk, each chunk a small write of its own, so a large upload neither sits
+/// in memory nor holds the database's writer. The finished blob is addressed
+/// by its digest; a blob no revision uses is dropped at compaction.
+#[derive(Debug)]
+pub struct AttachmentUpload {
+    db: crate::Database,
+    temp_key: String,
+    hasher: Md5,
+    buffer: Vec<u8>,
+    length: u64,
+    next_idx: i64,
+}
+
+/// A finished upload, ready to be referenced by a document write
+/// (`AttachmentInput::Staged`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StagedBlob {
+    pub digest: String,
+    pub length: u64,
+}
+
+impl AttachmentUpload {
+    pub(crate) fn new(db: crate::Database) -> AttachmentUpload {
+        AttachmentUpload {
+            db,
+            temp_key: format!("tmp-{}", uuid::Uuid::new_v4().simple()),
+            hasher: Md5::new(),
+            buffer: Vec::with_capacity(CHUNK_SIZE),
+            length: 0,
+            next_idx: 0,
+        }
+    }
+
+    /// Adds bytes; full chunks are written as they fill.
+    pub async fn write(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
+        while !data.is_empty() {
+            let room = CHUNK_SIZE - self.buffer.len();
+            let take = room.min(data.len());
+            self.buffer.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            if self.buffer.len() == CHUNK_SIZE {
+                self.flush().await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), StoreError> {
+        if self.buffer.is_empty() {
+            return Ok(());
+        }
+        let chunk = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK_SIZE));
+        self.hasher.update(&chunk);
+        self.length += chunk.len() as u64;
+        let key = self.temp_key.clone();
+        let idx = self.next_idx;
+        self.next_idx += 1;
+        self.db
+            .write(1, move |ctx| {
+                ctx.conn
+                    .prepare_cached(
+                        "INSERT INTO att_chunks (digest, idx, data) VALUES (?1, ?2, ?3)",
+                    )?
+                    .execute(params![key, idx, chunk])?;
+                Ok(())
+            })
+            .await
+    }
+
+    /// Writes the last chunk and files the blob under its digest.
+    pub async fn finish(mut self) -> Result<StagedBlob, StoreError> {
+        self.flush().await?;
+        let digest = digest_string(&std::mem::take(&mut self.hasher).finalize());
+        let length = self.length;
+        let key = self.temp_key.clone();
+        let staged = StagedBlob {
+            digest: digest.clone(),
+            length,
+        };
+        self.db
+            .write(1, move |ctx| {
+                if has_blob(ctx.conn, &digest)? {
+                    ctx.conn
+                        .execute("DELETE FROM att_chunks WHERE digest = ?1", [&key])?;
+                } else {
+                    ctx.conn.execute(
+                        "UPDATE att_chunks SET digest = ?1 WHERE digest = ?2",
+                        [&digest, &key],
+                    )?;
+                    ctx.conn
+                        .prepare_cached("INSERT INTO att_blobs (digest, length) VALUES (?1, ?2)")?
+                        .execute(params![digest, length as i64])?;
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(staged)
+    }
+}
+
+/// A stored attachment being read chunk by chunk.
+#[derive(Debug)]
+pub struct AttachmentReader {
+    db: crate::Database,
+    digest: String,
+    chunks: u64,
+    next: u64,
+}
+
+impl AttachmentReader {
+    /// The next piece of the attachment, or `None` at the end.
+    pub async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
+        if self.next >= self.chunks {
+            return Ok(None);
+        }
+        let digest = self.digest.clone();
+        let idx = self.next;
+        self.next += 1;
+        self.db
+            .read(move |conn| read_chunk(conn, &digest, idx))
+            .await
+            .map(Some)
+    }
+}
+
+impl crate::Database {
+    /// Starts an upload of attachment bytes.
+    pub fn begin_attachment(&self) -> AttachmentUpload {
+        AttachmentUpload::new(self.clone())
+    }
+
+    /// An attachment of a document revision (the winner when `rev` is
+    /// `None`): its metadata and a chunked reader for its stored bytes.
+    pub async fn attachment(
+        &self,
+        id: &str,
+        name: &str,
+        rev: Option<revtree::RevId>,
+    ) -> Result<(AttachmentMeta, AttachmentReader), StoreError> {
+        let (id, name) = (id.to_string(), name.to_string());
+        let (meta, chunks) = self
+            .read(move |conn| {
+                let row =
+                    crate::read::load_row(conn, &id)?.ok_or(StoreError::DocNotFound("missing"))?;
+                let rev = match rev {
+                    Some(rev) => rev,
+                    None => {
+                        let winner = row
+                            .tree
+                            .winner()
+                            .ok_or(StoreError::DocNotFound("missing"))?;
+                        if winner.deleted {
+                            return Err(StoreError::DocNotFound("deleted"));
+                        }
+                        winner.rev
+                    }
+                };
+                let text: Option<Option<String>> = conn
+                    .prepare_cached("SELECT atts FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+                    .query_row(params![row.key, rev.to_string()], |r| r.get(0))
+                    .optional()?;
+                let atts = decode_atts(text.ok_or(StoreError::DocNotFound("missing"))?.as_deref())?;
+                let meta = atts
+                    .into_iter()
+                    .find(|(n, _)| n == &name)
+                    .map(|(_, m)| m)
+                    .ok_or(StoreError::DocNotFound("Document is missing attachment"))?;
+                let chunks =
+                    chunk_count(conn, &meta.digest)?.ok_or_else(|| StoreError::Corrupt {
+                        db: String::new(),
+                        detail: format!("attachment bytes {} are missing", meta.digest),
+                    })?;
+                Ok((meta, chunks))
+            })
+            .await?;
+        let digest = meta.digest.clone();
+        Ok((
+            meta,
+            AttachmentReader {
+                db: self.clone(),
+                digest,
+                chunks,
+                next: 0,
+            },
+        ))
+    }
+}

@@ -1,0 +1,387 @@
+//! One open database: its file, the reader connections, the writer thread,
+//! and the update-sequence channel that wakes changes-feed listeners.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::StoreError;
+use crate::schema::{self, Durability};
+use crate::writer::{self, DbState, Msg, TypedJob, WriteCtx};
+
+/// Reader connections kept open per database; more are opened on demand and
+/// closed after use when this many are already pooled.
+const MAX_POOLED_READERS: usize = 8;
+
+/// An open database. Cheap to clone; every clone talks to the same writer.
+#[derive(Clone)]
+pub struct Database {
+    inner: Arc<DbInner>,
+}
+
+struct DbInner {
+    name: String,
+    path: PathBuf,
+    uuid: String,
+    instance_start_time: String,
+    durability: Durability,
+    readers: Mutex<Vec<Connection>>,
+    writer: Sender<Msg>,
+    seq_rx: watch::Receiver<u64>,
+    deleted: AtomicBool,
+    commits: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Database {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Database")
+            .field("name", &self.inner.name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything `GET /db` reports, in store terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbInfo {
+    pub db_name: String,
+    pub update_seq: u64,
+    pub purge_seq: u64,
+    pub doc_count: u64,
+    pub doc_del_count: u64,
+    /// Bytes on disk (database file plus its write-ahead log).
+    pub file_size: u64,
+    /// Bytes of live data in the file.
+    pub active_size: u64,
+    /// Uncompressed size of the live documents' bodies.
+    pub external_size: u64,
+    pub instance_start_time: String,
+    pub uuid: String,
+}
+
+pub(crate) fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT value FROM db_meta WHERE key = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()?)
+}
+
+fn write_meta(conn: &Connection, key: &str, value: &str) -> Result<(), StoreError> {
+    conn.prepare_cached("INSERT OR REPLACE INTO db_meta (key, value) VALUES (?1, ?2)")?
+        .execute([key, value])?;
+    Ok(())
+}
+
+fn open_connection(
+    path: &Path,
+    create: bool,
+    durability: Durability,
+) -> Result<Connection, StoreError> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags)?;
+    schema::configure(&conn, durability)?;
+    Ok(conn)
+}
+
+impl Database {
+    /// Creates a new database file and opens it.
+    pub(crate) fn create(
+        name: &str,
+        path: &Path,
+        durability: Durability,
+    ) -> Result<Database, StoreError> {
+        let mut conn = open_connection(path, true, durability)?;
+        schema::migrate(&mut conn)?;
+        let tx = conn.transaction()?;
+        if read_meta(&tx, "uuid")?.is_none() {
+            write_meta(&tx, "uuid", &uuid::Uuid::new_v4().simple().to_string())?;
+            // Fixed for the life of the database: CouchDB's replicator
+            // restarts from scratch when it changes.
+            let micros = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_micros())
+                .unwrap_or(0);
+            write_meta(&tx, "instance_start_time", &micros.to_string())?;
+            write_meta(&tx, "revs_limit", &revtree::DEFAULT_REVS_LIMIT.to_string())?;
+            write_meta(&tx, "security", "{}")?;
+        }
+        tx.commit()?;
+        Database::start(name, path, conn, durability)
+    }
+
+    /// Opens an existing database file.
+    pub(crate) fn open(
+        name: &str,
+        path: &Path,
+        durability: Durability,
+    ) -> Result<Database, StoreError> {
+        if !path.is_file() {
+            return Err(StoreError::DbNotFound(name.to_string()));
+        }
+        let mut conn = open_connection(path, false, durability)?;
+        schema::migrate(&mut conn)?;
+        Database::start(name, path, conn, durability)
+    }
+
+    fn start(
+        name: &str,
+        path: &Path,
+        conn: Connection,
+        durability: Durability,
+    ) -> Result<Database, StoreError> {
+        let corrupt = |what: &str| StoreError::Corrupt {
+            db: name.to_string(),
+            detail: format!("no {what}"),
+        };
+        let uuid = read_meta(&conn, "uuid")?.ok_or_else(|| corrupt("uuid"))?;
+        let instance_start_time = read_meta(&conn, "instance_start_time")?
+            .ok_or_else(|| corrupt("instance_start_time"))?;
+        let state = DbState::load(&conn)?;
+        let (seq_tx, seq_rx) = watch::channel(state.update_seq);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let thread_name = format!("writer:{name}");
+        let db_name = name.to_string();
+        let commits = Arc::new(AtomicU64::new(0));
+        let counter = commits.clone();
+        std::thread::Builder::new()
+            .name(thread_name.chars().take(15).collect())
+            .spawn(move || writer::run(conn, rx, state, seq_tx, db_name, counter))?;
+        Ok(Database {
+            inner: Arc::new(DbInner {
+                name: name.to_string(),
+                path: path.to_path_buf(),
+                uuid,
+                instance_start_time,
+                durability,
+                readers: Mutex::new(Vec::new()),
+                writer: tx,
+                seq_rx,
+                deleted: AtomicBool::new(false),
+                commits,
+            }),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The database's persistent uuid.
+    pub fn uuid(&self) -> &str {
+        &self.inner.uuid
+    }
+
+    /// Fixed for the life of the database (replicators compare it).
+    pub fn instance_start_time(&self) -> &str {
+        &self.inner.instance_start_time
+    }
+
+    /// The latest committed update sequence.
+    pub fn update_seq(&self) -> u64 {
+        *self.inner.seq_rx.borrow()
+    }
+
+    /// A receiver that changes whenever a commit moves the update sequence:
+    /// the wake-up for longpoll and continuous changes feeds. It reports an
+    /// error once the database is closed or deleted.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.seq_rx.clone()
+    }
+
+    fn not_found(&self) -> StoreError {
+        StoreError::DbNotFound(self.inner.name.clone())
+    }
+
+    /// Runs a write on the writer thread, grouped with any other pending
+    /// writes into one transaction.
+    pub(crate) async fn write<T, F>(&self, weight: usize, op: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
+        if self.inner.deleted.load(Ordering::Acquire) {
+            return Err(self.not_found());
+        }
+        let (job, rx) = TypedJob::new(weight, op);
+        self.inner
+            .writer
+            .send(Msg::Job(Box::new(job)))
+            .map_err(|_| self.not_found())?;
+        rx.await.map_err(|_| self.not_found())?
+    }
+
+    /// Runs a read on a pooled reader connection, off the async threads, in
+    /// one read transaction (a consistent snapshot).
+    pub(crate) async fn read<T, F>(&self, op: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
+    {
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || db.read_blocking(op))
+            .await
+            .map_err(|e| StoreError::CommitFailed(format!("read task failed: {e}")))?
+    }
+
+    /// [`Database::read`] for callers already off the async threads.
+    pub(crate) fn read_blocking<T>(
+        &self,
+        op: impl FnOnce(&Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if self.inner.deleted.load(Ordering::Acquire) {
+            return Err(self.not_found());
+        }
+        let pooled = self
+            .inner
+            .readers
+            .lock()
+            .ok()
+            .and_then(|mut pool| pool.pop());
+        let conn = match pooled {
+            Some(conn) => conn,
+            None => {
+                let conn = open_connection(&self.inner.path, false, self.inner.durability)
+                    .map_err(|e| match e {
+                        StoreError::Sqlite(_) if !self.inner.path.exists() => self.not_found(),
+                        other => other,
+                    })?;
+                conn.pragma_update(None, "query_only", "ON")?;
+                conn
+            }
+        };
+        let result = (|| {
+            let tx = conn.unchecked_transaction()?;
+            let out = op(&tx);
+            drop(tx);
+            out
+        })();
+        if let Ok(mut pool) = self.inner.readers.lock()
+            && pool.len() < MAX_POOLED_READERS
+        {
+            pool.push(conn);
+        }
+        result
+    }
+
+    /// Everything `GET /db` reports.
+    pub async fn info(&self) -> Result<DbInfo, StoreError> {
+        let db = self.clone();
+        self.read(move |conn| {
+            let state = DbState::load(conn)?;
+            let page_size: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
+            let pages: i64 = conn.pragma_query_value(None, "page_count", |r| r.get(0))?;
+            let free: i64 = conn.pragma_query_value(None, "freelist_count", |r| r.get(0))?;
+            let file_len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+            let mut wal = db.inner.path.as_os_str().to_owned();
+            wal.push("-wal");
+            Ok(DbInfo {
+                db_name: db.inner.name.clone(),
+                update_seq: state.update_seq,
+                purge_seq: state.purge_seq,
+                doc_count: state.doc_count,
+                doc_del_count: state.doc_del_count,
+                file_size: file_len(&db.inner.path) + file_len(Path::new(&wal)),
+                active_size: ((pages - free).max(0) * page_size) as u64,
+                external_size: state.external_size.max(0) as u64,
+                instance_start_time: db.inner.instance_start_time.clone(),
+                uuid: db.inner.uuid.clone(),
+            })
+        })
+        .await
+    }
+
+    /// How many generations of history each document keeps.
+    pub async fn revs_limit(&self) -> Result<u32, StoreError> {
+        self.read(|conn| Ok(DbState::load(conn)?.revs_limit)).await
+    }
+
+    /// Sets `_revs_limit` (at least 1); applies to documents as they are next written.
+    pub async fn set_revs_limit(&self, limit: u32) -> Result<(), StoreError> {
+        if limit == 0 {
+            return Err(StoreError::bad_request(
+                "revs_limit must be a positive integer",
+            ));
+        }
+        self.write(1, move |ctx| {
+            write_meta(ctx.conn, "revs_limit", &limit.to_string())?;
+            ctx.state.revs_limit = limit;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The `_security` object.
+    pub async fn security(&self) -> Result<Value, StoreError> {
+        let name = self.inner.name.clone();
+        self.read(move |conn| {
+            let text = read_meta(conn, "security")?.unwrap_or_else(|| "{}".into());
+            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                db: name,
+                detail: format!("_security: {e}"),
+            })
+        })
+        .await
+    }
+
+    /// Replaces the `_security` object (which must be a JSON object).
+    pub async fn set_security(&self, security: Value) -> Result<(), StoreError> {
+        if !security.is_object() {
+            return Err(StoreError::bad_request(
+                "Security object must be a JSON object",
+            ));
+        }
+        let text = security.to_string();
+        self.write(1, move |ctx| write_meta(ctx.conn, "security", &text))
+            .await
+    }
+
+    /// Makes every committed write durable against power loss too: the
+    /// write-ahead log and the database file are fsynced. (Process crashes
+    /// never lose a committed write, whatever the durability mode.)
+    pub async fn ensure_full_commit(&self) -> Result<(), StoreError> {
+        let path = self.inner.path.clone();
+        self.write(0, move |_ctx| Ok(())).await?;
+        tokio::task::spawn_blocking(move || -> Result<(), StoreError> {
+            let mut wal = path.as_os_str().to_owned();
+            wal.push("-wal");
+            for file in [PathBuf::from(wal), path] {
+                match std::fs::File::open(&file) {
+                    Ok(f) => f.sync_all()?,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| StoreError::CommitFailed(format!("sync task failed: {e}")))?
+    }
+
+    /// Stops the writer after queued writes and drops pooled readers; later
+    /// calls on any clone answer `DbNotFound`. Blocks until the writer is done.
+    pub(crate) fn close(&self, deleted: bool) {
+        if deleted {
+            self.inner.deleted.store(true, Ordering::Release);
+        }
+        let (ack_tx, ack_rx) = std::sync::mpsc::channel();
+        if self.inner.writer.send(Msg::Close(ack_tx)).is_ok() {
+            let _ = ack_rx.recv();
+        }
+        if let Ok(mut pool) = self.inner.readers.lock() {
+            pool.clear();
+        }
+    }
+
+    /// Transactions the writer has committed since the database was opened:
+    /// with group commit, far fewer than the writes it served.
+    pub fn commit_count(&self) -> u64 {
+        self.inner.commits.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,391 @@
+//! The changes feed and `_all_docs`, read one page at a time so that no
+//! caller ever holds a whole feed in memory: the HTTP layer streams pages.
+
+use std::ops::Bound;
+
+use revtree::RevId;
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, params_from_iter};
+
+use crate::read::{self, DocJson, DocRow, GetOptions, RevRequest};
+use crate::{Database, StoreError};
+
+/// A changes-feed query for one page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangesQuery {
+    /// Rows after this sequence (before it, when descending and non-zero).
+    pub since: u64,
+    pub limit: usize,
+    pub descending: bool,
+    /// `style=all_docs`: every leaf in `changes`, not only the winner.
+    pub all_leaves: bool,
+    pub include_docs: bool,
+    /// With `include_docs`: add `_conflicts`.
+    pub conflicts: bool,
+    /// With `include_docs`: attachment bytes inline.
+    pub attachments: bool,
+    /// Only these documents (`filter=_doc_ids`).
+    pub doc_ids: Option<Vec<String>>,
+}
+
+impl Default for ChangesQuery {
+    fn default() -> Self {
+        ChangesQuery {
+            since: 0,
+            limit: usize::MAX,
+            descending: false,
+            all_leaves: false,
+            include_docs: false,
+            conflicts: false,
+            attachments: false,
+            doc_ids: None,
+        }
+    }
+}
+
+/// One row of the changes feed: a document at the sequence of its latest update.
+#[derive(Debug)]
+pub struct ChangeRow {
+    pub seq: u64,
+    pub id: String,
+    /// The winner, or every leaf (winner first) with `style=all_docs`.
+    pub changes: Vec<RevId>,
+    pub deleted: bool,
+    pub doc: Option<DocJson>,
+}
+
+/// One page of the changes feed.
+#[derive(Debug)]
+pub struct ChangesPage {
+    pub rows: Vec<ChangeRow>,
+    /// Where the next page starts; the database's update sequence once the
+    /// feed is exhausted (so filtered feeds still advance).
+    pub last_seq: u64,
+    /// Changes after `last_seq` not yet returned.
+    pub pending: u64,
+}
+
+fn change_row(
+    conn: &Connection,
+    id: String,
+    row: &DocRow,
+    q: &ChangesQuery,
+) -> Result<ChangeRow, StoreError> {
+    let leaves = row.tree.leaves();
+    let winner = leaves.first().cloned().ok_or_else(|| StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("document {id} has an empty revision tree"),
+    })?;
+    let changes = if q.all_leaves {
+        leaves.into_iter().map(|l| l.rev).collect()
+    } else {
+        vec![winner.rev.clone()]
+    };
+    let doc = if q.include_docs {
+        let opts = GetOptions {
+            conflicts: q.conflicts,
+            attachments: q.attachments,
+            ..Default::default()
+        };
+        read::rev_json(
+            conn,
+            RevRequest {
+                id: &id,
+                row,
+                rev: &winner.rev,
+                opts: &opts,
+                follows: false,
+            },
+        )?
+    } else {
+        None
+    };
+    Ok(ChangeRow {
+        seq: row.seq,
+        id,
+        changes,
+        deleted: winner.deleted,
+        doc,
+    })
+}
+
+fn changes_in(conn: &Connection, q: &ChangesQuery) -> Result<ChangesPage, StoreError> {
+    let update_seq: i64 =
+        conn.query_row("SELECT update_seq FROM db_state WHERE id = 0", [], |r| {
+            r.get(0)
+        })?;
+    let update_seq = update_seq as u64;
+    let limit = q.limit.min(i64::MAX as usize) as i64;
+    let mut rows = Vec::new();
+    if let Some(ids) = &q.doc_ids {
+        let mut found = Vec::new();
+        for id in ids {
+            if let Some(row) = read::load_row(conn, id)?
+                && (q.descending || row.seq > q.since)
+                && !found.iter().any(|(i, _): &(String, DocRow)| i == id)
+            {
+                found.push((id.clone(), row));
+            }
+        }
+        found.sort_by_key(|(_, row)| row.seq);
+        if q.descending {
+            found.reverse();
+        }
+        for (id, row) in found.into_iter().take(limit as usize) {
+            rows.push(change_row(conn, id, &row, q)?);
+        }
+    } else {
+        let sql = if q.descending {
+            "SELECT id, doc_key, seq, tree FROM docs WHERE (?1 = 0 OR seq < ?1) ORDER BY seq DESC LIMIT ?2"
+        } else {
+            "SELECT id, doc_key, seq, tree FROM docs WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+        };
+        let mut stmt = conn.prepare_cached(sql)?;
+        let mut cursor = stmt.query(rusqlite::params![q.since as i64, limit])?;
+        while let Some(r) = cursor.next()? {
+            let id: String = r.get(0)?;
+            let tree: Vec<u8> = r.get(3)?;
+            let row = DocRow {
+                key: r.get(1)?,
+                seq: r.get::<_, i64>(2)? as u64,
+                tree: read::decode_tree(&id, &tree)?,
+            };
+            rows.push(change_row(conn, id, &row, q)?);
+        }
+    }
+    let exhausted = (rows.len() as i64) < limit;
+    let last_seq = match (rows.last(), exhausted, q.descending) {
+        (_, true, false) => update_seq.max(q.since),
+        (Some(last), _, _) => last.seq,
+        (None, _, _) => q.since,
+    };
+    let pending = if q.descending || exhausted {
+        0
+    } else {
+        let count: i64 = conn
+            .prepare_cached("SELECT COUNT(*) FROM docs WHERE seq > ?1")?
+            .query_row([last_seq as i64], |r| r.get(0))?;
+        count as u64
+    };
+    Ok(ChangesPage {
+        rows,
+        last_seq,
+        pending,
+    })
+}
+
+/// An `_all_docs` query for one page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AllDocsQuery {
+    /// Bounds on the document id, in the direction of travel (with
+    /// `descending`, `start` is the high end).
+    pub start: Bound<String>,
+    pub end: Bound<String>,
+    pub descending: bool,
+    pub limit: usize,
+    pub skip: usize,
+    pub include_docs: bool,
+    /// With `include_docs`: add `_conflicts`.
+    pub conflicts: bool,
+}
+
+impl Default for AllDocsQuery {
+    fn default() -> Self {
+        AllDocsQuery {
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+            descending: false,
+            limit: usize::MAX,
+            skip: 0,
+            include_docs: false,
+            conflicts: false,
+        }
+    }
+}
+
+/// One row of `_all_docs`.
+#[derive(Debug)]
+pub struct AllDocsRow {
+    pub id: String,
+    pub rev: RevId,
+    /// Only for rows asked for by key (`keys=[...]`): deleted documents show.
+    pub deleted: bool,
+    pub doc: Option<DocJson>,
+}
+
+/// One page of `_all_docs`.
+#[derive(Debug)]
+pub struct AllDocsPage {
+    /// Live documents in the database.
+    pub total_rows: u64,
+    /// Live documents before the first row returned.
+    pub offset: u64,
+    pub rows: Vec<AllDocsRow>,
+    pub update_seq: u64,
+}
+
+fn bound_sql(bound: &Bound<String>, incl: &str, excl: &str, args: &mut Vec<SqlValue>) -> String {
+    match bound {
+        Bound::Included(k) => {
+            args.push(SqlValue::Text(k.clone()));
+            format!(" AND id {incl} ?{}", args.len())
+        }
+        Bound::Excluded(k) => {
+            args.push(SqlValue::Text(k.clone()));
+            format!(" AND id {excl} ?{}", args.len())
+        }
+        Bound::Unbounded => String::new(),
+    }
+}
+
+fn all_docs_in(conn: &Connection, q: &AllDocsQuery) -> Result<AllDocsPage, StoreError> {
+    let (doc_count, update_seq): (i64, i64) = conn.query_row(
+        "SELECT doc_count, update_seq FROM db_state WHERE id = 0",
+        [],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let mut args = Vec::new();
+    let (lo, hi) = if q.descending {
+        (&q.end, &q.start)
+    } else {
+        (&q.start, &q.end)
+    };
+    let mut filter = bound_sql(lo, ">=", ">", &mut args);
+    filter.push_str(&bound_sql(hi, "<=", "<", &mut args));
+    // Rows the client skips over, plus those before the range, make the offset.
+    let before_sql = if q.descending {
+        let mut a = Vec::new();
+        let f = bound_sql(&invert(hi), ">=", ">", &mut a);
+        (f, a)
+    } else {
+        let mut a = Vec::new();
+        let f = bound_sql(&invert(lo), "<=", "<", &mut a);
+        (f, a)
+    };
+    let before: i64 = if before_sql.0.is_empty() {
+        0
+    } else {
+        conn.query_row(
+            &format!(
+                "SELECT COUNT(*) FROM docs WHERE deleted = 0{}",
+                before_sql.0
+            ),
+            params_from_iter(before_sql.1.iter()),
+            |r| r.get(0),
+        )?
+    };
+    let order = if q.descending { "DESC" } else { "ASC" };
+    args.push(SqlValue::Integer(q.limit.min(i64::MAX as usize) as i64));
+    let limit_arg = args.len();
+    args.push(SqlValue::Integer(q.skip.min(i64::MAX as usize) as i64));
+    let skip_arg = args.len();
+    let sql = format!(
+        "SELECT id, doc_key, seq, tree FROM docs WHERE deleted = 0{filter}
+         ORDER BY id {order} LIMIT ?{limit_arg} OFFSET ?{skip_arg}"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let mut cursor = stmt.query(params_from_iter(args.iter()))?;
+    let mut rows = Vec::new();
+    while let Some(r) = cursor.next()? {
+        let id: String = r.get(0)?;
+        let tree: Vec<u8> = r.get(3)?;
+        let row = DocRow {
+            key: r.get(1)?,
+            seq: r.get::<_, i64>(2)? as u64,
+            tree: read::decode_tree(&id, &tree)?,
+        };
+        rows.push(all_docs_row(conn, id, &row, q.include_docs, q.conflicts)?);
+    }
+    Ok(AllDocsPage {
+        total_rows: doc_count as u64,
+        offset: (before as u64) + q.skip as u64,
+        rows,
+        update_seq: update_seq as u64,
+    })
+}
+
+/// The opposite side of a bound: the ids strictly outside it.
+fn invert(bound: &Bound<String>) -> Bound<String> {
+    match bound {
+        Bound::Included(k) => Bound::Excluded(k.clone()),
+        Bound::Excluded(k) => Bound::Included(k.clone()),
+        Bound::Unbounded => Bound::Unbounded,
+    }
+}
+
+fn all_docs_row(
+    conn: &Connection,
+    id: String,
+    row: &DocRow,
+    include_docs: bool,
+    conflicts: bool,
+) -> Result<AllDocsRow, StoreError> {
+    let winner = row.tree.winner().ok_or_else(|| StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("document {id} has an empty revision tree"),
+    })?;
+    let doc = if include_docs && !winner.deleted {
+        let opts = GetOptions {
+            conflicts,
+            ..Default::default()
+        };
+        read::rev_json(
+            conn,
+            RevRequest {
+                id: &id,
+                row,
+                rev: &winner.rev,
+                opts: &opts,
+                follows: false,
+            },
+        )?
+    } else {
+        None
+    };
+    Ok(AllDocsRow {
+        id,
+        rev: winner.rev,
+        deleted: winner.deleted,
+        doc,
+    })
+}
+
+impl Database {
+    /// One page of the changes feed.
+    pub async fn changes(&self, query: ChangesQuery) -> Result<ChangesPage, StoreError> {
+        self.read(move |conn| changes_in(conn, &query)).await
+    }
+
+    /// One page of `_all_docs` (live documents in id order).
+    pub async fn all_docs(&self, query: AllDocsQuery) -> Result<AllDocsPage, StoreError> {
+        self.read(move |conn| all_docs_in(conn, &query)).await
+    }
+
+    /// `_all_docs` with `keys`: one row per key in order, `None` for ids the
+    /// database never had; deleted documents show with `deleted: true`.
+    pub async fn all_docs_keys(
+        &self,
+        keys: Vec<String>,
+        include_docs: bool,
+        conflicts: bool,
+    ) -> Result<Vec<(String, Option<AllDocsRow>)>, StoreError> {
+        self.read(move |conn| {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                let row = match read::load_row(conn, &key)? {
+                    Some(row) => Some(all_docs_row(
+                        conn,
+                        key.clone(),
+                        &row,
+                        include_docs,
+                        conflicts,
+                    )?),
+                    None => None,
+                };
+                out.push((key, row));
+            }
+            Ok(out)
+        })
+        .await
+    }
+}

@@ -1,0 +1,109 @@
+//! Local documents (`_local/...`): no revision tree, revisions `0-N`, never
+//! in the changes feed or `_all_docs`, never replicated. Replication
+//! checkpoints live here. As in CouchDB, writes do not check the revision
+//! (last writer wins), and a deletion removes the document.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::{Map, Value};
+
+use crate::writer::WriteCtx;
+use crate::{Database, DocFailure, DocInput, StoreError};
+
+/// The revision number in a local `_rev` (`0-N`); `None` when malformed.
+fn parse_local_rev(rev: &str) -> Option<u64> {
+    rev.strip_prefix("0-")?.parse().ok()
+}
+
+/// Writes a local document inside a write transaction; returns its new `_rev`.
+pub(crate) fn put_in_tx(
+    ctx: &mut WriteCtx<'_>,
+    id: &str,
+    doc: &DocInput,
+) -> Result<Result<String, DocFailure>, StoreError> {
+    let previous = match &doc.local_rev {
+        None => 0,
+        Some(rev) => match parse_local_rev(rev) {
+            Some(n) => n,
+            None => {
+                return Ok(Err(DocFailure {
+                    error: "error",
+                    reason: "Invalid rev format".into(),
+                }));
+            }
+        },
+    };
+    if doc.deleted {
+        ctx.conn
+            .prepare_cached("DELETE FROM local_docs WHERE id = ?1")?
+            .execute([id])?;
+        return Ok(Ok("0-0".into()));
+    }
+    let rev = previous + 1;
+    let body = Value::Object(doc.body.clone()).to_string();
+    ctx.conn
+        .prepare_cached("INSERT OR REPLACE INTO local_docs (id, rev, body) VALUES (?1, ?2, ?3)")?
+        .execute(params![id, rev as i64, body])?;
+    Ok(Ok(format!("0-{rev}")))
+}
+
+fn get_in(conn: &Connection, id: &str) -> Result<Option<Value>, StoreError> {
+    let row: Option<(i64, String)> = conn
+        .prepare_cached("SELECT rev, body FROM local_docs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    let Some((rev, body)) = row else {
+        return Ok(None);
+    };
+    let body: Map<String, Value> =
+        serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
+            db: String::new(),
+            detail: format!("local document {id}: {e}"),
+        })?;
+    let mut doc = Map::with_capacity(body.len() + 2);
+    doc.insert("_id".into(), Value::String(id.to_string()));
+    doc.insert("_rev".into(), Value::String(format!("0-{rev}")));
+    doc.extend(body);
+    Ok(Some(Value::Object(doc)))
+}
+
+impl Database {
+    /// A local document with its `_id` and `_rev`.
+    pub async fn get_local(&self, id: &str) -> Result<Value, StoreError> {
+        let id = id.to_string();
+        self.read(move |conn| get_in(conn, &id)?.ok_or(StoreError::DocNotFound("missing")))
+            .await
+    }
+
+    /// Writes a local document (`id` starts with `_local/`); returns the new `_rev`.
+    pub async fn put_local(&self, id: &str, doc: Value) -> Result<String, StoreError> {
+        let mut input = DocInput::from_json(doc)?;
+        input.id = Some(id.to_string());
+        if !id.starts_with("_local/") || id.len() == "_local/".len() {
+            return Err(StoreError::bad_request("Invalid _local document id."));
+        }
+        let id = id.to_string();
+        let result = self
+            .write(1, move |ctx| put_in_tx(ctx, &id, &input))
+            .await?;
+        result.map_err(|failure| StoreError::Invalid {
+            error: failure.error,
+            reason: failure.reason,
+        })
+    }
+
+    /// Deletes a local document; 404 `missing` when there is none.
+    pub async fn delete_local(&self, id: &str) -> Result<String, StoreError> {
+        let id = id.to_string();
+        self.write(1, move |ctx| {
+            let removed = ctx
+                .conn
+                .prepare_cached("DELETE FROM local_docs WHERE id = ?1")?
+                .execute([&id])?;
+            if removed == 0 {
+                return Err(StoreError::DocNotFound("missing"));
+            }
+            Ok("0-0".to_string())
+        })
+        .await
+    }
+}

@@ -1,0 +1,503 @@
+//! Reading documents: `get` with CouchDB's options, `open_revs`, `bulk_get`
+//! and `revs_diff`. Document JSON is built by splicing the stored body text
+//! rather than re-parsing it, so reads stay cheap.
+
+use std::collections::HashSet;
+
+use revtree::{RevId, RevTree, RevsDiff};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::attachments::{self, Attachments};
+use crate::{Database, StoreError};
+
+/// A document as JSON text, ready to be sent or embedded.
+pub type DocJson = Box<RawValue>;
+
+/// Options of a single-document read (`GET /db/doc`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GetOptions {
+    /// A specific revision instead of the winner.
+    pub rev: Option<RevId>,
+    /// Add `_revisions`.
+    pub revs: bool,
+    /// Add `_revs_info`.
+    pub revs_info: bool,
+    /// Add `_conflicts`.
+    pub conflicts: bool,
+    /// Add `_deleted_conflicts`.
+    pub deleted_conflicts: bool,
+    /// Add `_local_seq`.
+    pub local_seq: bool,
+    /// Attachment bytes inline (base64) instead of stubs.
+    pub attachments: bool,
+    /// Only bytes of attachments newer than these revisions (implies `attachments`).
+    pub atts_since: Vec<RevId>,
+    /// With `rev`: the leaf that descends from it instead.
+    pub latest: bool,
+}
+
+/// Which revisions `open_revs` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OpenRevs {
+    /// Every leaf.
+    All,
+    /// These revisions (or, with `latest`, their leaves).
+    List(Vec<RevId>),
+}
+
+/// One answer of `open_revs`: a document, or a revision the database lacks.
+#[derive(Debug)]
+pub enum OpenRev {
+    Ok(DocJson),
+    Missing(RevId),
+}
+
+/// One request of `_bulk_get`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkGetRequest {
+    pub id: String,
+    pub rev: Option<RevId>,
+    pub atts_since: Vec<RevId>,
+}
+
+/// The answer for one request of `_bulk_get`.
+#[derive(Debug)]
+pub struct BulkGetResult {
+    pub id: String,
+    pub docs: Vec<Result<DocJson, BulkGetError>>,
+}
+
+/// A `_bulk_get` entry that could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkGetError {
+    pub id: String,
+    pub rev: Option<String>,
+    pub error: &'static str,
+    pub reason: String,
+}
+
+/// A document row as readers need it.
+pub(crate) struct DocRow {
+    pub key: i64,
+    pub seq: u64,
+    pub tree: RevTree,
+}
+
+pub(crate) fn load_row(conn: &Connection, id: &str) -> Result<Option<DocRow>, StoreError> {
+    let row: Option<(i64, i64, Vec<u8>)> = conn
+        .prepare_cached("SELECT doc_key, seq, tree FROM docs WHERE id = ?1")?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let Some((key, seq, tree)) = row else {
+        return Ok(None);
+    };
+    Ok(Some(DocRow {
+        key,
+        seq: seq as u64,
+        tree: decode_tree(id, &tree)?,
+    }))
+}
+
+pub(crate) fn decode_tree(id: &str, bytes: &[u8]) -> Result<RevTree, StoreError> {
+    RevTree::decode(bytes).map_err(|e| StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("document {id}: {e}"),
+    })
+}
+
+/// The stored body text and attachments of one revision, if kept.
+fn load_body(
+    conn: &Connection,
+    key: i64,
+    rev: &RevId,
+) -> Result<Option<(String, Attachments)>, StoreError> {
+    let row: Option<(String, Option<String>)> = conn
+        .prepare_cached("SELECT body, atts FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+        .query_row(params![key, rev.to_string()], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    match row {
+        Some((body, atts)) => Ok(Some((body, attachments::decode_atts(atts.as_deref())?))),
+        None => Ok(None),
+    }
+}
+
+/// Builds a document's JSON in CouchDB's field order: `_id`, `_rev`, the
+/// body, `_deleted`, `_revisions`, meta fields, `_attachments`.
+pub(crate) struct DocBuilder<'a> {
+    pub id: &'a str,
+    pub rev: &'a RevId,
+    pub deleted: bool,
+    pub body: &'a str,
+    pub extra: Vec<(&'static str, Value)>,
+}
+
+impl DocBuilder<'_> {
+    pub(crate) fn finish(self) -> Result<DocJson, StoreError> {
+        let mut out = String::with_capacity(self.body.len() + 96);
+        out.push_str("{\"_id\":");
+        out.push_str(&Value::String(self.id.to_string()).to_string());
+        out.push_str(",\"_rev\":\"");
+        out.push_str(&self.rev.to_string());
+        out.push('"');
+        let inner = self.body.trim();
+        let inner = inner
+            .strip_prefix('{')
+            .and_then(|s| s.strip_suffix('}'))
+            .unwrap_or("")
+            .trim();
+        if !inner.is_empty() {
+            out.push(',');
+            out.push_str(inner);
+        }
+        if self.deleted {
+            out.push_str(",\"_deleted\":true");
+        }
+        for (name, value) in self.extra {
+            out.push_str(",\"");
+            out.push_str(name);
+            out.push_str("\":");
+            out.push_str(&value.to_string());
+        }
+        out.push('}');
+        RawValue::from_string(out).map_err(|e| StoreError::Corrupt {
+            db: String::new(),
+            detail: format!("document {}: stored body is not JSON: {e}", self.id),
+        })
+    }
+}
+
+/// The newest position among `since` revisions that are `rev` or its
+/// ancestors: attachments at or below it are assumed present at the reader.
+fn since_pos(tree: &RevTree, rev: &RevId, since: &[RevId]) -> u64 {
+    let Some(history) = tree.history(rev) else {
+        return 0;
+    };
+    let ancestry: HashSet<RevId> = history.revs().collect();
+    since
+        .iter()
+        .filter(|r| ancestry.contains(r))
+        .map(|r| r.pos)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Everything needed to answer for one revision.
+pub(crate) struct RevRequest<'a> {
+    pub id: &'a str,
+    pub row: &'a DocRow,
+    pub rev: &'a RevId,
+    pub opts: &'a GetOptions,
+    pub follows: bool,
+}
+
+/// One revision as JSON, or `None` when its body is not kept.
+pub(crate) fn rev_json(
+    conn: &Connection,
+    req: RevRequest<'_>,
+) -> Result<Option<DocJson>, StoreError> {
+    let RevRequest {
+        id,
+        row,
+        rev,
+        opts,
+        follows,
+    } = req;
+    let tree = &row.tree;
+    let Some((body, atts)) = load_body(conn, row.key, rev)? else {
+        return Ok(None);
+    };
+    let deleted = tree.is_deleted_rev(rev).unwrap_or(false);
+    let mut extra: Vec<(&'static str, Value)> = Vec::new();
+    if opts.revs
+        && let Some(path) = tree.history(rev)
+    {
+        extra.push((
+            "_revisions",
+            serde_json::to_value(&path).unwrap_or(Value::Null),
+        ));
+    }
+    if opts.revs_info
+        && let Some(info) = tree.revs_info(rev)
+    {
+        let list: Vec<Value> = info
+            .into_iter()
+            .map(|(r, status)| serde_json::json!({"rev": r.to_string(), "status": status.as_str()}))
+            .collect();
+        extra.push(("_revs_info", Value::Array(list)));
+    }
+    if opts.conflicts {
+        let conflicts = tree.conflicts();
+        if !conflicts.is_empty() {
+            extra.push(("_conflicts", rev_list(&conflicts)));
+        }
+    }
+    if opts.deleted_conflicts {
+        let deleted = tree.deleted_conflicts();
+        if !deleted.is_empty() {
+            extra.push(("_deleted_conflicts", rev_list(&deleted)));
+        }
+    }
+    if opts.local_seq {
+        extra.push(("_local_seq", Value::from(row.seq)));
+    }
+    if !atts.is_empty() {
+        let with_bytes = opts.attachments || !opts.atts_since.is_empty() || follows;
+        let since = since_pos(tree, rev, &opts.atts_since);
+        let mut map = serde_json::Map::with_capacity(atts.len());
+        for (name, meta) in &atts {
+            let value = if with_bytes && meta.revpos > since {
+                if follows {
+                    meta.follows_json()
+                } else {
+                    meta.inline_json(&attachments::read_blob(conn, &meta.digest)?)
+                }
+            } else {
+                meta.stub_json()
+            };
+            map.insert(name.clone(), value);
+        }
+        extra.push(("_attachments", Value::Object(map)));
+    }
+    DocBuilder {
+        id,
+        rev,
+        deleted,
+        body: &body,
+        extra,
+    }
+    .finish()
+    .map(Some)
+}
+
+fn rev_list(revs: &[RevId]) -> Value {
+    Value::Array(revs.iter().map(|r| Value::String(r.to_string())).collect())
+}
+
+/// CouchDB's single-document read.
+pub(crate) fn get_in(
+    conn: &Connection,
+    id: &str,
+    opts: &GetOptions,
+) -> Result<DocJson, StoreError> {
+    let row = load_row(conn, id)?.ok_or(StoreError::DocNotFound("missing"))?;
+    let rev = match &opts.rev {
+        Some(rev) if opts.latest => row
+            .tree
+            .latest(rev)
+            .into_iter()
+            .next()
+            .map(|l| l.rev)
+            .ok_or(StoreError::DocNotFound("missing"))?,
+        Some(rev) => rev.clone(),
+        None => {
+            let winner = row
+                .tree
+                .winner()
+                .ok_or(StoreError::DocNotFound("missing"))?;
+            if winner.deleted {
+                return Err(StoreError::DocNotFound("deleted"));
+            }
+            winner.rev
+        }
+    };
+    if !row.tree.contains(&rev) {
+        return Err(StoreError::DocNotFound("missing"));
+    }
+    rev_json(
+        conn,
+        RevRequest {
+            id,
+            row: &row,
+            rev: &rev,
+            opts,
+            follows: false,
+        },
+    )?
+    .ok_or(StoreError::DocNotFound("missing"))
+}
+
+/// The revisions `open_revs` answers with, in order, without duplicates.
+fn open_revs_targets(tree: &RevTree, which: &OpenRevs, latest: bool) -> Vec<Result<RevId, RevId>> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    match which {
+        OpenRevs::All => {
+            for leaf in tree.leaves() {
+                if seen.insert(leaf.rev.clone()) {
+                    out.push(Ok(leaf.rev));
+                }
+            }
+        }
+        OpenRevs::List(revs) => {
+            for rev in revs {
+                if latest && tree.contains(rev) {
+                    for leaf in tree.latest(rev) {
+                        if seen.insert(leaf.rev.clone()) {
+                            out.push(Ok(leaf.rev));
+                        }
+                    }
+                } else if tree.contains(rev) {
+                    if seen.insert(rev.clone()) {
+                        out.push(Ok(rev.clone()));
+                    }
+                } else if seen.insert(rev.clone()) {
+                    out.push(Err(rev.clone()));
+                }
+            }
+        }
+    }
+    out
+}
+
+pub(crate) fn open_revs_in(
+    conn: &Connection,
+    id: &str,
+    which: &OpenRevs,
+    opts: &GetOptions,
+    follows: bool,
+) -> Result<Vec<OpenRev>, StoreError> {
+    let Some(row) = load_row(conn, id)? else {
+        return match which {
+            OpenRevs::All => Err(StoreError::DocNotFound("missing")),
+            OpenRevs::List(revs) => Ok(revs.iter().cloned().map(OpenRev::Missing).collect()),
+        };
+    };
+    let mut out = Vec::new();
+    for target in open_revs_targets(&row.tree, which, opts.latest) {
+        match target {
+            Ok(rev) => match rev_json(
+                conn,
+                RevRequest {
+                    id,
+                    row: &row,
+                    rev: &rev,
+                    opts,
+                    follows,
+                },
+            )? {
+                Some(doc) => out.push(OpenRev::Ok(doc)),
+                None => out.push(OpenRev::Missing(rev)),
+            },
+            Err(rev) => out.push(OpenRev::Missing(rev)),
+        }
+    }
+    Ok(out)
+}
+
+impl Database {
+    /// A document: the winner, or `opts.rev`; 404 `missing` or `deleted`
+    /// as CouchDB answers. `_local/` ids read local documents.
+    pub async fn get(&self, id: &str, opts: GetOptions) -> Result<DocJson, StoreError> {
+        if id.starts_with("_local/") {
+            let doc = self.get_local(id).await?;
+            return RawValue::from_string(doc.to_string()).map_err(|e| StoreError::Corrupt {
+                db: self.name().to_string(),
+                detail: e.to_string(),
+            });
+        }
+        let id = id.to_string();
+        self.read(move |conn| get_in(conn, &id, &opts)).await
+    }
+
+    /// Several revisions of a document (`open_revs`). With `follows`,
+    /// attachments that would carry bytes are marked `follows: true` for a
+    /// multipart answer (read them with `attachment_chunks`).
+    pub async fn open_revs(
+        &self,
+        id: &str,
+        which: OpenRevs,
+        opts: GetOptions,
+        follows: bool,
+    ) -> Result<Vec<OpenRev>, StoreError> {
+        let id = id.to_string();
+        self.read(move |conn| open_revs_in(conn, &id, &which, &opts, follows))
+            .await
+    }
+
+    /// `_bulk_get`: each request answered in order, with `revs`, `latest`
+    /// and `attachments` applied to all.
+    pub async fn bulk_get(
+        &self,
+        requests: Vec<BulkGetRequest>,
+        revs: bool,
+        latest: bool,
+        attachments: bool,
+    ) -> Result<Vec<BulkGetResult>, StoreError> {
+        self.read(move |conn| {
+            let mut results = Vec::with_capacity(requests.len());
+            for req in requests {
+                let opts = GetOptions {
+                    revs,
+                    latest,
+                    attachments,
+                    atts_since: req.atts_since.clone(),
+                    ..GetOptions::default()
+                };
+                let not_found = |rev: Option<String>, reason: &str| BulkGetError {
+                    id: req.id.clone(),
+                    rev,
+                    error: "not_found",
+                    reason: reason.to_string(),
+                };
+                let docs = match &req.rev {
+                    Some(rev) => {
+                        match open_revs_in(
+                            conn,
+                            &req.id,
+                            &OpenRevs::List(vec![rev.clone()]),
+                            &opts,
+                            false,
+                        )? {
+                            list if list.is_empty() => {
+                                vec![Err(not_found(Some(rev.to_string()), "missing"))]
+                            }
+                            list => list
+                                .into_iter()
+                                .map(|r| match r {
+                                    OpenRev::Ok(doc) => Ok(doc),
+                                    OpenRev::Missing(rev) => {
+                                        Err(not_found(Some(rev.to_string()), "missing"))
+                                    }
+                                })
+                                .collect(),
+                        }
+                    }
+                    None => match get_in(conn, &req.id, &opts) {
+                        Ok(doc) => vec![Ok(doc)],
+                        Err(StoreError::DocNotFound(reason)) => vec![Err(not_found(None, reason))],
+                        Err(e) => return Err(e),
+                    },
+                };
+                results.push(BulkGetResult { id: req.id, docs });
+            }
+            Ok(results)
+        })
+        .await
+    }
+
+    /// `_revs_diff`: for each document, the given revisions this database
+    /// lacks and its possible ancestors; documents lacking nothing are left out.
+    pub async fn revs_diff(
+        &self,
+        request: Vec<(String, Vec<RevId>)>,
+    ) -> Result<Vec<(String, RevsDiff)>, StoreError> {
+        self.read(move |conn| {
+            let mut out = Vec::new();
+            for (id, revs) in request {
+                let diff = match load_row(conn, &id)? {
+                    Some(row) => row.tree.revs_diff(&revs),
+                    None => RevTree::new().revs_diff(&revs),
+                };
+                if !diff.missing.is_empty() {
+                    out.push((id, diff));
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+}

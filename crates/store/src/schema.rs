@@ -1,0 +1,116 @@
+//! The SQLite schema of one database file, and the connection settings.
+//!
+//! Durability: WAL mode with `synchronous = NORMAL`. A transaction is in the
+//! WAL file (handed to the OS) when its commit returns, so every acknowledged
+//! write survives a crash or `kill -9` of the process; only a power loss or OS
+//! crash can lose the last commits, which `ensure_full_commit` (and the
+//! `full` durability mode, `synchronous = FULL`) rule out.
+
+use rusqlite::Connection;
+
+/// Bumped whenever the schema changes; `migrate` brings older files forward.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How hard each commit works to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Survives process crashes; the last commits may be lost on power loss
+    /// until `ensure_full_commit`. CouchDB's own default trade-off.
+    #[default]
+    Normal,
+    /// Every commit is fsynced: survives power loss, costs an fsync per
+    /// group commit.
+    Full,
+}
+
+const CREATE: &str = "
+CREATE TABLE IF NOT EXISTS db_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS db_state (
+    id            INTEGER PRIMARY KEY CHECK (id = 0),
+    update_seq    INTEGER NOT NULL,
+    purge_seq     INTEGER NOT NULL,
+    doc_count     INTEGER NOT NULL,
+    doc_del_count INTEGER NOT NULL,
+    external_size INTEGER NOT NULL
+);
+
+-- One row per document: its revision tree and the winner, at the sequence
+-- of its latest update (so each document appears once in the changes feed).
+CREATE TABLE IF NOT EXISTS docs (
+    doc_key    INTEGER PRIMARY KEY,
+    id         TEXT NOT NULL UNIQUE,
+    seq        INTEGER NOT NULL,
+    winner     TEXT NOT NULL,
+    deleted    INTEGER NOT NULL,
+    winner_row INTEGER NOT NULL,
+    tree       BLOB NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS docs_by_seq ON docs (seq);
+
+-- One row per stored revision body (leaves, and older revisions until
+-- compaction); attachments metadata as a JSON object, NULL when none.
+CREATE TABLE IF NOT EXISTS revs (
+    row     INTEGER PRIMARY KEY,
+    doc_key INTEGER NOT NULL,
+    rev     TEXT NOT NULL,
+    body    TEXT NOT NULL,
+    atts    TEXT,
+    UNIQUE (doc_key, rev)
+);
+
+CREATE TABLE IF NOT EXISTS local_docs (
+    id   TEXT PRIMARY KEY,
+    rev  INTEGER NOT NULL,
+    body TEXT NOT NULL
+) WITHOUT ROWID;
+
+-- Attachment bytes, stored once per digest and shared by every revision and
+-- document that has them, in chunks so no attachment sits whole in memory.
+CREATE TABLE IF NOT EXISTS att_blobs (
+    digest TEXT PRIMARY KEY,
+    length INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS att_chunks (
+    digest TEXT NOT NULL,
+    idx    INTEGER NOT NULL,
+    data   BLOB NOT NULL,
+    PRIMARY KEY (digest, idx)
+);
+";
+
+/// Applies the per-connection settings every connection needs.
+pub fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<()> {
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    let sync = match durability {
+        Durability::Normal => "NORMAL",
+        Durability::Full => "FULL",
+    };
+    conn.pragma_update(None, "synchronous", sync)?;
+    conn.pragma_update(None, "foreign_keys", "OFF")?;
+    // Readers and the writer never block each other in WAL mode; this only
+    // covers the short exclusive moments of checkpoints and schema setup.
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+/// Creates the schema in a new file, or checks an existing one.
+pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let tx = conn.transaction()?;
+    tx.execute_batch(CREATE)?;
+    tx.execute(
+        "INSERT OR IGNORE INTO db_state (id, update_seq, purge_seq, doc_count, doc_del_count, external_size)
+         VALUES (0, 0, 0, 0, 0, 0)",
+        [],
+    )?;
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()
+}

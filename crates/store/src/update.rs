@@ -1,0 +1,434 @@
+//! Writing documents: `bulk_docs` with `new_edits=true` (interactive edits)
+//! and `new_edits=false` (replication), inside the writer's transaction.
+
+use revtree::{AttachmentDigest, LeafState, MergeOutcome, RevId, RevTree, new_rev_hash};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+
+use crate::attachments::{self, AttachmentMeta, Attachments};
+use crate::doc::AttachmentInput;
+use crate::writer::WriteCtx;
+use crate::{Database, DocFailure, DocInput, StoreError, local};
+
+/// The outcome for one document of a batch, in request order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocWriteResult {
+    pub id: String,
+    /// The revision written (or already present), or why this document was refused.
+    pub result: Result<String, DocFailure>,
+}
+
+/// A document row as the writer needs it.
+struct StoredDoc {
+    key: i64,
+    tree: RevTree,
+    /// Body length of the winner when the document is live (for `sizes.external`).
+    live_body_len: Option<i64>,
+}
+
+impl Database {
+    /// Writes a batch of documents in one transaction.
+    ///
+    /// With `new_edits` each document is an edit of the revision in `_rev`
+    /// (or a creation) and gets a new deterministic revision; conflicts are
+    /// per-document rows. Without it (replication) each document's
+    /// `_revisions` is merged as is. Request-level problems (a stub with
+    /// nothing to keep, a replicated document without a revision) fail the
+    /// whole batch and nothing of it is written.
+    pub async fn bulk_docs(
+        &self,
+        docs: Vec<DocInput>,
+        new_edits: bool,
+    ) -> Result<Vec<DocWriteResult>, StoreError> {
+        for doc in &docs {
+            if !new_edits && doc.rev.is_none() && !is_local(doc) {
+                return Err(StoreError::bad_request(
+                    "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",
+                ));
+            }
+            if let Some((name, _)) = doc
+                .attachments
+                .iter()
+                .find(|(_, a)| matches!(a, AttachmentInput::Follows { .. }))
+            {
+                return Err(StoreError::bad_request(format!(
+                    "Attachment {name} is marked `follows` but its bytes were not supplied"
+                )));
+            }
+        }
+        let weight = docs.len().max(1);
+        self.write(weight, move |ctx| {
+            let mut results = Vec::with_capacity(docs.len());
+            for doc in docs {
+                let id = doc
+                    .id
+                    .clone()
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+                let result = if id.starts_with("_local/") {
+                    local::put_in_tx(ctx, &id, &doc)?
+                } else if new_edits {
+                    interactive_edit(ctx, &id, doc)?
+                } else {
+                    replicated_edit(ctx, &id, doc)?
+                };
+                results.push(DocWriteResult { id, result });
+            }
+            Ok(results)
+        })
+        .await
+    }
+}
+
+fn is_local(doc: &DocInput) -> bool {
+    doc.id
+        .as_deref()
+        .is_some_and(|id| id.starts_with("_local/"))
+}
+
+fn load_doc(conn: &Connection, id: &str) -> Result<Option<StoredDoc>, StoreError> {
+    let row: Option<(i64, Vec<u8>, bool, Option<i64>)> = conn
+        .prepare_cached(
+            "SELECT d.doc_key, d.tree, d.deleted, length(r.body)
+             FROM docs d LEFT JOIN revs r ON r.row = d.winner_row WHERE d.id = ?1",
+        )?
+        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+        .optional()?;
+    let Some((key, tree, deleted, body_len)) = row else {
+        return Ok(None);
+    };
+    let tree = RevTree::decode(&tree).map_err(|e| StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("document {id}: {e}"),
+    })?;
+    Ok(Some(StoredDoc {
+        key,
+        tree,
+        live_body_len: if deleted {
+            None
+        } else {
+            Some(body_len.unwrap_or(0))
+        },
+    }))
+}
+
+fn rev_atts(conn: &Connection, key: i64, rev: &RevId) -> Result<Attachments, StoreError> {
+    let text: Option<Option<String>> = conn
+        .prepare_cached("SELECT atts FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+        .query_row(params![key, rev.to_string()], |r| r.get(0))
+        .optional()?;
+    attachments::decode_atts(text.flatten().as_deref())
+}
+
+fn missing_stub(id: &str, name: &str) -> StoreError {
+    StoreError::MissingStub(format!("Invalid attachment stub in {id} for {name}"))
+}
+
+/// New bytes (inline or staged) become metadata at `revpos`.
+fn new_bytes_meta(
+    conn: &Connection,
+    input: AttachmentInput,
+    default_revpos: u64,
+) -> Result<Option<AttachmentMeta>, StoreError> {
+    Ok(match input {
+        AttachmentInput::Inline {
+            content_type,
+            data,
+            revpos,
+            encoding,
+        } => {
+            let digest = attachments::put_blob(conn, &data)?;
+            let encoded = encoding.as_ref().map(|_| data.len() as u64);
+            Some(AttachmentMeta {
+                content_type,
+                length: data.len() as u64,
+                digest,
+                revpos: revpos.unwrap_or(default_revpos),
+                encoding,
+                encoded_length: encoded,
+            })
+        }
+        AttachmentInput::Staged {
+            content_type,
+            digest,
+            length,
+            revpos,
+            encoding,
+            encoded_length,
+        } => {
+            if !attachments::has_blob(conn, &digest)? {
+                return Err(StoreError::bad_request(format!(
+                    "Staged attachment {digest} is not stored"
+                )));
+            }
+            Some(AttachmentMeta {
+                content_type,
+                length,
+                digest,
+                revpos: revpos.unwrap_or(default_revpos),
+                encoding,
+                encoded_length,
+            })
+        }
+        AttachmentInput::Stub { .. } | AttachmentInput::Follows { .. } => None,
+    })
+}
+
+fn interactive_edit(
+    ctx: &mut WriteCtx<'_>,
+    id: &str,
+    doc: DocInput,
+) -> Result<Result<String, DocFailure>, StoreError> {
+    let stored = load_doc(ctx.conn, id)?;
+    let mut tree = stored.as_ref().map(|s| s.tree.clone()).unwrap_or_default();
+    let Ok(parent) = tree.edit_parent(doc.rev.as_ref(), doc.deleted) else {
+        return Ok(Err(DocFailure::conflict()));
+    };
+    let parent_atts = match (&parent, &stored) {
+        (Some(p), Some(s)) => rev_atts(ctx.conn, s.key, p)?,
+        _ => Vec::new(),
+    };
+    let new_pos = parent.as_ref().map_or(1, |p| p.pos + 1);
+    let mut atts: Attachments = Vec::with_capacity(doc.attachments.len());
+    for (name, input) in doc.attachments {
+        let meta = match input {
+            AttachmentInput::Stub { revpos, .. } => {
+                let kept = parent_atts
+                    .iter()
+                    .find(|(n, _)| n == &name)
+                    .map(|(_, m)| m.clone());
+                match kept {
+                    Some(meta) if revpos.is_none_or(|r| r == meta.revpos) => meta,
+                    _ => return Err(missing_stub(id, &name)),
+                }
+            }
+            other => match new_bytes_meta(ctx.conn, other, new_pos)? {
+                Some(mut meta) => {
+                    meta.revpos = new_pos;
+                    meta
+                }
+                None => return Err(missing_stub(id, &name)),
+            },
+        };
+        atts.push((name, meta));
+    }
+    let body = Value::Object(doc.body);
+    let digests: Vec<AttachmentDigest<'_>> = atts
+        .iter()
+        .map(|(name, m)| AttachmentDigest {
+            name,
+            content_type: &m.content_type,
+            digest: &m.digest,
+        })
+        .collect();
+    let hash = new_rev_hash(parent.as_ref(), doc.deleted, &body, &digests);
+    let Ok(new_rev) = tree.new_edit(parent.as_ref(), doc.deleted, |_| hash) else {
+        return Ok(Err(DocFailure::conflict()));
+    };
+    let key = stored.as_ref().map_or_else(|| allocate_key(ctx), |s| s.key);
+    let body_text = body.to_string();
+    let row = write_revision(ctx.conn, key, &new_rev, &body_text, &atts)?;
+    finish_update(
+        ctx,
+        id,
+        key,
+        stored.as_ref(),
+        tree,
+        Some((new_rev.clone(), row)),
+    )?;
+    Ok(Ok(new_rev.to_string()))
+}
+
+fn replicated_edit(
+    ctx: &mut WriteCtx<'_>,
+    id: &str,
+    doc: DocInput,
+) -> Result<Result<String, DocFailure>, StoreError> {
+    let Some(path) = doc.replicated_path() else {
+        return Err(StoreError::bad_request(
+            "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",
+        ));
+    };
+    let leaf = path.leaf();
+    let stored = load_doc(ctx.conn, id)?;
+    let mut tree = stored.as_ref().map(|s| s.tree.clone()).unwrap_or_default();
+    let had_body = tree.is_available(&leaf) == Some(true);
+    let outcome = tree.merge(
+        &path,
+        LeafState {
+            deleted: doc.deleted,
+            available: true,
+        },
+    );
+    if outcome == MergeOutcome::AlreadyPresent {
+        return Ok(Ok(leaf.to_string()));
+    }
+    let key = stored.as_ref().map_or_else(|| allocate_key(ctx), |s| s.key);
+    let mut written = None;
+    if !had_body {
+        let mut atts: Attachments = Vec::with_capacity(doc.attachments.len());
+        for (name, input) in doc.attachments {
+            let meta = match input {
+                AttachmentInput::Stub { digest, revpos } => {
+                    let known = match &stored {
+                        Some(s) => find_stored_attachment(
+                            ctx.conn,
+                            s.key,
+                            &name,
+                            digest.as_deref(),
+                            revpos,
+                        )?,
+                        None => None,
+                    };
+                    known.ok_or_else(|| missing_stub(id, &name))?
+                }
+                other => new_bytes_meta(ctx.conn, other, leaf.pos)?
+                    .ok_or_else(|| missing_stub(id, &name))?,
+            };
+            atts.push((name, meta));
+        }
+        let body_text = Value::Object(doc.body).to_string();
+        let row = write_revision(ctx.conn, key, &leaf, &body_text, &atts)?;
+        written = Some((leaf.clone(), row));
+    }
+    finish_update(ctx, id, key, stored.as_ref(), tree, written)?;
+    Ok(Ok(leaf.to_string()))
+}
+
+/// An attachment some stored revision of this document already has: the
+/// target of a replicated stub (matched by digest, else by revpos).
+fn find_stored_attachment(
+    conn: &Connection,
+    key: i64,
+    name: &str,
+    digest: Option<&str>,
+    revpos: Option<u64>,
+) -> Result<Option<AttachmentMeta>, StoreError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT atts FROM revs WHERE doc_key = ?1 AND atts IS NOT NULL")?;
+    let mut rows = stmt.query([key])?;
+    while let Some(row) = rows.next()? {
+        let text: String = row.get(0)?;
+        for (n, meta) in attachments::decode_atts(Some(&text))? {
+            let matches = n == name
+                && match (digest, revpos) {
+                    (Some(d), _) => meta.digest == d,
+                    (None, Some(p)) => meta.revpos == p,
+                    (None, None) => false,
+                };
+            if matches {
+                return Ok(Some(meta));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn allocate_key(ctx: &mut WriteCtx<'_>) -> i64 {
+    let key = ctx.state.next_doc_key;
+    ctx.state.next_doc_key += 1;
+    key
+}
+
+fn write_revision(
+    conn: &Connection,
+    key: i64,
+    rev: &RevId,
+    body: &str,
+    atts: &Attachments,
+) -> Result<i64, StoreError> {
+    conn.prepare_cached(
+        "INSERT INTO revs (doc_key, rev, body, atts) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (doc_key, rev) DO UPDATE SET body = excluded.body, atts = excluded.atts",
+    )?
+    .execute(params![
+        key,
+        rev.to_string(),
+        body,
+        attachments::encode_atts(atts)
+    ])?;
+    Ok(conn
+        .prepare_cached("SELECT row FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+        .query_row(params![key, rev.to_string()], |r| r.get(0))?)
+}
+
+/// Stems the tree, drops stemmed bodies, stores the document row at the next
+/// sequence and keeps the counters right.
+fn finish_update(
+    ctx: &mut WriteCtx<'_>,
+    id: &str,
+    key: i64,
+    stored: Option<&StoredDoc>,
+    mut tree: RevTree,
+    written: Option<(RevId, i64)>,
+) -> Result<(), StoreError> {
+    for rev in tree.stem(ctx.state.revs_limit) {
+        ctx.conn
+            .prepare_cached("DELETE FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+            .execute(params![key, rev.to_string()])?;
+    }
+    let winner = tree.winner().ok_or_else(|| StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("document {id} has an empty revision tree"),
+    })?;
+    let (winner_row, winner_len): (i64, i64) = match &written {
+        Some((rev, row)) if rev == &winner.rev => {
+            let len = ctx
+                .conn
+                .prepare_cached("SELECT length(body) FROM revs WHERE row = ?1")?
+                .query_row([row], |r| r.get(0))?;
+            (*row, len)
+        }
+        _ => ctx
+            .conn
+            .prepare_cached("SELECT row, length(body) FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+            .query_row(params![key, winner.rev.to_string()], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?
+            .unwrap_or((0, 0)),
+    };
+    let state = &mut *ctx.state;
+    state.update_seq += 1;
+    let seq = state.update_seq as i64;
+    let encoded = tree.encode();
+    match stored {
+        Some(old) => {
+            ctx.conn
+                .prepare_cached(
+                    "UPDATE docs SET seq = ?2, winner = ?3, deleted = ?4, winner_row = ?5, tree = ?6
+                     WHERE doc_key = ?1",
+                )?
+                .execute(params![key, seq, winner.rev.to_string(), winner.deleted, winner_row, encoded])?;
+            match old.live_body_len {
+                Some(len) => {
+                    state.doc_count -= 1;
+                    state.external_size -= len;
+                }
+                None => state.doc_del_count -= 1,
+            }
+        }
+        None => {
+            ctx.conn
+                .prepare_cached(
+                    "INSERT INTO docs (doc_key, id, seq, winner, deleted, winner_row, tree)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )?
+                .execute(params![
+                    key,
+                    id,
+                    seq,
+                    winner.rev.to_string(),
+                    winner.deleted,
+                    winner_row,
+                    encoded
+                ])?;
+        }
+    }
+    if winner.deleted {
+        state.doc_del_count += 1;
+    } else {
+        state.doc_count += 1;
+        state.external_size += winner_len;
+    }
+    Ok(())
+}

@@ -1,0 +1,272 @@
+//! The single writer of a database: one thread that owns the write
+//! connection and groups every pending write into one SQLite transaction
+//! (group commit), so fifty concurrent single-document writes cost one
+//! commit rather than fifty. Each write runs inside its own savepoint: one
+//! that fails is rolled back alone, and the others still commit.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
+
+use rusqlite::{Connection, TransactionBehavior};
+use tokio::sync::{oneshot, watch};
+
+use crate::StoreError;
+
+/// Upper bound on documents per group commit: large enough to amortize the
+/// commit, small enough that one group never holds the write lock for long.
+const MAX_GROUP_WEIGHT: usize = 20_000;
+
+/// The counters a database keeps in its `db_state` row, mirrored in memory
+/// by the writer and only replaced after a successful commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DbState {
+    pub update_seq: u64,
+    pub purge_seq: u64,
+    pub doc_count: u64,
+    pub doc_del_count: u64,
+    pub external_size: i64,
+    pub next_doc_key: i64,
+    pub revs_limit: u32,
+}
+
+impl DbState {
+    pub(crate) fn load(conn: &Connection) -> Result<DbState, StoreError> {
+        let (update_seq, purge_seq, doc_count, doc_del_count, external_size) = conn.query_row(
+            "SELECT update_seq, purge_seq, doc_count, doc_del_count, external_size FROM db_state WHERE id = 0",
+            [],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>(3)?,
+                    r.get::<_, i64>(4)?,
+                ))
+            },
+        )?;
+        let next_doc_key: i64 =
+            conn.query_row("SELECT COALESCE(MAX(doc_key), 0) + 1 FROM docs", [], |r| {
+                r.get(0)
+            })?;
+        let revs_limit = crate::database::read_meta(conn, "revs_limit")?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(revtree::DEFAULT_REVS_LIMIT);
+        Ok(DbState {
+            update_seq: update_seq as u64,
+            purge_seq: purge_seq as u64,
+            doc_count: doc_count as u64,
+            doc_del_count: doc_del_count as u64,
+            external_size,
+            next_doc_key,
+            revs_limit,
+        })
+    }
+
+    fn save(&self, conn: &Connection) -> rusqlite::Result<()> {
+        conn.prepare_cached(
+            "UPDATE db_state SET update_seq = ?1, purge_seq = ?2, doc_count = ?3,
+             doc_del_count = ?4, external_size = ?5 WHERE id = 0",
+        )?
+        .execute(rusqlite::params![
+            self.update_seq as i64,
+            self.purge_seq as i64,
+            self.doc_count as i64,
+            self.doc_del_count as i64,
+            self.external_size
+        ])?;
+        Ok(())
+    }
+}
+
+/// What a write sees: the connection (inside its savepoint) and the state.
+pub(crate) struct WriteCtx<'a> {
+    pub conn: &'a Connection,
+    pub state: &'a mut DbState,
+}
+
+/// A write waiting for the writer thread.
+pub(crate) trait WriteJob: Send {
+    /// Runs the write inside the open transaction; false if it failed (its
+    /// savepoint is then rolled back).
+    fn run(&mut self, ctx: &mut WriteCtx<'_>) -> bool;
+    /// Marks a write that ran but could not be kept (its savepoint failed).
+    fn abort(&mut self, reason: String);
+    /// Reports the outcome once the group has committed (or failed to).
+    fn finish(self: Box<Self>, commit_error: Option<&str>);
+    /// Documents in this write, for sizing groups.
+    fn weight(&self) -> usize;
+}
+
+/// A write whose closure yields a typed result for an async caller.
+pub(crate) struct TypedJob<T, F> {
+    op: Option<F>,
+    weight: usize,
+    result: Option<Result<T, StoreError>>,
+    reply: oneshot::Sender<Result<T, StoreError>>,
+}
+
+impl<T, F> TypedJob<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
+{
+    pub(crate) fn new(weight: usize, op: F) -> (Self, oneshot::Receiver<Result<T, StoreError>>) {
+        let (reply, rx) = oneshot::channel();
+        (
+            TypedJob {
+                op: Some(op),
+                weight,
+                result: None,
+                reply,
+            },
+            rx,
+        )
+    }
+}
+
+impl<T, F> WriteJob for TypedJob<T, F>
+where
+    T: Send + 'static,
+    F: FnOnce(&mut WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
+{
+    fn run(&mut self, ctx: &mut WriteCtx<'_>) -> bool {
+        let Some(op) = self.op.take() else {
+            return false;
+        };
+        let result = op(ctx);
+        let ok = result.is_ok();
+        self.result = Some(result);
+        ok
+    }
+
+    fn abort(&mut self, reason: String) {
+        self.result = Some(Err(StoreError::CommitFailed(reason)));
+    }
+
+    fn finish(self: Box<Self>, commit_error: Option<&str>) {
+        let result = match (commit_error, self.result) {
+            (Some(e), _) => Err(StoreError::CommitFailed(e.to_string())),
+            (None, Some(result)) => result,
+            (None, None) => Err(StoreError::CommitFailed("the write did not run".into())),
+        };
+        let _ = self.reply.send(result);
+    }
+
+    fn weight(&self) -> usize {
+        self.weight
+    }
+}
+
+/// Messages to the writer thread.
+pub(crate) enum Msg {
+    Job(Box<dyn WriteJob>),
+    /// Stop after the writes already queued; the sender learns when the
+    /// connection is closed.
+    Close(std::sync::mpsc::Sender<()>),
+}
+
+/// The writer thread's loop: take every queued write, run them in one
+/// transaction, commit, then answer each and wake change listeners.
+pub(crate) fn run(
+    mut conn: Connection,
+    rx: Receiver<Msg>,
+    mut state: DbState,
+    seq_tx: watch::Sender<u64>,
+    db_name: String,
+    commits: Arc<AtomicU64>,
+) {
+    let mut pending_close = None;
+    while pending_close.is_none() {
+        let Ok(first) = rx.recv() else { break };
+        let mut jobs: Vec<Box<dyn WriteJob>> = Vec::new();
+        let mut weight = 0;
+        match first {
+            Msg::Job(job) => {
+                weight += job.weight();
+                jobs.push(job);
+            }
+            Msg::Close(ack) => pending_close = Some(ack),
+        }
+        while pending_close.is_none() && weight < MAX_GROUP_WEIGHT {
+            match rx.try_recv() {
+                Ok(Msg::Job(job)) => {
+                    weight += job.weight();
+                    jobs.push(job);
+                }
+                Ok(Msg::Close(ack)) => pending_close = Some(ack),
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        if jobs.is_empty() {
+            continue;
+        }
+        let commit_error = run_group(&mut conn, &mut state, &mut jobs).err();
+        if commit_error.is_none() {
+            commits.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(e) = &commit_error {
+            tracing::error!(db = %db_name, error = %e, "group commit failed");
+            // Whatever the failure, the in-memory counters must match the file.
+            if let Ok(fresh) = DbState::load(&conn) {
+                state = fresh;
+            }
+        }
+        for job in jobs {
+            job.finish(commit_error.as_deref());
+        }
+        seq_tx.send_if_modified(|seq| {
+            let changed = *seq != state.update_seq;
+            *seq = state.update_seq;
+            changed
+        });
+    }
+    drop(conn);
+    if let Some(ack) = pending_close {
+        let _ = ack.send(());
+    }
+}
+
+fn run_group(
+    conn: &mut Connection,
+    state: &mut DbState,
+    jobs: &mut [Box<dyn WriteJob>],
+) -> Result<(), String> {
+    let mut tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|e| e.to_string())?;
+    let mut working = state.clone();
+    for job in jobs.iter_mut() {
+        let before = working.clone();
+        let ok = match tx.savepoint() {
+            Ok(mut sp) => {
+                let ok = job.run(&mut WriteCtx {
+                    conn: &sp,
+                    state: &mut working,
+                });
+                if ok {
+                    match sp.commit() {
+                        Ok(()) => true,
+                        Err(e) => {
+                            job.abort(e.to_string());
+                            false
+                        }
+                    }
+                } else {
+                    let _ = sp.rollback();
+                    false
+                }
+            }
+            Err(_) => false,
+        };
+        if !ok {
+            working = before;
+        }
+    }
+    if working != *state {
+        working.save(&tx).map_err(|e| e.to_string())?;
+    }
+    tx.commit().map_err(|e| e.to_string())?;
+    *state = working;
+    Ok(())
+}
