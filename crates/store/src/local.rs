@@ -76,11 +76,15 @@ impl Database {
 
     /// Writes a local document (`id` starts with `_local/`); returns the new `_rev`.
     pub async fn put_local(&self, id: &str, doc: Value) -> Result<String, StoreError> {
-        let mut input = DocInput::from_json(doc)?;
-        input.id = Some(id.to_string());
         if !id.starts_with("_local/") || id.len() == "_local/".len() {
             return Err(StoreError::bad_request("Invalid _local document id."));
         }
+        let Value::Object(mut map) = doc else {
+            return Err(StoreError::bad_request("Document must be a JSON object"));
+        };
+        // The URL names the document; a local `_rev` parses only with a local `_id`.
+        map.insert("_id".into(), Value::String(id.to_string()));
+        let input = DocInput::from_json(Value::Object(map))?;
         let id = id.to_string();
         let result = self
             .write(1, move |ctx| put_in_tx(ctx, &id, &input))

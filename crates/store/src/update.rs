@@ -221,7 +221,8 @@ fn interactive_edit(
         })
         .collect();
     let hash = new_rev_hash(parent.as_ref(), doc.deleted, &body, &digests);
-    let Ok(new_rev) = tree.new_edit(parent.as_ref(), doc.deleted, |_| hash) else {
+    // `new_edit` takes the requested parent and derives the same effective one.
+    let Ok(new_rev) = tree.new_edit(doc.rev.as_ref(), doc.deleted, |_| hash) else {
         return Ok(Err(DocFailure::conflict()));
     };
     let key = stored.as_ref().map_or_else(|| allocate_key(ctx), |s| s.key);

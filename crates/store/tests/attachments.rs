@@ -1,0 +1,189 @@
+//! Attachments: inline bytes, stubs, missing stubs, content addressing,
+//! chunked uploads and reads, `atts_since`.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{TempStore, doc, get, get_with, put, replicate, rev};
+use serde_json::json;
+use store::{AttachmentInput, GetOptions, StoreError};
+
+#[tokio::test]
+async fn inline_attachments_are_stored_and_kept_by_stubs() {
+    let t = TempStore::new();
+    let db = t.db("atts").await;
+    let r1 = put(&db, json!({"_id": "a", "_attachments": {"hello.txt": {"content_type": "text/plain", "data": "aGVsbG8="}}})).await;
+    let stub = &get(&db, "a").await["_attachments"]["hello.txt"];
+    assert_eq!(stub["stub"], true);
+    assert_eq!(stub["length"], 5);
+    assert_eq!(stub["revpos"], 1);
+    assert_eq!(stub["digest"], store::digest_of(b"hello").as_str());
+    assert_eq!(stub["digest"], "md5-XUFAKrxLKna5cZ2REBfFkg==");
+
+    let r2 = put(
+        &db,
+        json!({"_id": "a", "_rev": r1, "v": 2, "_attachments": {"hello.txt": {"stub": true}}}),
+    )
+    .await;
+    let full = get_with(
+        &db,
+        "a",
+        GetOptions {
+            attachments: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(full["_rev"], r2.as_str());
+    assert_eq!(full["_attachments"]["hello.txt"]["data"], "aGVsbG8=");
+    assert_eq!(
+        full["_attachments"]["hello.txt"]["revpos"], 1,
+        "a kept attachment keeps its revpos"
+    );
+
+    // Without `_attachments` the new revision has none.
+    put(&db, json!({"_id": "a", "_rev": r2})).await;
+    assert!(get(&db, "a").await.get("_attachments").is_none());
+}
+
+#[tokio::test]
+async fn a_stub_with_nothing_to_keep_fails_the_whole_request() {
+    let t = TempStore::new();
+    let db = t.db("stubs").await;
+    let result = db
+        .bulk_docs(
+            vec![
+                doc(json!({"_id": "fine"})),
+                doc(json!({"_id": "bad", "_attachments": {"x": {"stub": true}}})),
+            ],
+            true,
+        )
+        .await;
+    match result {
+        Err(StoreError::MissingStub(reason)) => {
+            assert_eq!(reason, "Invalid attachment stub in bad for x")
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        db.info().await.unwrap().doc_count,
+        0,
+        "nothing of the batch is written"
+    );
+    assert_eq!(db.update_seq(), 0);
+}
+
+#[tokio::test]
+async fn identical_bytes_are_stored_once() {
+    let t = TempStore::new();
+    let db = t.db("dedupe").await;
+    let data = json!({"content_type": "application/octet-stream", "data": "AAECAw=="});
+    put(&db, json!({"_id": "a", "_attachments": {"f": data}})).await;
+    put(&db, json!({"_id": "b", "_attachments": {"g": data}})).await;
+    let a = get(&db, "a").await;
+    let b = get(&db, "b").await;
+    assert_eq!(
+        a["_attachments"]["f"]["digest"],
+        b["_attachments"]["g"]["digest"]
+    );
+    let (_, mut reader) = db.attachment("b", "g", None).await.unwrap();
+    assert_eq!(
+        reader.next_chunk().await.unwrap().unwrap(),
+        vec![0, 1, 2, 3]
+    );
+    assert!(reader.next_chunk().await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_large_upload_is_chunked_and_read_back_chunk_by_chunk() {
+    let t = TempStore::new();
+    let db = t.db("big").await;
+    let size = store::CHUNK_SIZE * 2 + 1234;
+    let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    let mut upload = db.begin_attachment();
+    for piece in bytes.chunks(10_000) {
+        upload.write(piece).await.unwrap();
+    }
+    let staged = upload.finish().await.unwrap();
+    assert_eq!(staged.length, size as u64);
+    assert_eq!(staged.digest, store::digest_of(&bytes));
+
+    let mut input = doc(json!({"_id": "big"}));
+    input.attachments.push((
+        "blob.bin".into(),
+        AttachmentInput::Staged {
+            content_type: "application/octet-stream".into(),
+            digest: staged.digest.clone(),
+            length: staged.length,
+            revpos: None,
+            encoding: None,
+            encoded_length: None,
+        },
+    ));
+    db.bulk_docs(vec![input], true).await.unwrap()[0]
+        .result
+        .clone()
+        .unwrap();
+    let (meta, mut reader) = db.attachment("big", "blob.bin", None).await.unwrap();
+    assert_eq!(meta.length, size as u64);
+    let mut back = Vec::new();
+    let mut chunks = 0;
+    while let Some(chunk) = reader.next_chunk().await.unwrap() {
+        assert!(chunk.len() <= store::CHUNK_SIZE);
+        back.extend(chunk);
+        chunks += 1;
+    }
+    assert_eq!(chunks, 3);
+    assert_eq!(back, bytes);
+    assert!(matches!(
+        db.attachment("big", "nope", None).await,
+        Err(StoreError::DocNotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn replicated_stubs_resolve_by_digest_and_atts_since_skips_known_bytes() {
+    let t = TempStore::new();
+    let db = t.db("replatts").await;
+    let digest = store::digest_of(b"hello");
+    replicate(
+        &db,
+        vec![json!({"_id": "d", "_revisions": {"start": 1, "ids": ["a"]},
+            "_attachments": {"t": {"content_type": "text/plain", "data": "aGVsbG8=", "revpos": 1}}})],
+    )
+    .await;
+    let results = replicate(
+        &db,
+        vec![json!({"_id": "d", "_revisions": {"start": 2, "ids": ["b", "a"]},
+            "_attachments": {"t": {"stub": true, "digest": digest, "revpos": 1},
+                             "u": {"content_type": "text/plain", "data": "d29ybGQ=", "revpos": 2}}})],
+    )
+    .await;
+    assert!(results[0].result.is_ok());
+    let since = get_with(
+        &db,
+        "d",
+        GetOptions {
+            atts_since: vec![rev("1-a")],
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        since["_attachments"]["t"]["stub"], true,
+        "revpos 1 is known to the reader"
+    );
+    assert_eq!(since["_attachments"]["u"]["data"], "d29ybGQ=");
+
+    let bad = db
+        .bulk_docs(
+            vec![doc(
+                json!({"_id": "e", "_revisions": {"start": 1, "ids": ["x"]},
+                "_attachments": {"t": {"stub": true, "digest": "md5-unknown", "revpos": 1}}}),
+            )],
+            false,
+        )
+        .await;
+    assert!(matches!(bad, Err(StoreError::MissingStub(_))));
+}
