@@ -200,7 +200,10 @@ async fn concurrent_writers_share_commits() {
     assert_eq!(db.info().await.unwrap().doc_count, 64);
     // The 64 writes reach the writer within microseconds of each other (this
     // runtime has one thread): they must share a handful of transactions.
-    assert!((1..16).contains(&commits), "64 writes took {commits} commits");
+    assert!(
+        (1..16).contains(&commits),
+        "64 writes took {commits} commits"
+    );
     // Every write still got its own sequence number.
     assert_eq!(db.update_seq(), 64);
 }
