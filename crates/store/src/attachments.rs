@@ -214,6 +214,7 @@ pub struct StagedBlob {
 
 impl AttachmentUpload {
     pub(crate) fn new(db: crate::Database) -> AttachmentUpload {
+        db.upload_started();
         AttachmentUpload {
             db,
             temp_key: format!("tmp-{}", uuid::Uuid::new_v4().simple()),
@@ -262,6 +263,7 @@ impl AttachmentUpload {
 
     /// Writes the last chunk and files the blob under its digest.
     pub async fn finish(mut self) -> Result<StagedBlob, StoreError> {
+        // (Drop still runs afterwards and ends the upload's count.)
         self.flush().await?;
         let digest = digest_string(&std::mem::take(&mut self.hasher).finalize());
         let length = self.length;
@@ -288,6 +290,12 @@ impl AttachmentUpload {
             })
             .await?;
         Ok(staged)
+    }
+}
+
+impl Drop for AttachmentUpload {
+    fn drop(&mut self) {
+        self.db.upload_ended();
     }
 }
 

@@ -35,6 +35,8 @@ struct DbInner {
     seq_rx: watch::Receiver<u64>,
     deleted: AtomicBool,
     commits: Arc<AtomicU64>,
+    compacting: AtomicBool,
+    uploads: AtomicU64,
 }
 
 impl std::fmt::Debug for Database {
@@ -165,6 +167,8 @@ impl Database {
                 seq_rx,
                 deleted: AtomicBool::new(false),
                 commits,
+                compacting: AtomicBool::new(false),
+                uploads: AtomicU64::new(0),
             }),
         })
     }
@@ -377,6 +381,23 @@ impl Database {
         if let Ok(mut pool) = self.inner.readers.lock() {
             pool.clear();
         }
+    }
+
+    pub(crate) fn compaction_flag(&self) -> &AtomicBool {
+        &self.inner.compacting
+    }
+
+    /// Attachment uploads in progress (their chunks are not yet referenced).
+    pub(crate) fn active_uploads(&self) -> u64 {
+        self.inner.uploads.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn upload_started(&self) {
+        self.inner.uploads.fetch_add(1, Ordering::AcqRel);
+    }
+
+    pub(crate) fn upload_ended(&self) {
+        self.inner.uploads.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Transactions the writer has committed since the database was opened:
