@@ -90,10 +90,14 @@ impl fmt::Display for RevHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             RevHash::Md5(bytes) => {
-                for b in bytes {
-                    write!(f, "{b:02x}")?;
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                let mut out = [0u8; 32];
+                for (i, b) in bytes.iter().enumerate() {
+                    out[2 * i] = HEX[(b >> 4) as usize];
+                    out[2 * i + 1] = HEX[(b & 0xf) as usize];
                 }
-                Ok(())
+                // Only ASCII hex digits were written.
+                f.write_str(std::str::from_utf8(&out).map_err(|_| fmt::Error)?)
             }
             RevHash::Text(text) => f.write_str(text),
         }

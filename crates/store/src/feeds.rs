@@ -136,20 +136,14 @@ fn changes_in(conn: &Connection, q: &ChangesQuery) -> Result<ChangesPage, StoreE
         }
     } else {
         let sql = if q.descending {
-            "SELECT id, doc_key, seq, tree FROM docs WHERE (?1 = 0 OR seq < ?1) ORDER BY seq DESC LIMIT ?2"
+            "SELECT id, doc_key, seq, tree, winner, winner_row FROM docs WHERE (?1 = 0 OR seq < ?1) ORDER BY seq DESC LIMIT ?2"
         } else {
-            "SELECT id, doc_key, seq, tree FROM docs WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+            "SELECT id, doc_key, seq, tree, winner, winner_row FROM docs WHERE seq > ?1 ORDER BY seq LIMIT ?2"
         };
         let mut stmt = conn.prepare_cached(sql)?;
         let mut cursor = stmt.query(rusqlite::params![q.since as i64, limit])?;
         while let Some(r) = cursor.next()? {
-            let id: String = r.get(0)?;
-            let tree: Vec<u8> = r.get(3)?;
-            let row = DocRow {
-                key: r.get(1)?,
-                seq: r.get::<_, i64>(2)? as u64,
-                tree: read::decode_tree(&id, &tree)?,
-            };
+            let (id, row) = read::doc_row(r)?;
             rows.push(change_row(conn, id, &row, q)?);
         }
     }
@@ -187,6 +181,9 @@ pub struct AllDocsQuery {
     pub include_docs: bool,
     /// With `include_docs`: add `_conflicts`.
     pub conflicts: bool,
+    /// Count the rows before the range for `offset` (a scan of the id index
+    /// up to the start key): wanted for the first page, wasted on the rest.
+    pub count_offset: bool,
 }
 
 impl Default for AllDocsQuery {
@@ -199,6 +196,7 @@ impl Default for AllDocsQuery {
             skip: 0,
             include_docs: false,
             conflicts: false,
+            count_offset: true,
         }
     }
 }
@@ -218,8 +216,8 @@ pub struct AllDocsRow {
 pub struct AllDocsPage {
     /// Live documents in the database.
     pub total_rows: u64,
-    /// Live documents before the first row returned.
-    pub offset: u64,
+    /// Live documents before the first row returned (when counted).
+    pub offset: Option<u64>,
     pub rows: Vec<AllDocsRow>,
     pub update_seq: u64,
 }
@@ -262,7 +260,7 @@ fn all_docs_in(conn: &Connection, q: &AllDocsQuery) -> Result<AllDocsPage, Store
         let f = bound_sql(&invert(lo), "<=", "<", &mut a);
         (f, a)
     };
-    let before: i64 = if before_sql.0.is_empty() {
+    let before: i64 = if !q.count_offset || before_sql.0.is_empty() {
         0
     } else {
         conn.query_row(
@@ -280,25 +278,19 @@ fn all_docs_in(conn: &Connection, q: &AllDocsQuery) -> Result<AllDocsPage, Store
     args.push(SqlValue::Integer(q.skip.min(i64::MAX as usize) as i64));
     let skip_arg = args.len();
     let sql = format!(
-        "SELECT id, doc_key, seq, tree FROM docs WHERE deleted = 0{filter}
+        "SELECT id, doc_key, seq, tree, winner, winner_row FROM docs WHERE deleted = 0{filter}
          ORDER BY id {order} LIMIT ?{limit_arg} OFFSET ?{skip_arg}"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut cursor = stmt.query(params_from_iter(args.iter()))?;
     let mut rows = Vec::new();
     while let Some(r) = cursor.next()? {
-        let id: String = r.get(0)?;
-        let tree: Vec<u8> = r.get(3)?;
-        let row = DocRow {
-            key: r.get(1)?,
-            seq: r.get::<_, i64>(2)? as u64,
-            tree: read::decode_tree(&id, &tree)?,
-        };
+        let (id, row) = read::doc_row(r)?;
         rows.push(all_docs_row(conn, id, &row, q.include_docs, q.conflicts)?);
     }
     Ok(AllDocsPage {
         total_rows: doc_count as u64,
-        offset: (before as u64) + q.skip as u64,
+        offset: q.count_offset.then_some(before as u64 + q.skip as u64),
         rows,
         update_seq: update_seq as u64,
     })

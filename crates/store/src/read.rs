@@ -83,21 +83,36 @@ pub(crate) struct DocRow {
     pub key: i64,
     pub seq: u64,
     pub tree: RevTree,
+    /// The winner as stored, and the row of its body (0 when not kept):
+    /// reading the winner's body is then a rowid lookup.
+    pub winner: String,
+    pub winner_row: i64,
+}
+
+/// The `docs` columns [`doc_row`] reads, in order.
+pub(crate) const DOC_COLUMNS: &str = "id, doc_key, seq, tree, winner, winner_row";
+
+/// Reads a row selected with [`DOC_COLUMNS`].
+pub(crate) fn doc_row(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreError> {
+    let id: String = r.get(0)?;
+    let tree: Vec<u8> = r.get(3)?;
+    let row = DocRow {
+        key: r.get(1)?,
+        seq: r.get::<_, i64>(2)? as u64,
+        tree: decode_tree(&id, &tree)?,
+        winner: r.get(4)?,
+        winner_row: r.get(5)?,
+    };
+    Ok((id, row))
 }
 
 pub(crate) fn load_row(conn: &Connection, id: &str) -> Result<Option<DocRow>, StoreError> {
-    let row: Option<(i64, i64, Vec<u8>)> = conn
-        .prepare_cached("SELECT doc_key, seq, tree FROM docs WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .optional()?;
-    let Some((key, seq, tree)) = row else {
-        return Ok(None);
-    };
-    Ok(Some(DocRow {
-        key,
-        seq: seq as u64,
-        tree: decode_tree(id, &tree)?,
-    }))
+    let mut stmt = conn.prepare_cached(&format!("SELECT {DOC_COLUMNS} FROM docs WHERE id = ?1"))?;
+    let mut rows = stmt.query([id])?;
+    match rows.next()? {
+        Some(r) => Ok(Some(doc_row(r)?.1)),
+        None => Ok(None),
+    }
 }
 
 pub(crate) fn decode_tree(id: &str, bytes: &[u8]) -> Result<RevTree, StoreError> {
@@ -110,16 +125,20 @@ pub(crate) fn decode_tree(id: &str, bytes: &[u8]) -> Result<RevTree, StoreError>
 /// The stored body text and attachments of one revision, if kept.
 fn load_body(
     conn: &Connection,
-    key: i64,
+    row: &DocRow,
     rev: &RevId,
 ) -> Result<Option<(String, Attachments)>, StoreError> {
-    let row: Option<(String, Option<String>)> = conn
-        .prepare_cached("SELECT body, atts FROM revs WHERE doc_key = ?1 AND rev = ?2")?
-        .query_row(params![key, rev.to_string()], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .optional()?;
-    match row {
+    let rev_text = rev.to_string();
+    let found: Option<(String, Option<String>)> = if row.winner_row != 0 && rev_text == row.winner {
+        conn.prepare_cached("SELECT body, atts FROM revs WHERE row = ?1")?
+            .query_row([row.winner_row], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?
+    } else {
+        conn.prepare_cached("SELECT body, atts FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+            .query_row(params![row.key, rev_text], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?
+    };
+    match found {
         Some((body, atts)) => Ok(Some((body, attachments::decode_atts(atts.as_deref())?))),
         None => Ok(None),
     }
@@ -207,7 +226,7 @@ pub(crate) fn rev_json(
         follows,
     } = req;
     let tree = &row.tree;
-    let Some((body, atts)) = load_body(conn, row.key, rev)? else {
+    let Some((body, atts)) = load_body(conn, row, rev)? else {
         return Ok(None);
     };
     let deleted = tree.is_deleted_rev(rev).unwrap_or(false);

@@ -86,28 +86,32 @@ fn is_local(doc: &DocInput) -> bool {
 }
 
 fn load_doc(conn: &Connection, id: &str) -> Result<Option<StoredDoc>, StoreError> {
-    let row: Option<(i64, Vec<u8>, bool, Option<i64>)> = conn
-        .prepare_cached(
-            "SELECT d.doc_key, d.tree, d.deleted, length(r.body)
-             FROM docs d LEFT JOIN revs r ON r.row = d.winner_row WHERE d.id = ?1",
-        )?
+    // Two point lookups rather than a LEFT JOIN: SQLite re-prepares that
+    // join on every execution, which costs far more than the second lookup.
+    let row: Option<(i64, Vec<u8>, bool, i64)> = conn
+        .prepare_cached("SELECT doc_key, tree, deleted, winner_row FROM docs WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()?;
-    let Some((key, tree, deleted, body_len)) = row else {
+    let Some((key, tree, deleted, winner_row)) = row else {
         return Ok(None);
     };
     let tree = RevTree::decode(&tree).map_err(|e| StoreError::Corrupt {
         db: String::new(),
         detail: format!("document {id}: {e}"),
     })?;
+    let live_body_len = if deleted {
+        None
+    } else {
+        let len: Option<i64> = conn
+            .prepare_cached("SELECT length(body) FROM revs WHERE row = ?1")?
+            .query_row([winner_row], |r| r.get(0))
+            .optional()?;
+        Some(len.unwrap_or(0))
+    };
     Ok(Some(StoredDoc {
         key,
         tree,
-        live_body_len: if deleted {
-            None
-        } else {
-            Some(body_len.unwrap_or(0))
-        },
+        live_body_len,
     }))
 }
 
@@ -227,15 +231,8 @@ fn interactive_edit(
     };
     let key = stored.as_ref().map_or_else(|| allocate_key(ctx), |s| s.key);
     let body_text = body.to_string();
-    let row = write_revision(ctx.conn, key, &new_rev, &body_text, &atts)?;
-    finish_update(
-        ctx,
-        id,
-        key,
-        stored.as_ref(),
-        tree,
-        Some((new_rev.clone(), row)),
-    )?;
+    let written = write_revision(ctx.conn, key, &new_rev, &body_text, &atts)?;
+    finish_update(ctx, id, key, stored.as_ref(), tree, Some(written))?;
     Ok(Ok(new_rev.to_string()))
 }
 
@@ -288,8 +285,7 @@ fn replicated_edit(
             atts.push((name, meta));
         }
         let body_text = Value::Object(doc.body).to_string();
-        let row = write_revision(ctx.conn, key, &leaf, &body_text, &atts)?;
-        written = Some((leaf.clone(), row));
+        written = Some(write_revision(ctx.conn, key, &leaf, &body_text, &atts)?);
     }
     finish_update(ctx, id, key, stored.as_ref(), tree, written)?;
     Ok(Ok(leaf.to_string()))
@@ -330,26 +326,44 @@ fn allocate_key(ctx: &mut WriteCtx<'_>) -> i64 {
     key
 }
 
+/// A revision body just written: its row, and its length for `sizes.external`.
+struct Written {
+    rev: RevId,
+    row: i64,
+    body_len: i64,
+}
+
 fn write_revision(
     conn: &Connection,
     key: i64,
     rev: &RevId,
     body: &str,
     atts: &Attachments,
-) -> Result<i64, StoreError> {
-    conn.prepare_cached(
-        "INSERT INTO revs (doc_key, rev, body, atts) VALUES (?1, ?2, ?3, ?4)
-         ON CONFLICT (doc_key, rev) DO UPDATE SET body = excluded.body, atts = excluded.atts",
-    )?
-    .execute(params![
-        key,
-        rev.to_string(),
-        body,
-        attachments::encode_atts(atts)
-    ])?;
-    Ok(conn
-        .prepare_cached("SELECT row FROM revs WHERE doc_key = ?1 AND rev = ?2")?
-        .query_row(params![key, rev.to_string()], |r| r.get(0))?)
+) -> Result<Written, StoreError> {
+    // Plain INSERT and last_insert_rowid: an upsert with RETURNING makes
+    // SQLite re-prepare statements, which costs more than this.
+    let atts = attachments::encode_atts(atts);
+    let inserted = conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO revs (doc_key, rev, body, atts) VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![key, rev.to_string(), body, atts])?;
+    let row = if inserted == 1 {
+        conn.last_insert_rowid()
+    } else {
+        // The revision was known without its body (replication fills it in).
+        conn.prepare_cached(
+            "UPDATE revs SET body = ?3, atts = ?4 WHERE doc_key = ?1 AND rev = ?2",
+        )?
+        .execute(params![key, rev.to_string(), body, atts])?;
+        conn.prepare_cached("SELECT row FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+            .query_row(params![key, rev.to_string()], |r| r.get(0))?
+    };
+    Ok(Written {
+        rev: rev.clone(),
+        row,
+        body_len: body.len() as i64,
+    })
 }
 
 /// Stems the tree, drops stemmed bodies, stores the document row at the next
@@ -360,7 +374,7 @@ fn finish_update(
     key: i64,
     stored: Option<&StoredDoc>,
     mut tree: RevTree,
-    written: Option<(RevId, i64)>,
+    written: Option<Written>,
 ) -> Result<(), StoreError> {
     for rev in tree.stem(ctx.state.revs_limit) {
         ctx.conn
@@ -372,13 +386,7 @@ fn finish_update(
         detail: format!("document {id} has an empty revision tree"),
     })?;
     let (winner_row, winner_len): (i64, i64) = match &written {
-        Some((rev, row)) if rev == &winner.rev => {
-            let len = ctx
-                .conn
-                .prepare_cached("SELECT length(body) FROM revs WHERE row = ?1")?
-                .query_row([row], |r| r.get(0))?;
-            (*row, len)
-        }
+        Some(w) if w.rev == winner.rev => (w.row, w.body_len),
         _ => ctx
             .conn
             .prepare_cached("SELECT row, length(body) FROM revs WHERE doc_key = ?1 AND rev = ?2")?

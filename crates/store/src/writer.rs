@@ -227,6 +227,40 @@ pub(crate) fn run(
     }
 }
 
+/// Runs one write of a group inside its own savepoint; a failed write is
+/// rolled back alone and leaves `working` as it was.
+fn run_in_savepoint(
+    tx: &mut rusqlite::Transaction<'_>,
+    job: &mut dyn WriteJob,
+    working: &mut DbState,
+) {
+    let before = working.clone();
+    let ok = match tx.savepoint() {
+        Ok(mut sp) => {
+            let ok = job.run(&mut WriteCtx {
+                conn: &sp,
+                state: working,
+            });
+            if ok {
+                match sp.commit() {
+                    Ok(()) => true,
+                    Err(e) => {
+                        job.abort(e.to_string());
+                        false
+                    }
+                }
+            } else {
+                let _ = sp.rollback();
+                false
+            }
+        }
+        Err(_) => false,
+    };
+    if !ok {
+        *working = before;
+    }
+}
+
 fn run_group(
     conn: &mut Connection,
     state: &mut DbState,
@@ -236,31 +270,18 @@ fn run_group(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(|e| e.to_string())?;
     let mut working = state.clone();
-    for job in jobs.iter_mut() {
-        let before = working.clone();
-        let ok = match tx.savepoint() {
-            Ok(mut sp) => {
-                let ok = job.run(&mut WriteCtx {
-                    conn: &sp,
-                    state: &mut working,
-                });
-                if ok {
-                    match sp.commit() {
-                        Ok(()) => true,
-                        Err(e) => {
-                            job.abort(e.to_string());
-                            false
-                        }
-                    }
-                } else {
-                    let _ = sp.rollback();
-                    false
-                }
-            }
-            Err(_) => false,
-        };
-        if !ok {
-            working = before;
+    if let [job] = jobs {
+        // A lone write needs no savepoint: if it fails, the whole
+        // transaction is rolled back instead.
+        if !job.run(&mut WriteCtx {
+            conn: &tx,
+            state: &mut working,
+        }) {
+            return Ok(());
+        }
+    } else {
+        for job in jobs.iter_mut() {
+            run_in_savepoint(&mut tx, job.as_mut(), &mut working);
         }
     }
     if working != *state {
