@@ -7,13 +7,46 @@ use std::collections::HashSet;
 use revtree::{RevId, RevTree, RevsDiff};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
-use serde_json::value::RawValue;
 
 use crate::attachments::{self, Attachments};
 use crate::{Database, StoreError};
 
-/// A document as JSON text, ready to be sent or embedded.
-pub type DocJson = Box<RawValue>;
+/// A document as JSON text, ready to be sent or embedded in a response.
+///
+/// Built by the store from bodies it serialized itself, so it is valid JSON
+/// by construction and is never parsed again on the way out.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DocJson(String);
+
+impl DocJson {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    /// Parses the document, for callers that need to look inside.
+    pub fn to_value(&self) -> Result<Value, StoreError> {
+        serde_json::from_str(&self.0).map_err(|e| StoreError::Corrupt {
+            db: String::new(),
+            detail: format!("document JSON: {e}"),
+        })
+    }
+}
+
+impl std::fmt::Debug for DocJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Display for DocJson {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// Options of a single-document read (`GET /db/doc`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -158,7 +191,7 @@ impl DocBuilder<'_> {
     pub(crate) fn finish(self) -> Result<DocJson, StoreError> {
         let mut out = String::with_capacity(self.body.len() + 96);
         out.push_str("{\"_id\":");
-        out.push_str(&Value::String(self.id.to_string()).to_string());
+        push_json_string(&mut out, self.id);
         out.push_str(",\"_rev\":\"");
         out.push_str(&self.rev.to_string());
         out.push('"');
@@ -182,10 +215,18 @@ impl DocBuilder<'_> {
             out.push_str(&value.to_string());
         }
         out.push('}');
-        RawValue::from_string(out).map_err(|e| StoreError::Corrupt {
-            db: String::new(),
-            detail: format!("document {}: stored body is not JSON: {e}", self.id),
-        })
+        Ok(DocJson(out))
+    }
+}
+
+/// Appends `s` as a JSON string literal.
+pub(crate) fn push_json_string(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&Value::String(s.to_string()).to_string());
     }
 }
 
@@ -412,11 +453,7 @@ impl Database {
     /// as CouchDB answers. `_local/` ids read local documents.
     pub async fn get(&self, id: &str, opts: GetOptions) -> Result<DocJson, StoreError> {
         if id.starts_with("_local/") {
-            let doc = self.get_local(id).await?;
-            return RawValue::from_string(doc.to_string()).map_err(|e| StoreError::Corrupt {
-                db: self.name().to_string(),
-                detail: e.to_string(),
-            });
+            return Ok(DocJson(self.get_local(id).await?.to_string()));
         }
         let id = id.to_string();
         self.read(move |conn| get_in(conn, &id, &opts)).await
@@ -518,5 +555,43 @@ impl Database {
             Ok(out)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_documents_are_valid_json_whatever_the_id() {
+        let rev = RevId::parse("1-abc").unwrap();
+        for id in [
+            "plain",
+            "quote\"d",
+            "back\\slash",
+            "new\nline",
+            "ünïcødé",
+            "tab\t",
+        ] {
+            for body in ["{}", "{\"a\":1}", " { \"a\" : [1,2] } "] {
+                let doc = DocBuilder {
+                    id,
+                    rev: &rev,
+                    deleted: true,
+                    body,
+                    extra: vec![(
+                        "_revisions",
+                        serde_json::json!({"start": 1, "ids": ["abc"]}),
+                    )],
+                }
+                .finish()
+                .unwrap();
+                let value = doc.to_value().unwrap();
+                assert_eq!(value["_id"], id);
+                assert_eq!(value["_rev"], "1-abc");
+                assert_eq!(value["_deleted"], true);
+                assert_eq!(value["_revisions"]["start"], 1);
+            }
+        }
     }
 }

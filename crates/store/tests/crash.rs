@@ -113,7 +113,7 @@ fn acknowledged_writes_survive_sigkill() {
                 .get(id, GetOptions::default())
                 .await
                 .unwrap_or_else(|e| panic!("{id} lost: {e}"));
-            let doc: serde_json::Value = serde_json::from_str(doc.get()).unwrap();
+            let doc: serde_json::Value = serde_json::from_str(doc.as_str()).unwrap();
             // The newest acknowledged revision, or a later one whose
             // acknowledgement the kill cut off.
             let (have, want) = (doc["_rev"].as_str().unwrap(), rev.as_str());

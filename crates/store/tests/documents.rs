@@ -22,10 +22,10 @@ async fn a_document_is_created_updated_and_read_back() {
     // Field order is kept as written.
     let text = db.get("a", GetOptions::default()).await.unwrap();
     assert!(
-        text.get()
+        text.as_str()
             .starts_with(&format!(r#"{{"_id":"a","_rev":"{r2}","n":2"#)),
         "{}",
-        text.get()
+        text.as_str()
     );
     // The old revision's body is still readable until compaction.
     let old = get_with(
@@ -315,7 +315,7 @@ async fn open_revs_answers_leaves_and_missing_revisions() {
     let shape: Vec<String> = some
         .iter()
         .map(|r| match r {
-            store::OpenRev::Ok(doc) => serde_json::from_str::<serde_json::Value>(doc.get())
+            store::OpenRev::Ok(doc) => serde_json::from_str::<serde_json::Value>(doc.as_str())
                 .unwrap()["_rev"]
                 .as_str()
                 .unwrap()
@@ -389,7 +389,7 @@ async fn revs_diff_and_bulk_get_serve_the_replicator() {
         .unwrap();
     assert_eq!(got.len(), 4);
     let first: serde_json::Value =
-        serde_json::from_str(got[0].docs[0].as_ref().unwrap().get()).unwrap();
+        serde_json::from_str(got[0].docs[0].as_ref().unwrap().as_str()).unwrap();
     assert_eq!(first["_revisions"]["start"], 1);
     assert!(got[1].docs[0].is_ok());
     let missing = got[2].docs[0].as_ref().unwrap_err();

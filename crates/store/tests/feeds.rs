@@ -82,7 +82,7 @@ async fn all_docs_style_lists_every_leaf_and_include_docs_embeds_the_winner() {
         .collect();
     assert_eq!(revs, ["2-c", "2-b"]);
     let doc: serde_json::Value =
-        serde_json::from_str(page.rows[0].doc.as_ref().unwrap().get()).unwrap();
+        serde_json::from_str(page.rows[0].doc.as_ref().unwrap().as_str()).unwrap();
     assert_eq!(
         (doc["v"].as_str(), doc["_conflicts"].clone()),
         (Some("c"), json!(["2-b"]))

@@ -69,5 +69,5 @@ async fn local_documents_never_show_in_changes_or_all_docs() {
     assert_eq!(all.rows.len(), 1);
     assert_eq!(db.info().await.unwrap().doc_count, 1);
     let via_get = db.get("_local/x", Default::default()).await.unwrap();
-    assert!(via_get.get().contains("\"_rev\":\"0-1\""));
+    assert!(via_get.as_str().contains("\"_rev\":\"0-1\""));
 }

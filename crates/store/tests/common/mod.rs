@@ -51,11 +51,11 @@ pub async fn replicate(db: &Database, values: Vec<Value>) -> Vec<DocWriteResult>
 }
 
 pub async fn get(db: &Database, id: &str) -> Value {
-    serde_json::from_str(db.get(id, Default::default()).await.unwrap().get()).unwrap()
+    serde_json::from_str(db.get(id, Default::default()).await.unwrap().as_str()).unwrap()
 }
 
 pub async fn get_with(db: &Database, id: &str, opts: store::GetOptions) -> Value {
-    serde_json::from_str(db.get(id, opts).await.unwrap().get()).unwrap()
+    serde_json::from_str(db.get(id, opts).await.unwrap().as_str()).unwrap()
 }
 
 pub fn rev(s: &str) -> revtree::RevId {
