@@ -2,7 +2,7 @@
 //! the same on every machine.
 //!
 //! - `test`: everything the test suite needs, then the whole suite.
-//! - `bench [ARGS]`: the criterion benchmarks (`cargo bench` over the workspace).
+//! - `bench store`: the store's throughput and memory figures (BENCHMARKS.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -15,7 +15,9 @@ fn main() -> ExitCode {
         _ => {
             eprintln!("usage: cargo xtask <test|bench> [args]");
             eprintln!("  test   build the recliner binary, then run every test of the workspace");
-            eprintln!("  bench  run the criterion benchmarks");
+            eprintln!(
+                "  bench store  the store's throughput and peak-memory figures (release build)"
+            );
             return ExitCode::from(2);
         }
     };
@@ -65,8 +67,38 @@ fn test(extra: &[String]) -> Result<(), String> {
     run(tests)
 }
 
-fn bench(extra: &[String]) -> Result<(), String> {
-    let mut cmd = cargo();
-    cmd.args(["bench", "--workspace"]).args(extra);
-    run(cmd)
+fn bench(args: &[String]) -> Result<(), String> {
+    match args.first().map(String::as_str) {
+        Some("store") => bench_store(),
+        _ => Err("usage: cargo xtask bench store".into()),
+    }
+}
+
+/// The store's figures: inserts (against plain SQLite as the limit), group
+/// commit, and full scans at two sizes to show memory does not grow with the
+/// database. Prints Markdown rows for BENCHMARKS.md.
+fn bench_store() -> Result<(), String> {
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--package",
+        "store",
+        "--example",
+        "store_bench",
+    ]);
+    run(build)?;
+    let bin = workspace_root().join("target/release/examples/store_bench");
+    println!("| measurement | result | ratio to plain SQLite |");
+    println!("| --- | --- | --- |");
+    for args in [
+        &["insert", "100000"][..],
+        &["scan", "100000"],
+        &["scan", "1000000"],
+    ] {
+        let mut cmd = Command::new(&bin);
+        cmd.args(args);
+        run(cmd)?;
+    }
+    Ok(())
 }

@@ -186,6 +186,7 @@ async fn scan(n: usize) {
             .changes(ChangesQuery {
                 since,
                 limit: PAGE,
+                count_pending: false,
                 ..Default::default()
             })
             .await

@@ -26,6 +26,9 @@ pub struct ChangesQuery {
     pub attachments: bool,
     /// Only these documents (`filter=_doc_ids`).
     pub doc_ids: Option<Vec<String>>,
+    /// Count the changes left after this page for `pending` (a scan of the
+    /// sequence index): ask on the page that ends a response, not on every one.
+    pub count_pending: bool,
 }
 
 impl Default for ChangesQuery {
@@ -39,6 +42,7 @@ impl Default for ChangesQuery {
             conflicts: false,
             attachments: false,
             doc_ids: None,
+            count_pending: true,
         }
     }
 }
@@ -61,7 +65,7 @@ pub struct ChangesPage {
     /// Where the next page starts; the database's update sequence once the
     /// feed is exhausted (so filtered feeds still advance).
     pub last_seq: u64,
-    /// Changes after `last_seq` not yet returned.
+    /// Changes after `last_seq` not yet returned (0 when not counted).
     pub pending: u64,
 }
 
@@ -135,15 +139,26 @@ fn changes_in(conn: &Connection, q: &ChangesQuery) -> Result<ChangesPage, StoreE
             rows.push(change_row(conn, id, &row, q)?);
         }
     } else {
-        let sql = if q.descending {
-            "SELECT id, doc_key, seq, tree, winner, winner_row FROM docs WHERE (?1 = 0 OR seq < ?1) ORDER BY seq DESC LIMIT ?2"
+        let (columns, from) = if q.include_docs {
+            (read::DOC_COLUMNS_WITH_BODY, read::DOCS_WITH_BODY)
         } else {
-            "SELECT id, doc_key, seq, tree, winner, winner_row FROM docs WHERE seq > ?1 ORDER BY seq LIMIT ?2"
+            (read::DOC_COLUMNS, "docs")
         };
-        let mut stmt = conn.prepare_cached(sql)?;
+        let sql = if q.descending {
+            format!(
+                "SELECT {columns} FROM {from} WHERE (?1 = 0 OR seq < ?1) ORDER BY seq DESC LIMIT ?2"
+            )
+        } else {
+            format!("SELECT {columns} FROM {from} WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+        };
+        let mut stmt = conn.prepare_cached(&sql)?;
         let mut cursor = stmt.query(rusqlite::params![q.since as i64, limit])?;
         while let Some(r) = cursor.next()? {
-            let (id, row) = read::doc_row(r)?;
+            let (id, row) = if q.include_docs {
+                read::doc_row_with_body(r)?
+            } else {
+                read::doc_row(r)?
+            };
             rows.push(change_row(conn, id, &row, q)?);
         }
     }
@@ -153,7 +168,7 @@ fn changes_in(conn: &Connection, q: &ChangesQuery) -> Result<ChangesPage, StoreE
         (Some(last), _, _) => last.seq,
         (None, _, _) => q.since,
     };
-    let pending = if q.descending || exhausted {
+    let pending = if q.descending || exhausted || !q.count_pending {
         0
     } else {
         let count: i64 = conn
@@ -277,15 +292,24 @@ fn all_docs_in(conn: &Connection, q: &AllDocsQuery) -> Result<AllDocsPage, Store
     let limit_arg = args.len();
     args.push(SqlValue::Integer(q.skip.min(i64::MAX as usize) as i64));
     let skip_arg = args.len();
+    let (columns, from) = if q.include_docs {
+        (read::DOC_COLUMNS_WITH_BODY, read::DOCS_WITH_BODY)
+    } else {
+        (read::DOC_COLUMNS, "docs")
+    };
     let sql = format!(
-        "SELECT id, doc_key, seq, tree, winner, winner_row FROM docs WHERE deleted = 0{filter}
+        "SELECT {columns} FROM {from} WHERE deleted = 0{filter}
          ORDER BY id {order} LIMIT ?{limit_arg} OFFSET ?{skip_arg}"
     );
     let mut stmt = conn.prepare_cached(&sql)?;
     let mut cursor = stmt.query(params_from_iter(args.iter()))?;
     let mut rows = Vec::new();
     while let Some(r) = cursor.next()? {
-        let (id, row) = read::doc_row(r)?;
+        let (id, row) = if q.include_docs {
+            read::doc_row_with_body(r)?
+        } else {
+            read::doc_row(r)?
+        };
         rows.push(all_docs_row(conn, id, &row, q.include_docs, q.conflicts)?);
     }
     Ok(AllDocsPage {

@@ -119,3 +119,24 @@ async fn revs_limit_and_security_are_stored() {
     assert_eq!(db.security().await.unwrap(), sec);
     assert!(db.set_security(json!([1])).await.is_err());
 }
+
+#[tokio::test]
+async fn full_durability_and_ensure_full_commit_work() {
+    let dir = std::env::temp_dir().join(format!("recliner-full-{}", uuid::Uuid::new_v4().simple()));
+    let store = Store::open_with(
+        &dir,
+        store::StoreOptions {
+            durability: store::Durability::Full,
+        },
+    )
+    .unwrap();
+    let db = store.create_db("sync").await.unwrap();
+    put(&db, json!({"_id": "x"})).await;
+    db.ensure_full_commit().await.unwrap();
+    store.delete_db("sync").await.unwrap();
+    assert!(matches!(
+        db.ensure_full_commit().await,
+        Err(StoreError::DbNotFound(_))
+    ));
+    let _ = std::fs::remove_dir_all(dir);
+}
