@@ -165,3 +165,119 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// A JSON-speaking client for one test server.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+/// A response as the tests look at it.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub text: String,
+}
+
+impl Reply {
+    /// The body as JSON (panics with the body text when it is not JSON).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.text)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {:?}", self.text))
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+}
+
+impl Client {
+    pub fn new(server: &TestServer) -> Client {
+        Client {
+            http: http_client(),
+            base: server.url.clone(),
+        }
+    }
+
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<serde_json::Value>,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
+        let mut request = self.http.request(method, format!("{}{}", self.base, path));
+        for (k, v) in headers {
+            request = request.header(*k, *v);
+        }
+        if let Some(body) = body {
+            request = request
+                .header("content-type", "application/json")
+                .body(body.to_string());
+        }
+        let response = request.send().await.expect("the request is answered");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("a body");
+        Reply {
+            status,
+            headers,
+            text,
+        }
+    }
+
+    /// A raw request with a byte body and a content type.
+    pub async fn send_bytes(
+        &self,
+        method: &str,
+        path: &str,
+        body: Vec<u8>,
+        content_type: &str,
+    ) -> Reply {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
+        let response = self
+            .http
+            .request(method, format!("{}{}", self.base, path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .expect("the request is answered");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.unwrap_or_default();
+        Reply {
+            status,
+            headers,
+            text,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send("GET", path, None, &[]).await
+    }
+
+    pub async fn put(&self, path: &str, body: serde_json::Value) -> Reply {
+        self.send("PUT", path, Some(body), &[]).await
+    }
+
+    pub async fn post(&self, path: &str, body: serde_json::Value) -> Reply {
+        self.send("POST", path, Some(body), &[]).await
+    }
+
+    pub async fn delete(&self, path: &str) -> Reply {
+        self.send("DELETE", path, None, &[]).await
+    }
+
+    /// The underlying HTTP client, for streaming tests.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base, path)
+    }
+}

@@ -1,10 +1,12 @@
 //! The one error table: every failure becomes `(status, "error", "reason")`
 //! here and nowhere else, as CouchDB's `chttpd:error_info/1` does.
 
-use axum::Json;
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
+use store::StoreError;
+
+use crate::json::json_response;
 
 /// An API failure, rendered as CouchDB's `{"error": ..., "reason": ...}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,30 +15,129 @@ pub enum ApiError {
     NotFound(String),
     /// 400 `bad_request`.
     BadRequest(String),
+    /// 400 with a more specific `error` (`illegal_docid`, `doc_validation`, ...).
+    Invalid { error: &'static str, reason: String },
+    /// 400 `illegal_database_name`.
+    IllegalDbName(String),
     /// 405 `method_not_allowed`; carries the methods the route does allow.
     MethodNotAllowed(&'static str),
-    /// 500 `unknown_error`: a fault of ours, logged, never a panic.
+    /// 409 `conflict`.
+    Conflict,
+    /// 412 `file_exists`.
+    FileExists,
+    /// 412 `missing_stub`.
+    MissingStub(String),
+    /// 412 `precondition_failed`.
+    PreconditionFailed(String),
+    /// 413 `too_large`: the request body is over `max_http_request_size`.
+    RequestTooLarge,
+    /// 413 `document_too_large`, reason = the document id, as CouchDB.
+    DocumentTooLarge(String),
+    /// 415 `bad_content_type`.
+    BadContentType(String),
+    /// 416 `requested_range_not_satisfiable`.
+    RangeNotSatisfiable,
+    /// 501 `not_implemented`.
+    NotImplemented(String),
+    /// 500 `unknown_error`: a fault of ours. The details are logged, not sent.
     Internal(String),
 }
 
 impl ApiError {
     /// The single mapping from an error to its status, `error` and `reason`.
     pub fn error_info(&self) -> (StatusCode, &'static str, String) {
+        use ApiError::*;
         match self {
-            ApiError::NotFound(reason) => (StatusCode::NOT_FOUND, "not_found", reason.clone()),
-            ApiError::BadRequest(reason) => {
-                (StatusCode::BAD_REQUEST, "bad_request", reason.clone())
-            }
-            ApiError::MethodNotAllowed(allowed) => (
+            NotFound(reason) => (StatusCode::NOT_FOUND, "not_found", reason.clone()),
+            BadRequest(reason) => (StatusCode::BAD_REQUEST, "bad_request", reason.clone()),
+            Invalid { error, reason } => (StatusCode::BAD_REQUEST, error, reason.clone()),
+            IllegalDbName(name) => (
+                StatusCode::BAD_REQUEST,
+                "illegal_database_name",
+                store::name::illegal_name_reason(name),
+            ),
+            MethodNotAllowed(allowed) => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
                 format!("Only {allowed} allowed"),
             ),
-            ApiError::Internal(reason) => (
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "unknown_error",
+            Conflict => (
+                StatusCode::CONFLICT,
+                "conflict",
+                "Document update conflict.".into(),
+            ),
+            FileExists => (
+                StatusCode::PRECONDITION_FAILED,
+                "file_exists",
+                "The database could not be created, the file already exists.".into(),
+            ),
+            MissingStub(reason) => (
+                StatusCode::PRECONDITION_FAILED,
+                "missing_stub",
                 reason.clone(),
             ),
+            PreconditionFailed(reason) => (
+                StatusCode::PRECONDITION_FAILED,
+                "precondition_failed",
+                reason.clone(),
+            ),
+            RequestTooLarge => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                "the request entity is too large".into(),
+            ),
+            DocumentTooLarge(id) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "document_too_large",
+                id.clone(),
+            ),
+            BadContentType(reason) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "bad_content_type",
+                reason.clone(),
+            ),
+            RangeNotSatisfiable => (
+                StatusCode::RANGE_NOT_SATISFIABLE,
+                "requested_range_not_satisfiable",
+                "Requested range not satisfiable".into(),
+            ),
+            NotImplemented(reason) => (
+                StatusCode::NOT_IMPLEMENTED,
+                "not_implemented",
+                reason.clone(),
+            ),
+            Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "unknown_error",
+                "An internal error occurred; see the server log.".into(),
+            ),
+        }
+    }
+
+    pub fn bad_request(reason: impl Into<String>) -> ApiError {
+        ApiError::BadRequest(reason.into())
+    }
+
+    pub fn not_found(reason: impl Into<String>) -> ApiError {
+        ApiError::NotFound(reason.into())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        match e {
+            StoreError::DbNotFound(_) => ApiError::NotFound("Database does not exist.".into()),
+            StoreError::DbExists(_) => ApiError::FileExists,
+            StoreError::IllegalDbName(name) => ApiError::IllegalDbName(name),
+            StoreError::DocNotFound(reason) => ApiError::NotFound(reason.into()),
+            StoreError::Invalid {
+                error: "bad_request",
+                reason,
+            } => ApiError::BadRequest(reason),
+            StoreError::Invalid { error, reason } => ApiError::Invalid { error, reason },
+            StoreError::Conflict => ApiError::Conflict,
+            StoreError::MissingStub(reason) => ApiError::MissingStub(reason),
+            other => ApiError::Internal(other.to_string()),
         }
     }
 }
@@ -44,11 +145,10 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, error, reason) = self.error_info();
-        if status.is_server_error() {
-            tracing::error!(%error, %reason, "request failed");
+        if let ApiError::Internal(detail) = &self {
+            tracing::error!(%detail, "request failed");
         }
-        let mut response =
-            (status, Json(json!({"error": error, "reason": reason}))).into_response();
+        let mut response = json_response(status, &json!({"error": error, "reason": reason}));
         if let ApiError::MethodNotAllowed(allowed) = self {
             response
                 .headers_mut()
@@ -58,13 +158,63 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Any path no route claims: a JSON 404, never HTML or an empty body.
-pub(crate) async fn unknown_route(method: Method) -> Response {
-    let error = ApiError::NotFound("missing".into());
-    if method == Method::HEAD {
-        // HEAD answers carry no body, only the status.
-        let (status, _, _) = error.error_info();
-        return status.into_response();
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn store_errors_map_to_couchdbs_statuses() {
+        let cases = [
+            (
+                StoreError::DbNotFound("x".into()),
+                404,
+                "not_found",
+                "Database does not exist.",
+            ),
+            (
+                StoreError::DbExists("x".into()),
+                412,
+                "file_exists",
+                "The database could not be created, the file already exists.",
+            ),
+            (
+                StoreError::DocNotFound("deleted"),
+                404,
+                "not_found",
+                "deleted",
+            ),
+            (
+                StoreError::Conflict,
+                409,
+                "conflict",
+                "Document update conflict.",
+            ),
+            (
+                StoreError::MissingStub("Invalid attachment stub in a for b".into()),
+                412,
+                "missing_stub",
+                "Invalid attachment stub in a for b",
+            ),
+            (StoreError::bad_request("nope"), 400, "bad_request", "nope"),
+            (
+                StoreError::Invalid {
+                    error: "illegal_docid",
+                    reason: "x".into(),
+                },
+                400,
+                "illegal_docid",
+                "x",
+            ),
+            (
+                StoreError::CommitFailed("disk full at /secret/path".into()),
+                500,
+                "unknown_error",
+                "An internal error occurred; see the server log.",
+            ),
+        ];
+        for (store_error, status, error, reason) in cases {
+            let (s, e, r) = ApiError::from(store_error).error_info();
+            assert_eq!((s.as_u16(), e, r.as_str()), (status, error, reason));
+        }
     }
-    error.into_response()
 }

@@ -1,19 +1,27 @@
 //! The CouchDB REST API of Recliner, as an axum [`Router`].
 //!
 //! Handlers are thin: each one names its route in its doc header, extracts
-//! the request, calls the store (or the replicator), and returns JSON. Every
-//! failure goes through the one error table in [`error`], so status codes and
-//! `{"error", "reason"}` bodies match CouchDB 3.x everywhere.
-//!
-//! This crate will grow the database, document, attachment, changes, bulk and
-//! multipart endpoints; today it serves the server routes and answers every
-//! other path with a CouchDB-style JSON error.
+//! the request, calls the store, and returns JSON. Every failure goes
+//! through the one error table in [`error`], so status codes and
+//! `{"error", "reason"}` bodies match CouchDB 3.x everywhere. Server routes
+//! (`/`, `/_up`, `/_all_dbs`, ...) use axum's router; everything below a
+//! database is routed by hand in `routes`, because document ids and
+//! attachment names may contain encoded slashes.
 
+mod attachments;
+mod changes;
+mod db;
+mod docs;
 pub mod error;
+pub mod json;
+mod query;
+mod routes;
 mod server_routes;
 
 use axum::Router;
+use axum::extract::Request;
 use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
 use axum::response::Response;
 use store::Store;
 
@@ -22,18 +30,71 @@ pub use error::ApiError;
 /// The CouchDB release whose API we follow; clients read it from `GET /`.
 pub const COUCHDB_COMPAT_VERSION: &str = "3.5.0";
 
+/// Limits the API enforces (from the server's configuration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiConfig {
+    /// Largest JSON body of one document, in bytes (CouchDB's `max_document_size`).
+    pub max_document_size: u64,
+    /// Largest request body, in bytes (CouchDB's `max_http_request_size`).
+    pub max_http_request_size: u64,
+}
+
+impl Default for ApiConfig {
+    /// CouchDB 3's defaults: 8 MB documents, 4 GiB requests.
+    fn default() -> ApiConfig {
+        ApiConfig {
+            max_document_size: 8_000_000,
+            max_http_request_size: 4 << 30,
+        }
+    }
+}
+
 /// Everything a handler may need, shared by all requests.
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub store: Store,
+    pub config: ApiConfig,
+}
+
+impl AppState {
+    pub fn new(store: Store) -> AppState {
+        AppState {
+            store,
+            config: ApiConfig::default(),
+        }
+    }
 }
 
 /// Builds the whole API.
 pub fn router(state: AppState) -> Router {
     server_routes::routes()
-        .fallback(error::unknown_route)
+        .fallback(routes::dispatch)
+        .layer(axum::middleware::from_fn(request_log))
         .layer(axum::middleware::map_response(couchdb_headers))
         .with_state(state)
+}
+
+/// One log line per request: method, path (never the query, which may carry
+/// secrets), status and duration; and the `X-Couch-Request-ID` header.
+async fn request_log(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let started = std::time::Instant::now();
+    let request_id = uuid::Uuid::new_v4().simple().to_string()[..10].to_string();
+    let mut response = next.run(request).await;
+    tracing::info!(
+        target: "recliner::http",
+        %method,
+        %path,
+        status = response.status().as_u16(),
+        micros = started.elapsed().as_micros() as u64,
+        request_id = %request_id,
+        "request"
+    );
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        response.headers_mut().insert("x-couch-request-id", value);
+    }
+    response
 }
 
 /// Headers CouchDB puts on every answer: clients and caches rely on

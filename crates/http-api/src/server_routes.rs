@@ -1,50 +1,141 @@
-//! Server-level routes: `/` and `/_up`.
+//! Server-level routes: `/`, `/_up`, `/_all_dbs`, `/_dbs_info`, `/_uuids`.
 
-use axum::extract::State;
-use axum::response::IntoResponse;
-use axum::routing::{MethodRouter, get};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use crate::{AppState, COUCHDB_COMPAT_VERSION, error::ApiError};
+use crate::error::ApiError;
+use crate::json::{json_response, read_json_object, require_json_content_type};
+use crate::query::Query;
+use crate::{AppState, COUCHDB_COMPAT_VERSION};
 
 /// Optional features we advertise in `GET /`; grows as the API does.
 const FEATURES: &[&str] = &[];
 
+/// CouchDB's cap on `/_uuids?count=`.
+const MAX_UUIDS: u64 = 1000;
+
 pub(crate) fn routes() -> Router<AppState> {
     Router::new()
-        .route("/", only_get(get(welcome)))
-        .route("/_up", only_get(get(up)))
+        .route("/", only(get(welcome), "GET,HEAD"))
+        .route("/_up", only(get(up), "GET,HEAD"))
+        .route("/_all_dbs", only(get(all_dbs), "GET,HEAD"))
+        .route("/_uuids", only(get(uuids), "GET,HEAD"))
+        .route("/_dbs_info", only(post(dbs_info), "POST"))
 }
 
-/// A route that answers only GET (and HEAD) and refuses the rest with
-/// CouchDB's 405 `method_not_allowed`.
-fn only_get(route: MethodRouter<AppState>) -> MethodRouter<AppState> {
-    route.fallback(|| async { ApiError::MethodNotAllowed("GET,HEAD") })
+/// A route that refuses other methods with CouchDB's 405 `method_not_allowed`.
+fn only(route: MethodRouter<AppState>, allowed: &'static str) -> MethodRouter<AppState> {
+    route.fallback(move || async move { ApiError::MethodNotAllowed(allowed) })
 }
 
 /// # GET /
 /// The welcome object: clients read `version` to pick their protocol, the
 /// replicator reads `uuid`.
-async fn welcome(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({
-        "couchdb": "Welcome",
-        "version": COUCHDB_COMPAT_VERSION,
-        "uuid": state.store.server_uuid(),
-        "features": FEATURES,
-        "vendor": {"name": "Recliner", "version": env!("CARGO_PKG_VERSION")},
-    }))
+async fn welcome(State(state): State<AppState>) -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "couchdb": "Welcome",
+            "version": COUCHDB_COMPAT_VERSION,
+            "uuid": state.store.server_uuid(),
+            "features": FEATURES,
+            "vendor": {"name": "Recliner", "version": env!("CARGO_PKG_VERSION")},
+        }),
+    )
 }
 
 /// # GET /_up
 /// Health check for load balancers, shaped as CouchDB 3's.
 async fn up() -> impl IntoResponse {
-    Json(json!({"status": "ok", "seeds": {}}))
+    json_response(StatusCode::OK, &json!({"status": "ok", "seeds": {}}))
+}
+
+/// # GET /_all_dbs
+async fn all_dbs(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let query = Query::parse(request.uri());
+    let mut names = state.store.all_dbs().await?;
+    let key = |k: &str, alt: &str| -> Result<Option<String>, ApiError> {
+        let v = match query.json(k)? {
+            Some(v) => Some(v),
+            None => query.json(alt)?,
+        };
+        Ok(v.and_then(|v| v.as_str().map(str::to_string)))
+    };
+    let descending = query.flag("descending")?;
+    if descending {
+        names.reverse();
+    }
+    let (start, end) = (key("startkey", "start_key")?, key("endkey", "end_key")?);
+    let in_range = |n: &String| {
+        let after_start = start
+            .as_ref()
+            .is_none_or(|s| if descending { n <= s } else { n >= s });
+        let before_end = end
+            .as_ref()
+            .is_none_or(|e| if descending { n >= e } else { n <= e });
+        after_start && before_end
+    };
+    let skip = query.u64("skip")?.unwrap_or(0) as usize;
+    let limit = query.u64("limit")?.map_or(usize::MAX, |n| n as usize);
+    let names: Vec<String> = names
+        .into_iter()
+        .filter(in_range)
+        .skip(skip)
+        .take(limit)
+        .collect();
+    Ok(json_response(StatusCode::OK, &names))
+}
+
+/// # GET /_uuids
+async fn uuids(request: Request) -> Result<Response, ApiError> {
+    let query = Query::parse(request.uri());
+    let count = query.u64("count")?.unwrap_or(1);
+    if count > MAX_UUIDS {
+        return Err(ApiError::bad_request(format!(
+            "count parameter too large, maximum is {MAX_UUIDS}"
+        )));
+    }
+    let uuids: Vec<String> = (0..count)
+        .map(|_| uuid::Uuid::new_v4().simple().to_string())
+        .collect();
+    let mut response = json_response(StatusCode::OK, &json!({"uuids": uuids}));
+    response.headers_mut().insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("must-revalidate, no-cache"),
+    );
+    Ok(response)
+}
+
+/// # POST /_dbs_info
+async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    require_json_content_type(request.headers())?;
+    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let Some(Value::Array(keys)) = body.get("keys") else {
+        return Err(ApiError::bad_request("`keys` member must exist."));
+    };
+    let mut out = Vec::with_capacity(keys.len());
+    for key in keys {
+        let info = match key.as_str() {
+            Some(name) => match state.store.db(name).await {
+                Ok(db) => Some(crate::db::info_json(&db).await?),
+                Err(_) => None,
+            },
+            None => None,
+        };
+        out.push(match info {
+            Some(info) => json!({"key": key, "info": info}),
+            None => json!({"key": key, "error": "not_found"}),
+        });
+    }
+    Ok(Json(out).into_response())
 }
 
 #[cfg(test)]
 mod tests {
-
     use axum::body::Body;
     use axum::http::{Request, StatusCode, header};
     use http_body_util::BodyExt;
@@ -59,13 +150,11 @@ mod tests {
             std::process::id(),
             std::thread::current().id()
         ));
-        let store = Store::open(&dir).unwrap();
-        router(AppState { store })
+        router(AppState::new(Store::open(&dir).unwrap()))
     }
 
     async fn call(method: &str, uri: &str) -> (StatusCode, serde_json::Value) {
-        let app = app();
-        let response = app
+        let response = app()
             .oneshot(
                 Request::builder()
                     .method(method)
@@ -82,6 +171,10 @@ mod tests {
             "{method} {uri} must answer JSON"
         );
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
+        assert!(
+            bytes.ends_with(b"\n"),
+            "JSON bodies end with a newline as CouchDB's do"
+        );
         (status, serde_json::from_slice(&bytes).unwrap())
     }
 
@@ -105,11 +198,22 @@ mod tests {
 
     #[tokio::test]
     async fn an_unknown_path_is_a_json_not_found() {
-        let (status, body) = call("GET", "/_nothing/here").await;
+        let (status, body) = call("GET", "/nodb/here").await;
         assert_eq!(status, StatusCode::NOT_FOUND);
         assert_eq!(
             body,
-            serde_json::json!({"error": "not_found", "reason": "missing"})
+            serde_json::json!({"error": "not_found", "reason": "Database does not exist."})
         );
+    }
+
+    #[tokio::test]
+    async fn uuids_are_capped_at_a_thousand() {
+        let (status, body) = call("GET", "/_uuids?count=3").await;
+        assert_eq!(
+            (status, body["uuids"].as_array().unwrap().len()),
+            (StatusCode::OK, 3)
+        );
+        let (status, _) = call("GET", "/_uuids?count=1001").await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
     }
 }

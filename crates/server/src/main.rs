@@ -111,7 +111,11 @@ fn init_logging(config: &Config) -> Result<(), String> {
 
 async fn serve(config: Config) -> anyhow::Result<()> {
     let store = store::Store::open(&config.data_dir)?;
-    let app = http_api::router(http_api::AppState { store });
+    // CouchDB's system databases exist from the first start.
+    for system in store::name::SYSTEM_DATABASES {
+        store.ensure_db(system).await?;
+    }
+    let app = http_api::router(http_api::AppState::new(store));
     let addr = SocketAddr::new(config.bind, config.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await

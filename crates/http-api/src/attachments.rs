@@ -1,0 +1,377 @@
+//! Attachment routes: `GET|HEAD|PUT|DELETE /{db}/{docid}/{attname}`. Bytes
+//! stream in and out chunk by chunk; a large attachment is never whole in memory.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::{StreamExt, stream};
+use serde_json::{Map, Value, json};
+use store::{AttachmentInput, AttachmentMeta, AttachmentReader, Database, DocInput, GetOptions};
+
+use crate::AppState;
+use crate::db::{failure_to_error, set_etag};
+use crate::error::ApiError;
+use crate::json::json_response;
+use crate::query::Query;
+
+/// # GET|HEAD|PUT|DELETE /{db}/{docid}/{attname}
+pub(crate) async fn attachment(
+    state: AppState,
+    db: String,
+    id: String,
+    name: String,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let database = state.store.db(&db).await?;
+    match request.method().as_str() {
+        "GET" | "HEAD" => get(&database, &id, &name, &query, request.headers()).await,
+        "PUT" => put(&state, &database, id, name, &query, request).await,
+        "DELETE" => delete(&database, id, name, &query, request.headers()).await,
+        _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,PUT")),
+    }
+}
+
+/// The base64 md5 inside a `md5-...` digest: CouchDB's ETag and Content-MD5.
+fn digest_b64(meta: &AttachmentMeta) -> &str {
+    meta.digest.strip_prefix("md5-").unwrap_or(&meta.digest)
+}
+
+/// A single `bytes=a-b` range over `len` bytes, CouchDB-style; `None` for
+/// no (or an unusable multi-) range, which means the whole body.
+fn parse_range(headers: &HeaderMap, len: u64) -> Result<Option<(u64, u64)>, ApiError> {
+    let Some(value) = headers.get(header::RANGE).and_then(|v| v.to_str().ok()) else {
+        return Ok(None);
+    };
+    let Some(spec) = value.trim().strip_prefix("bytes=") else {
+        return Ok(None);
+    };
+    if spec.contains(',') {
+        return Ok(None);
+    }
+    let (a, b) = spec.split_once('-').ok_or(ApiError::RangeNotSatisfiable)?;
+    let (start, end) = match (a.trim(), b.trim()) {
+        ("", suffix) => {
+            let n: u64 = suffix.parse().map_err(|_| ApiError::RangeNotSatisfiable)?;
+            (len.saturating_sub(n), len.saturating_sub(1))
+        }
+        (s, "") => (
+            s.parse().map_err(|_| ApiError::RangeNotSatisfiable)?,
+            len.saturating_sub(1),
+        ),
+        (s, e) => (
+            s.parse().map_err(|_| ApiError::RangeNotSatisfiable)?,
+            e.parse::<u64>()
+                .map_err(|_| ApiError::RangeNotSatisfiable)?
+                .min(len.saturating_sub(1)),
+        ),
+    };
+    if len == 0 || start > end || start >= len {
+        return Err(ApiError::RangeNotSatisfiable);
+    }
+    Ok(Some((start, end)))
+}
+
+/// Streams bytes `start..=end` of an attachment.
+fn byte_stream(reader: AttachmentReader, start: u64, end: u64) -> Body {
+    let state = (reader, 0u64, false);
+    let s = stream::unfold(state, move |(mut reader, offset, done)| async move {
+        if done || offset > end {
+            return None;
+        }
+        match reader.next_chunk().await {
+            Ok(Some(chunk)) => {
+                let len = chunk.len() as u64;
+                let from = start.saturating_sub(offset).min(len) as usize;
+                let to = (end + 1).saturating_sub(offset).min(len) as usize;
+                let piece = Bytes::from(chunk).slice(from..to.max(from));
+                Some((
+                    Ok::<Bytes, std::io::Error>(piece),
+                    (reader, offset + len, false),
+                ))
+            }
+            Ok(None) => None,
+            Err(e) => Some((
+                Err(std::io::Error::other(e.to_string())),
+                (reader, offset, true),
+            )),
+        }
+    })
+    .filter(|item| futures_util::future::ready(!matches!(item, Ok(b) if b.is_empty())));
+    Body::from_stream(s)
+}
+
+/// # GET /{db}/{docid}/{attname}
+async fn get(
+    database: &Database,
+    id: &str,
+    name: &str,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let (meta, reader) = database.attachment(id, name, query.rev("rev")?).await?;
+    let etag = format!("\"{}\"", digest_b64(&meta));
+    if headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        == Some(etag.as_str())
+    {
+        return Ok(StatusCode::NOT_MODIFIED.into_response());
+    }
+    let stored_len = meta.encoded_length.unwrap_or(meta.length);
+    let range = if meta.encoding.is_some() {
+        None
+    } else {
+        parse_range(headers, stored_len)?
+    };
+    let (status, start, end) = match range {
+        Some((s, e)) => (StatusCode::PARTIAL_CONTENT, s, e),
+        None => (StatusCode::OK, 0, stored_len.saturating_sub(1)),
+    };
+    let body = if stored_len == 0 {
+        Body::empty()
+    } else {
+        byte_stream(reader, start, end)
+    };
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    let h = response.headers_mut();
+    let put = |h: &mut HeaderMap, k: header::HeaderName, v: &str| {
+        if let Ok(v) = HeaderValue::from_str(v) {
+            h.insert(k, v);
+        }
+    };
+    put(h, header::CONTENT_TYPE, &meta.content_type);
+    put(h, header::ETAG, &etag);
+    put(h, header::ACCEPT_RANGES, "bytes");
+    let length = if stored_len == 0 { 0 } else { end - start + 1 };
+    put(h, header::CONTENT_LENGTH, &length.to_string());
+    if let Some(encoding) = &meta.encoding {
+        put(h, header::CONTENT_ENCODING, encoding);
+    } else {
+        put(
+            h,
+            header::HeaderName::from_static("content-md5"),
+            digest_b64(&meta),
+        );
+    }
+    if status == StatusCode::PARTIAL_CONTENT {
+        put(
+            h,
+            header::CONTENT_RANGE,
+            &format!("bytes {start}-{end}/{stored_len}"),
+        );
+    }
+    Ok(response)
+}
+
+/// The document to change as an edit of revision `rev` (or a new document
+/// when there is none): its body, with every attachment kept as a stub.
+async fn base_doc(
+    database: &Database,
+    id: &str,
+    rev: Option<&str>,
+) -> Result<Map<String, Value>, ApiError> {
+    let Some(rev) = rev else {
+        return match database.get(id, GetOptions::default()).await {
+            Err(store::StoreError::DocNotFound(_)) => {
+                Ok(Map::from_iter([("_id".to_string(), json!(id))]))
+            }
+            Ok(_) => Err(ApiError::Conflict),
+            Err(e) => Err(e.into()),
+        };
+    };
+    let rev = crate::query::parse_rev(rev)?;
+    let doc = match database
+        .get(
+            id,
+            GetOptions {
+                rev: Some(rev),
+                ..Default::default()
+            },
+        )
+        .await
+    {
+        Ok(doc) => doc.to_value()?,
+        Err(store::StoreError::DocNotFound(_)) => return Err(ApiError::Conflict),
+        Err(e) => return Err(e.into()),
+    };
+    match doc {
+        Value::Object(map) => Ok(map),
+        _ => Err(ApiError::Internal(
+            "stored document is not an object".into(),
+        )),
+    }
+}
+
+fn request_rev(query: &Query, headers: &HeaderMap) -> Option<String> {
+    query.get("rev").map(str::to_string).or_else(|| {
+        headers
+            .get(header::IF_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim_matches('"').to_string())
+    })
+}
+
+async fn write(database: &Database, doc: DocInput) -> Result<String, ApiError> {
+    database
+        .bulk_docs(vec![doc], true)
+        .await?
+        .remove(0)
+        .result
+        .map_err(failure_to_error)
+}
+
+/// # PUT /{db}/{docid}/{attname}
+async fn put(
+    state: &AppState,
+    database: &Database,
+    id: String,
+    name: String,
+    query: &Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    if id.starts_with("_local/") {
+        return Err(ApiError::bad_request(
+            "_local documents do not accept attachments.",
+        ));
+    }
+    if name.starts_with('_') {
+        return Err(ApiError::bad_request(format!(
+            "Attachment name '{name}' starts with prohibited character '_'"
+        )));
+    }
+    store::validate_doc_id(&id)?;
+    let rev = request_rev(query, request.headers());
+    let mut body = base_doc(database, &id, rev.as_deref()).await?;
+    let content_type = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("application/octet-stream")
+        .to_string();
+    let mut upload = database.begin_attachment();
+    let mut stream = request.into_body().into_data_stream();
+    let mut total = 0u64;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk
+            .map_err(|e| ApiError::bad_request(format!("error reading the request body: {e}")))?;
+        total += chunk.len() as u64;
+        if total > state.config.max_http_request_size {
+            return Err(ApiError::RequestTooLarge);
+        }
+        upload.write(&chunk).await?;
+    }
+    let staged = upload.finish().await?;
+    let atts = body.remove("_attachments");
+    body.retain(|k, _| {
+        !k.starts_with('_')
+            || k == "_id"
+            || k == "_rev"
+            || k.starts_with("_replication")
+            || k == "_access"
+    });
+    let mut doc = DocInput::from_json(Value::Object(body))?;
+    if let Some(Value::Object(atts)) = atts {
+        for (existing, _) in atts {
+            if existing != name {
+                doc.attachments.push((
+                    existing,
+                    AttachmentInput::Stub {
+                        digest: None,
+                        revpos: None,
+                    },
+                ));
+            }
+        }
+    }
+    doc.attachments.push((
+        name,
+        AttachmentInput::Staged {
+            content_type,
+            digest: staged.digest,
+            length: staged.length,
+            revpos: None,
+            encoding: None,
+            encoded_length: None,
+        },
+    ));
+    let new_rev = write(database, doc).await?;
+    let mut response = json_response(
+        StatusCode::CREATED,
+        &json!({"ok": true, "id": id, "rev": new_rev}),
+    );
+    set_etag(&mut response, &new_rev);
+    Ok(response)
+}
+
+/// # DELETE /{db}/{docid}/{attname}
+async fn delete(
+    database: &Database,
+    id: String,
+    name: String,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let Some(rev) = request_rev(query, headers) else {
+        return Err(ApiError::Conflict);
+    };
+    let mut body = base_doc(database, &id, Some(&rev)).await?;
+    let atts = body.remove("_attachments");
+    let Some(Value::Object(atts)) = atts else {
+        return Err(ApiError::not_found("Document is missing attachment"));
+    };
+    if !atts.contains_key(&name) {
+        return Err(ApiError::not_found("Document is missing attachment"));
+    }
+    body.retain(|k, _| {
+        !k.starts_with('_')
+            || k == "_id"
+            || k == "_rev"
+            || k.starts_with("_replication")
+            || k == "_access"
+    });
+    let mut doc = DocInput::from_json(Value::Object(body))?;
+    for (existing, _) in atts {
+        if existing != name {
+            doc.attachments.push((
+                existing,
+                AttachmentInput::Stub {
+                    digest: None,
+                    revpos: None,
+                },
+            ));
+        }
+    }
+    let new_rev = write(database, doc).await?;
+    let mut response = json_response(
+        StatusCode::OK,
+        &json!({"ok": true, "id": id, "rev": new_rev}),
+    );
+    set_etag(&mut response, &new_rev);
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(v: &str, len: u64) -> Result<Option<(u64, u64)>, ApiError> {
+        let mut h = HeaderMap::new();
+        h.insert(header::RANGE, HeaderValue::from_str(v).unwrap());
+        parse_range(&h, len)
+    }
+
+    #[test]
+    fn ranges_parse_like_http_says() {
+        assert_eq!(range("bytes=0-9", 100).unwrap(), Some((0, 9)));
+        assert_eq!(range("bytes=90-", 100).unwrap(), Some((90, 99)));
+        assert_eq!(range("bytes=-10", 100).unwrap(), Some((90, 99)));
+        assert_eq!(range("bytes=50-500", 100).unwrap(), Some((50, 99)));
+        assert_eq!(range("bytes=0-1,5-6", 100).unwrap(), None);
+        assert!(range("bytes=100-", 100).is_err());
+        assert!(range("bytes=9-3", 100).is_err());
+    }
+}

@@ -1,0 +1,407 @@
+//! `GET|POST /{db}/_changes`: normal, longpoll, continuous and eventsource
+//! feeds, streamed page by page. Waiting feeds sleep on the database's
+//! update-sequence channel (no lock, no polling) and wake within
+//! milliseconds of a commit; when the client goes away the response stream
+//! is dropped and the feed ends with it.
+
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, header};
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::stream;
+use serde_json::{Map, Value};
+use store::{ChangeRow, ChangesQuery, Database};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::query::Query;
+
+/// Rows fetched from the store per page.
+const PAGE_ROWS: usize = 500;
+/// CouchDB's default wait for longpoll and continuous feeds without a heartbeat.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+/// CouchDB's heartbeat when `heartbeat=true` is given without a number.
+const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Feed {
+    Normal,
+    Longpoll,
+    Continuous,
+    EventSource,
+}
+
+/// Which documents the feed shows.
+#[derive(Debug, Clone)]
+enum Filter {
+    All,
+    Design,
+}
+
+/// Everything a feed needs to run.
+struct FeedRun {
+    db: Database,
+    feed: Feed,
+    base: ChangesQuery,
+    filter: Filter,
+    include_docs: bool,
+    limit: usize,
+    heartbeat: Option<Duration>,
+    timeout: Duration,
+}
+
+fn parse_since(text: &str, db: &Database) -> Result<u64, ApiError> {
+    if text == "now" {
+        return Ok(db.update_seq());
+    }
+    let text = text.trim_matches('"');
+    // Our own sequences are integers; accept `N-opaque` shapes by their number.
+    let number = text.split('-').next().unwrap_or("");
+    number
+        .parse()
+        .map_err(|_| ApiError::bad_request(format!("Malformed since value: {text:?}")))
+}
+
+fn duration_ms(query: &Query, key: &str) -> Result<Option<Duration>, ApiError> {
+    Ok(query.u64(key)?.map(Duration::from_millis))
+}
+
+/// # GET|POST /{db}/_changes
+pub(crate) async fn changes(
+    state: AppState,
+    db: String,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let database = state.store.db(&db).await?;
+    let body = if request.method() == Method::POST {
+        let bytes =
+            crate::json::read_body(request.into_body(), state.config.max_http_request_size).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            Map::new()
+        } else {
+            match crate::json::parse_json(&bytes)? {
+                Value::Object(map) => map,
+                _ => return Err(ApiError::bad_request("Request body must be a JSON object")),
+            }
+        }
+    } else {
+        Map::new()
+    };
+    let feed = match query.get("feed").unwrap_or("normal") {
+        "normal" => Feed::Normal,
+        "longpoll" => Feed::Longpoll,
+        "continuous" => Feed::Continuous,
+        "eventsource" => Feed::EventSource,
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "Supported `feed` types: normal, continuous, longpoll, eventsource; got {other:?}"
+            )));
+        }
+    };
+    let since = match query.get("since") {
+        Some(s) => parse_since(s, &database)?,
+        None if query.get("last-event-id").is_some() => {
+            parse_since(query.get("last-event-id").unwrap_or("0"), &database)?
+        }
+        None => 0,
+    };
+    let style_all = match query.get("style") {
+        None | Some("main_only") => false,
+        Some("all_docs") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "Invalid style {other:?}: use main_only or all_docs"
+            )));
+        }
+    };
+    let heartbeat = match query.get("heartbeat") {
+        None | Some("false") => None,
+        Some("true") => Some(DEFAULT_HEARTBEAT),
+        Some(_) => duration_ms(&query, "heartbeat")?.map(|d| d.max(Duration::from_millis(10))),
+    };
+    let include_docs = query.flag("include_docs")?;
+    let mut filter = Filter::All;
+    let mut doc_ids = None;
+    match query.get("filter") {
+        None => {}
+        Some("_doc_ids") => {
+            let ids = match body.get("doc_ids") {
+                Some(v) => Some(v.clone()),
+                None => query.json("doc_ids")?,
+            };
+            let Some(Value::Array(ids)) = ids else {
+                return Err(ApiError::bad_request(
+                    "filter=_doc_ids needs a JSON array `doc_ids`",
+                ));
+            };
+            doc_ids = Some(
+                ids.iter()
+                    .map(|v| {
+                        v.as_str()
+                            .map(str::to_string)
+                            .ok_or_else(|| ApiError::bad_request("`doc_ids` must be strings"))
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        Some("_design") => filter = Filter::Design,
+        Some("_selector") => {
+            return Err(ApiError::NotImplemented(
+                "filter=_selector is not supported yet".into(),
+            ));
+        }
+        Some(other) => {
+            return Err(ApiError::NotImplemented(format!(
+                "filter functions ({other}) are not supported"
+            )));
+        }
+    }
+    let base = ChangesQuery {
+        since,
+        limit: PAGE_ROWS,
+        descending: query.flag("descending")?,
+        all_leaves: style_all,
+        include_docs,
+        conflicts: query.flag("conflicts")?,
+        attachments: query.flag("attachments")?,
+        doc_ids,
+        count_pending: false,
+    };
+    let limit = query.u64("limit")?.map_or(usize::MAX, |n| n as usize);
+    let run = FeedRun {
+        db: database,
+        feed,
+        base,
+        filter,
+        include_docs,
+        limit,
+        heartbeat,
+        timeout: duration_ms(&query, "timeout")?.unwrap_or(DEFAULT_TIMEOUT),
+    };
+    let content_type = if feed == Feed::EventSource {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    let mut response = Response::new(Body::from_stream(feed_stream(run)));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    Ok(response)
+}
+
+fn row_json(row: &ChangeRow, include_docs: bool) -> String {
+    let mut out = format!("{{\"seq\":{},\"id\":", row.seq);
+    out.push_str(&Value::String(row.id.clone()).to_string());
+    out.push_str(",\"changes\":[");
+    for (i, rev) in row.changes.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&format!("{{\"rev\":\"{rev}\"}}"));
+    }
+    out.push(']');
+    if row.deleted {
+        out.push_str(",\"deleted\":true");
+    }
+    if include_docs {
+        out.push_str(",\"doc\":");
+        out.push_str(row.doc.as_ref().map_or("null", |d| d.as_str()));
+    }
+    out.push('}');
+    out
+}
+
+/// Where a running feed is.
+enum Phase {
+    /// Read what is there now.
+    Read,
+    /// Nothing new: wait for a commit, a heartbeat or the timeout.
+    Wait,
+    /// Write the closing line and stop.
+    Close,
+    Done,
+}
+
+struct FeedState {
+    run: FeedRun,
+    since: u64,
+    sent: usize,
+    rows_written: usize,
+    header_sent: bool,
+    phase: Phase,
+    rx: watch::Receiver<u64>,
+    deadline: Instant,
+    pending: u64,
+}
+
+fn feed_stream(run: FeedRun) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    let rx = run.db.subscribe();
+    let deadline = Instant::now() + run.timeout;
+    let state = FeedState {
+        since: run.base.since,
+        run,
+        sent: 0,
+        rows_written: 0,
+        header_sent: false,
+        phase: Phase::Read,
+        rx,
+        deadline,
+        pending: 0,
+    };
+    stream::unfold(state, |mut s| async move {
+        loop {
+            match s.phase {
+                Phase::Done => return None,
+                Phase::Close => {
+                    s.phase = Phase::Done;
+                    return Some((Ok(Bytes::from(closing(&s))), s));
+                }
+                Phase::Read => match read_page(&mut s).await {
+                    Ok(Some(chunk)) => return Some((Ok(Bytes::from(chunk)), s)),
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::error!(error = %e, "changes feed failed");
+                        s.phase = Phase::Done;
+                        return Some((Err(std::io::Error::other(e.to_string())), s));
+                    }
+                },
+                Phase::Wait => {
+                    let heartbeat = s.run.heartbeat;
+                    let sleep_until = match heartbeat {
+                        Some(h) => Instant::now() + h,
+                        None => s.deadline,
+                    };
+                    tokio::select! {
+                        changed = s.rx.changed() => {
+                            if changed.is_err() {
+                                // The database was deleted or closed.
+                                s.phase = Phase::Close;
+                            } else {
+                                s.phase = Phase::Read;
+                            }
+                        }
+                        _ = tokio::time::sleep_until(sleep_until) => {
+                            if heartbeat.is_some() {
+                                let beat = if s.run.feed == Feed::EventSource {
+                                    "event: heartbeat\ndata: \n\n"
+                                } else {
+                                    "\n"
+                                };
+                                return Some((Ok(Bytes::from_static(beat.as_bytes())), s));
+                            }
+                            s.phase = Phase::Close;
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Reads the next page; returns output to send, or `None` after changing phase.
+async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreError> {
+    s.rx.borrow_and_update();
+    let remaining = s.run.limit.saturating_sub(s.sent);
+    let mut q = s.run.base.clone();
+    q.since = s.since;
+    q.limit = remaining.min(PAGE_ROWS);
+    // The pending count is only needed when this page may end the response.
+    q.count_pending = remaining <= PAGE_ROWS;
+    if matches!(s.run.filter, Filter::Design) {
+        q.count_pending = false;
+    }
+    let page = if q.limit == 0 {
+        None
+    } else {
+        Some(s.run.db.changes(q.clone()).await?)
+    };
+    let mut out = String::new();
+    if !s.header_sent && matches!(s.run.feed, Feed::Normal | Feed::Longpoll) {
+        let has_rows = page.as_ref().is_some_and(|p| !p.rows.is_empty());
+        // A longpoll with nothing yet waits before writing anything.
+        if s.run.feed == Feed::Normal || has_rows || q.limit == 0 {
+            out.push_str("{\"results\":[");
+            s.header_sent = true;
+        }
+    }
+    let Some(page) = page else {
+        s.phase = Phase::Close;
+        return Ok(Some(out).filter(|o| !o.is_empty()));
+    };
+    let fetched = page.rows.len();
+    for row in &page.rows {
+        if matches!(s.run.filter, Filter::Design) && !row.id.starts_with("_design/") {
+            continue;
+        }
+        let json = row_json(row, s.run.include_docs);
+        match s.run.feed {
+            Feed::Normal | Feed::Longpoll => {
+                out.push_str(if s.rows_written == 0 { "\n" } else { ",\n" });
+                out.push_str(&json);
+            }
+            Feed::Continuous => {
+                out.push_str(&json);
+                out.push('\n');
+            }
+            Feed::EventSource => out.push_str(&format!("data: {json}\nid: {}\n\n", row.seq)),
+        }
+        s.rows_written += 1;
+        s.sent += 1;
+    }
+    if !s.run.base.descending || fetched > 0 {
+        s.since = page.last_seq;
+    }
+    s.pending = page.pending;
+    let exhausted = fetched < q.limit;
+    let limit_reached = s.sent >= s.run.limit;
+    s.phase = if limit_reached || s.run.base.descending {
+        if !exhausted && !limit_reached {
+            Phase::Read
+        } else {
+            Phase::Close
+        }
+    } else if !exhausted {
+        Phase::Read
+    } else {
+        match s.run.feed {
+            Feed::Normal => Phase::Close,
+            Feed::Longpoll if s.rows_written > 0 => Phase::Close,
+            Feed::Longpoll | Feed::Continuous | Feed::EventSource => {
+                if s.run.heartbeat.is_none() && Instant::now() >= s.deadline {
+                    Phase::Close
+                } else {
+                    Phase::Wait
+                }
+            }
+        }
+    };
+    Ok(Some(out).filter(|o| !o.is_empty()))
+}
+
+fn closing(s: &FeedState) -> String {
+    match s.run.feed {
+        Feed::Normal | Feed::Longpoll => {
+            let mut out = String::new();
+            if !s.header_sent {
+                out.push_str("{\"results\":[");
+            }
+            if s.rows_written > 0 {
+                out.push('\n');
+            }
+            out.push_str(&format!(
+                "],\n\"last_seq\":{},\"pending\":{}}}\n",
+                s.since, s.pending
+            ));
+            out
+        }
+        Feed::Continuous => format!("{{\"last_seq\":{},\"pending\":{}}}\n", s.since, s.pending),
+        Feed::EventSource => String::new(),
+    }
+}

@@ -1,0 +1,708 @@
+//! Database-level routes: create, info, delete, `POST /db`, `_all_docs`,
+//! `_bulk_docs`, `_bulk_get`, `_revs_diff`, `_missing_revs`,
+//! `_ensure_full_commit`, `_compact`, `_revs_limit`, `_security`.
+
+use std::ops::Bound;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::stream;
+use serde_json::{Map, Value, json};
+use store::{AllDocsQuery, AllDocsRow, BulkGetRequest, Database, DocInput, DocWriteResult};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::json::{
+    json_response, raw_json_response, read_body, read_json_object, require_json_content_type,
+};
+use crate::query::{Query, parse_rev, rev_list};
+
+/// Rows fetched from the store per page while streaming a long answer.
+const PAGE_ROWS: usize = 1000;
+
+/// # GET|HEAD|PUT|DELETE|POST /{db}
+pub(crate) async fn database(
+    state: AppState,
+    db: String,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    match *request.method() {
+        Method::GET | Method::HEAD => info(&state, &db).await,
+        Method::PUT => {
+            state.store.create_db(&db).await?;
+            let mut response = json_response(StatusCode::CREATED, &json!({"ok": true}));
+            set_location(&mut response, &format!("/{}", encode_segment(&db)));
+            Ok(response)
+        }
+        Method::DELETE => {
+            if query.has("rev") {
+                return Err(ApiError::bad_request(
+                    "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?",
+                ));
+            }
+            state.store.delete_db(&db).await?;
+            Ok(json_response(StatusCode::OK, &json!({"ok": true})))
+        }
+        Method::POST => post_document(state, db, query, request).await,
+        _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,POST,PUT")),
+    }
+}
+
+/// CouchDB's `GET /db` object.
+pub(crate) async fn info_json(db: &Database) -> Result<Value, ApiError> {
+    let info = db.info().await?;
+    Ok(json!({
+        "instance_start_time": info.instance_start_time,
+        "db_name": info.db_name,
+        "purge_seq": info.purge_seq,
+        "update_seq": info.update_seq,
+        "sizes": {"file": info.file_size, "external": info.external_size, "active": info.active_size},
+        "props": {},
+        "doc_del_count": info.doc_del_count,
+        "doc_count": info.doc_count,
+        "disk_format_version": 8,
+        "compact_running": db.compact_running(),
+        "cluster": {"q": 1, "n": 1, "w": 1, "r": 1},
+    }))
+}
+
+async fn info(state: &AppState, name: &str) -> Result<Response, ApiError> {
+    let db = state.store.db(name).await?;
+    Ok(json_response(StatusCode::OK, &info_json(&db).await?))
+}
+
+pub(crate) fn encode_segment(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+}
+
+pub(crate) fn set_location(response: &mut Response, path: &str) {
+    if let Ok(value) = HeaderValue::from_str(path) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+}
+
+/// An approximation of a JSON value's encoded size, computed without
+/// encoding it: enough to enforce `max_document_size` cheaply.
+pub(crate) fn json_size(value: &Value) -> u64 {
+    match value {
+        Value::Null => 4,
+        Value::Bool(_) => 5,
+        Value::Number(_) => 8,
+        Value::String(s) => s.len() as u64 + 2,
+        Value::Array(items) => 2 + items.iter().map(|v| json_size(v) + 1).sum::<u64>(),
+        Value::Object(map) => {
+            2 + map
+                .iter()
+                .map(|(k, v)| k.len() as u64 + 4 + json_size(v))
+                .sum::<u64>()
+        }
+    }
+}
+
+/// Parses a document and enforces `max_document_size` on its body (the
+/// special fields and attachments do not count, as in CouchDB).
+pub(crate) fn parse_doc(state: &AppState, value: Value) -> Result<DocInput, ApiError> {
+    let doc = DocInput::from_json(value)?;
+    let size: u64 = 2 + doc
+        .body
+        .iter()
+        .map(|(k, v)| k.len() as u64 + 4 + json_size(v))
+        .sum::<u64>();
+    if size > state.config.max_document_size {
+        return Err(ApiError::DocumentTooLarge(
+            doc.id.clone().unwrap_or_default(),
+        ));
+    }
+    Ok(doc)
+}
+
+/// `{"ok": true, "id", "rev"}`, or the row's error.
+fn write_row(result: &DocWriteResult) -> Value {
+    match &result.result {
+        Ok(rev) => json!({"ok": true, "id": result.id, "rev": rev}),
+        Err(failure) => json!({"id": result.id, "error": failure.error, "reason": failure.reason}),
+    }
+}
+
+/// # POST /{db}
+/// Creates a document, with a generated id when it has none.
+async fn post_document(
+    state: AppState,
+    db: String,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    require_json_content_type(request.headers())?;
+    let database = state.store.db(&db).await?;
+    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let mut doc = parse_doc(&state, Value::Object(body))?;
+    let id = doc
+        .id
+        .get_or_insert_with(|| uuid::Uuid::new_v4().simple().to_string())
+        .clone();
+    let batch = query.get("batch") == Some("ok");
+    let result = database.bulk_docs(vec![doc], true).await?.remove(0);
+    let rev = result.result.map_err(failure_to_error)?;
+    if batch {
+        return Ok(json_response(
+            StatusCode::ACCEPTED,
+            &json!({"ok": true, "id": id}),
+        ));
+    }
+    let mut response = json_response(
+        StatusCode::CREATED,
+        &json!({"ok": true, "id": id, "rev": rev}),
+    );
+    set_location(
+        &mut response,
+        &format!("/{}/{}", encode_segment(&db), encode_segment(&id)),
+    );
+    set_etag(&mut response, &rev);
+    Ok(response)
+}
+
+pub(crate) fn set_etag(response: &mut Response, rev: &str) {
+    if let Ok(value) = HeaderValue::from_str(&format!("\"{rev}\"")) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+}
+
+/// A refused single-document write as the error its route answers with.
+pub(crate) fn failure_to_error(failure: store::DocFailure) -> ApiError {
+    match failure.error {
+        "conflict" => ApiError::Conflict,
+        error => ApiError::Invalid {
+            error,
+            reason: failure.reason,
+        },
+    }
+}
+
+/// # POST /{db}/_bulk_docs
+pub(crate) async fn bulk_docs(
+    state: AppState,
+    db: String,
+    request: Request,
+) -> Result<Response, ApiError> {
+    require_json_content_type(request.headers())?;
+    let database = state.store.db(&db).await?;
+    let mut body =
+        read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let docs = match body.remove("docs") {
+        Some(Value::Array(docs)) => docs,
+        Some(_) => return Err(ApiError::bad_request("`docs` parameter must be an array.")),
+        None => {
+            return Err(ApiError::bad_request(
+                "POST body must include `docs` parameter.",
+            ));
+        }
+    };
+    let new_edits = match body.get("new_edits") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "`new_edits` parameter must be a boolean.",
+            ));
+        }
+    };
+    let inputs = docs
+        .into_iter()
+        .map(|d| parse_doc(&state, d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let results = database.bulk_docs(inputs, new_edits).await?;
+    let rows: Vec<Value> = if new_edits {
+        results.iter().map(write_row).collect()
+    } else {
+        results
+            .iter()
+            .filter_map(|r| {
+                r.result
+                    .as_ref()
+                    .err()
+                    .map(|f| json!({"id": r.id, "error": f.error, "reason": f.reason}))
+            })
+            .collect()
+    };
+    Ok(json_response(StatusCode::CREATED, &rows))
+}
+
+/// # POST /{db}/_bulk_get
+pub(crate) async fn bulk_get(
+    state: AppState,
+    db: String,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let database = state.store.db(&db).await?;
+    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let Some(Value::Array(docs)) = body.get("docs") else {
+        return Err(ApiError::bad_request("Missing JSON list 'docs'"));
+    };
+    let mut requests = Vec::with_capacity(docs.len());
+    for entry in docs {
+        let id = entry
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ApiError::bad_request("Each entry of `docs` needs a string `id`"))?;
+        let rev = entry
+            .get("rev")
+            .and_then(Value::as_str)
+            .map(parse_rev)
+            .transpose()?;
+        let atts_since = match entry.get("atts_since") {
+            Some(v) => rev_list(v, "atts_since")?,
+            None => Vec::new(),
+        };
+        requests.push(BulkGetRequest {
+            id: id.to_string(),
+            rev,
+            atts_since,
+        });
+    }
+    let results = database
+        .bulk_get(
+            requests,
+            query.flag("revs")?,
+            query.flag("latest")?,
+            query.flag("attachments")?,
+        )
+        .await?;
+    let mut out = String::from("{\"results\":[");
+    for (i, result) in results.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"id\":");
+        out.push_str(&Value::String(result.id.clone()).to_string());
+        out.push_str(",\"docs\":[");
+        for (j, doc) in result.docs.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            match doc {
+                Ok(doc) => {
+                    out.push_str("{\"ok\":");
+                    out.push_str(doc.as_str());
+                    out.push('}');
+                }
+                Err(e) => out.push_str(
+                    &json!({"error": {"id": e.id, "rev": e.rev, "error": e.error, "reason": e.reason}}).to_string(),
+                ),
+            }
+        }
+        out.push_str("]}");
+    }
+    out.push_str("]}\n");
+    Ok(raw_json_response(StatusCode::OK, out))
+}
+
+/// # POST /{db}/_revs_diff and POST /{db}/_missing_revs
+pub(crate) async fn revs_diff(
+    state: AppState,
+    db: String,
+    request: Request,
+    missing_revs_shape: bool,
+) -> Result<Response, ApiError> {
+    let database = state.store.db(&db).await?;
+    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let mut asked = Vec::with_capacity(body.len());
+    for (id, revs) in body {
+        asked.push((id, rev_list(&revs, "Each document's revisions")?));
+    }
+    let diffs = database.revs_diff(asked).await?;
+    let mut out = Map::new();
+    for (id, diff) in diffs {
+        let missing: Vec<String> = diff.missing.iter().map(ToString::to_string).collect();
+        if missing_revs_shape {
+            out.insert(id, json!(missing));
+        } else {
+            let mut entry = Map::new();
+            entry.insert("missing".into(), json!(missing));
+            if !diff.possible_ancestors.is_empty() {
+                let ancestors: Vec<String> = diff
+                    .possible_ancestors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                entry.insert("possible_ancestors".into(), json!(ancestors));
+            }
+            out.insert(id, Value::Object(entry));
+        }
+    }
+    let body = if missing_revs_shape {
+        json!({"missing_revs": out})
+    } else {
+        Value::Object(out)
+    };
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// # POST /{db}/_ensure_full_commit
+pub(crate) async fn ensure_full_commit(state: AppState, db: String) -> Result<Response, ApiError> {
+    let database = state.store.db(&db).await?;
+    database.ensure_full_commit().await?;
+    Ok(json_response(
+        StatusCode::CREATED,
+        &json!({"ok": true, "instance_start_time": database.instance_start_time()}),
+    ))
+}
+
+/// # POST /{db}/_compact
+/// Starts compaction in the background, as CouchDB does.
+pub(crate) async fn compact(
+    state: AppState,
+    db: String,
+    request: Request,
+) -> Result<Response, ApiError> {
+    require_json_content_type(request.headers())?;
+    let database = state.store.db(&db).await?;
+    tokio::spawn(async move {
+        if let Err(e) = database.compact().await {
+            tracing::error!(db = %database.name(), error = %e, "compaction failed");
+        }
+    });
+    Ok(json_response(StatusCode::ACCEPTED, &json!({"ok": true})))
+}
+
+/// # GET|PUT /{db}/_revs_limit
+pub(crate) async fn revs_limit(
+    state: AppState,
+    db: String,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let database = state.store.db(&db).await?;
+    if request.method() == Method::GET {
+        return Ok(json_response(StatusCode::OK, &database.revs_limit().await?));
+    }
+    let bytes = read_body(request.into_body(), state.config.max_http_request_size).await?;
+    let limit = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .and_then(|v| v.as_u64())
+        .filter(|n| (1..=u32::MAX as u64).contains(n))
+        .ok_or_else(|| ApiError::bad_request("The revs_limit must be a positive integer"))?;
+    database.set_revs_limit(limit as u32).await?;
+    Ok(json_response(StatusCode::OK, &json!({"ok": true})))
+}
+
+/// # GET|PUT /{db}/_security
+pub(crate) async fn security(
+    state: AppState,
+    db: String,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let database = state.store.db(&db).await?;
+    if request.method() == Method::GET {
+        return Ok(json_response(StatusCode::OK, &database.security().await?));
+    }
+    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    database.set_security(Value::Object(body)).await?;
+    Ok(json_response(StatusCode::OK, &json!({"ok": true})))
+}
+
+/// Where a JSON key falls among document ids, which are all strings:
+/// CouchDB's collation puts null, booleans and numbers before every string
+/// and arrays and objects after.
+enum KeyPlace {
+    BeforeAll,
+    Id(String),
+    AfterAll,
+}
+
+fn key_place(value: &Value) -> KeyPlace {
+    match value {
+        Value::String(s) => KeyPlace::Id(s.clone()),
+        Value::Array(_) | Value::Object(_) => KeyPlace::AfterAll,
+        _ => KeyPlace::BeforeAll,
+    }
+}
+
+/// The options of an `_all_docs` request, from the query string and (for
+/// POST) the body.
+struct AllDocsOptions {
+    query: AllDocsQuery,
+    keys: Option<Vec<Value>>,
+    update_seq: bool,
+    /// The range is empty (e.g. `startkey` after every id).
+    empty: bool,
+}
+
+fn all_docs_options(query: &Query, body: &Map<String, Value>) -> Result<AllDocsOptions, ApiError> {
+    // Body fields override query parameters, as for CouchDB's POST form.
+    let json = |key: &str, alt: &str| -> Result<Option<Value>, ApiError> {
+        if let Some(v) = body.get(key).or_else(|| body.get(alt)) {
+            return Ok(Some(v.clone()));
+        }
+        match query.json(key)? {
+            Some(v) => Ok(Some(v)),
+            None => query.json(alt),
+        }
+    };
+    let flag = |key: &str| -> Result<Option<bool>, ApiError> {
+        match body.get(key) {
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(ApiError::bad_request(format!(
+                "Invalid boolean parameter: {key}"
+            ))),
+            None => query.bool(key),
+        }
+    };
+    let number = |key: &str| -> Result<Option<u64>, ApiError> {
+        match body.get(key) {
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "Invalid value for {key}, expected a non-negative integer"
+                ))
+            }),
+            None => query.u64(key),
+        }
+    };
+    let descending = flag("descending")?.unwrap_or(false);
+    let inclusive_end = flag("inclusive_end")?.unwrap_or(true);
+    let mut q = AllDocsQuery {
+        descending,
+        limit: number("limit")?.map_or(usize::MAX, |n| n as usize),
+        skip: number("skip")?.unwrap_or(0) as usize,
+        include_docs: flag("include_docs")?.unwrap_or(false),
+        conflicts: flag("conflicts")?.unwrap_or(false),
+        ..Default::default()
+    };
+    let mut empty = false;
+    if let Some(key) = json("key", "key")? {
+        match key_place(&key) {
+            KeyPlace::Id(id) => {
+                q.start = Bound::Included(id.clone());
+                q.end = Bound::Included(id);
+            }
+            _ => empty = true,
+        }
+    } else {
+        // With `descending`, the start key is the high end and the range runs down.
+        let (before, after) = if descending {
+            (true, false)
+        } else {
+            (false, true)
+        };
+        if let Some(start) = json("startkey", "start_key")? {
+            match key_place(&start) {
+                KeyPlace::Id(id) => q.start = Bound::Included(id),
+                KeyPlace::BeforeAll => empty |= before,
+                KeyPlace::AfterAll => empty |= after,
+            }
+        }
+        if let Some(end) = json("endkey", "end_key")? {
+            match key_place(&end) {
+                KeyPlace::Id(id) if inclusive_end => q.end = Bound::Included(id),
+                KeyPlace::Id(id) => q.end = Bound::Excluded(id),
+                KeyPlace::BeforeAll => empty |= after,
+                KeyPlace::AfterAll => empty |= before,
+            }
+        }
+    }
+    let keys = match json("keys", "keys")? {
+        None => None,
+        Some(Value::Array(keys)) => Some(keys),
+        Some(_) => return Err(ApiError::bad_request("`keys` must be an array")),
+    };
+    Ok(AllDocsOptions {
+        query: q,
+        keys,
+        update_seq: flag("update_seq")?.unwrap_or(false),
+        empty,
+    })
+}
+
+fn all_docs_row_json(row: &AllDocsRow) -> String {
+    let id = Value::String(row.id.clone()).to_string();
+    let mut out = format!(
+        "{{\"id\":{id},\"key\":{id},\"value\":{{\"rev\":\"{}\"",
+        row.rev
+    );
+    if row.deleted {
+        out.push_str(",\"deleted\":true");
+    }
+    out.push('}');
+    match &row.doc {
+        Some(doc) => {
+            out.push_str(",\"doc\":");
+            out.push_str(doc.as_str());
+        }
+        None if row.deleted => out.push_str(",\"doc\":null"),
+        None => {}
+    }
+    out.push('}');
+    out
+}
+
+/// # GET|POST /{db}/_all_docs
+/// Streams the rows page by page: memory stays flat however large the database.
+pub(crate) async fn all_docs(
+    state: AppState,
+    db: String,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let database = state.store.db(&db).await?;
+    let body = if request.method() == Method::POST {
+        require_json_content_type(request.headers())?;
+        read_json_object(request.into_body(), state.config.max_http_request_size).await?
+    } else {
+        Map::new()
+    };
+    let options = all_docs_options(&query, &body)?;
+    if let Some(keys) = options.keys {
+        return all_docs_by_keys(database, keys, &options.query, options.update_seq).await;
+    }
+    let mut first = options.query.clone();
+    first.limit = first.limit.min(PAGE_ROWS);
+    let mut remaining = options.query.limit;
+    let page = if options.empty {
+        let mut none = first.clone();
+        none.limit = 0;
+        database.all_docs(none).await?
+    } else {
+        database.all_docs(first.clone()).await?
+    };
+    let mut head = format!(
+        "{{\"total_rows\":{},\"offset\":{},",
+        page.total_rows,
+        page.offset.unwrap_or(0)
+    );
+    if options.update_seq {
+        head.push_str(&format!("\"update_seq\":{},", page.update_seq));
+    }
+    head.push_str("\"rows\":[");
+    remaining = remaining.saturating_sub(page.rows.len());
+    let done = options.empty || page.rows.len() < first.limit || remaining == 0;
+    let next = AllDocsQuery {
+        start: page
+            .rows
+            .last()
+            .map_or(first.start.clone(), |r| Bound::Excluded(r.id.clone())),
+        skip: 0,
+        count_offset: false,
+        ..options.query
+    };
+    let mut chunk = head;
+    for (i, row) in page.rows.iter().enumerate() {
+        chunk.push_str(if i == 0 { "\n" } else { ",\n" });
+        chunk.push_str(&all_docs_row_json(row));
+    }
+    let had_rows = !page.rows.is_empty();
+    struct Pager {
+        db: Database,
+        next: AllDocsQuery,
+        remaining: usize,
+        done: bool,
+        had_rows: bool,
+        first: Option<String>,
+        finished: bool,
+    }
+    let pager = Pager {
+        db: database,
+        next,
+        remaining,
+        done,
+        had_rows,
+        first: Some(chunk),
+        finished: false,
+    };
+    let body_stream = stream::unfold(pager, |mut p| async move {
+        if let Some(first) = p.first.take() {
+            return Some((Ok::<Bytes, std::io::Error>(Bytes::from(first)), p));
+        }
+        if p.finished {
+            return None;
+        }
+        if p.done {
+            p.finished = true;
+            return Some((Ok(Bytes::from_static(b"\n]}\n")), p));
+        }
+        let mut q = p.next.clone();
+        q.limit = p.remaining.min(PAGE_ROWS);
+        match p.db.all_docs(q.clone()).await {
+            Ok(page) => {
+                let mut chunk = String::new();
+                for row in &page.rows {
+                    chunk.push_str(if p.had_rows { ",\n" } else { "\n" });
+                    p.had_rows = true;
+                    chunk.push_str(&all_docs_row_json(row));
+                }
+                p.remaining = p.remaining.saturating_sub(page.rows.len());
+                p.done = page.rows.len() < q.limit || p.remaining == 0;
+                if let Some(last) = page.rows.last() {
+                    p.next.start = Bound::Excluded(last.id.clone());
+                }
+                Some((Ok(Bytes::from(chunk)), p))
+            }
+            Err(e) => {
+                // The status line is gone; end the body so the client sees truncated JSON.
+                tracing::error!(error = %e, "_all_docs stream failed");
+                p.finished = true;
+                Some((Err(std::io::Error::other(e.to_string())), p))
+            }
+        }
+    });
+    let mut response = Response::new(Body::from_stream(body_stream));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+async fn all_docs_by_keys(
+    database: Database,
+    keys: Vec<Value>,
+    query: &AllDocsQuery,
+    update_seq: bool,
+) -> Result<Response, ApiError> {
+    let info = database.info().await?;
+    let mut keys = keys;
+    if query.descending {
+        keys.reverse();
+    }
+    let ids: Vec<Option<String>> = keys
+        .iter()
+        .map(|k| k.as_str().map(str::to_string))
+        .collect();
+    let lookup: Vec<String> = ids.iter().flatten().cloned().collect();
+    let mut found = database
+        .all_docs_keys(lookup, query.include_docs, query.conflicts)
+        .await?
+        .into_iter();
+    let mut rows = Vec::new();
+    for (key, id) in keys.iter().zip(ids.iter()) {
+        let row = match id {
+            Some(_) => found.next().and_then(|(_, row)| row),
+            None => None,
+        };
+        rows.push(match row {
+            Some(row) => all_docs_row_json(&row),
+            None => json!({"key": key, "error": "not_found"}).to_string(),
+        });
+    }
+    let rows: Vec<String> = rows
+        .into_iter()
+        .skip(query.skip)
+        .take(query.limit)
+        .collect();
+    let mut out = format!(
+        "{{\"total_rows\":{},\"offset\":{},",
+        info.doc_count, query.skip
+    );
+    if update_seq {
+        out.push_str(&format!("\"update_seq\":{},", info.update_seq));
+    }
+    out.push_str("\"rows\":[");
+    for (i, row) in rows.iter().enumerate() {
+        out.push_str(if i == 0 { "\n" } else { ",\n" });
+        out.push_str(row);
+    }
+    out.push_str("\n]}\n");
+    Ok(raw_json_response(StatusCode::OK, out))
+}

@@ -1,0 +1,340 @@
+//! Document routes: `GET|HEAD|PUT|DELETE|COPY /{db}/{docid}`, for ordinary,
+//! design (`_design/...`) and local (`_local/...`) documents.
+
+use axum::extract::Request;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use store::{AttachmentInput, Database, DocInput, GetOptions, OpenRev, OpenRevs};
+
+use crate::AppState;
+use crate::db::{encode_segment, failure_to_error, parse_doc, set_etag, set_location};
+use crate::error::ApiError;
+use crate::json::{json_response, raw_json_response, read_json_object};
+use crate::query::{Query, parse_rev, rev_list};
+
+/// # GET|HEAD|PUT|DELETE|COPY /{db}/{docid}
+pub(crate) async fn document(
+    state: AppState,
+    db: String,
+    id: String,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let database = state.store.db(&db).await?;
+    match request.method().as_str() {
+        "GET" | "HEAD" => get(&database, &id, &query, request.headers()).await,
+        "PUT" => put(&state, &database, &db, id, &query, request).await,
+        "DELETE" => delete(&database, id, &query, request.headers()).await,
+        "COPY" => copy(&database, &db, &id, &query, request.headers()).await,
+        _ => Err(ApiError::MethodNotAllowed("GET,HEAD,PUT,DELETE,COPY")),
+    }
+}
+
+/// The `_rev` of a document built by the store: it always follows `_id`.
+pub(crate) fn rev_of(doc: &str) -> Option<&str> {
+    let start = doc.find("\"_rev\":\"")? + 8;
+    let len = doc[start..].find('"')?;
+    Some(&doc[start..start + len])
+}
+
+fn if_none_match(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().trim_matches('"').to_string())
+}
+
+/// The read options of `GET /db/doc`.
+pub(crate) fn get_options(query: &Query) -> Result<GetOptions, ApiError> {
+    let meta = query.flag("meta")?;
+    let atts_since = match query.json("atts_since")? {
+        Some(v) => rev_list(&v, "atts_since")?,
+        None => Vec::new(),
+    };
+    Ok(GetOptions {
+        rev: query.rev("rev")?,
+        revs: query.flag("revs")?,
+        revs_info: query.flag("revs_info")? || meta,
+        conflicts: query.flag("conflicts")? || meta,
+        deleted_conflicts: query.flag("deleted_conflicts")? || meta,
+        local_seq: query.flag("local_seq")?,
+        attachments: query.flag("attachments")?,
+        atts_since,
+        latest: query.flag("latest")?,
+    })
+}
+
+/// # GET /{db}/{docid}
+async fn get(
+    database: &Database,
+    id: &str,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let opts = get_options(query)?;
+    if let Some(open_revs) = query.get("open_revs") {
+        let which = if open_revs == "all" {
+            OpenRevs::All
+        } else {
+            let value: Value = serde_json::from_str(open_revs)
+                .map_err(|_| ApiError::bad_request("Invalid JSON in the open_revs parameter"))?;
+            OpenRevs::List(rev_list(&value, "open_revs")?)
+        };
+        return open_revs_json(database, id, which, opts).await;
+    }
+    let doc = database.get(id, opts).await?;
+    let rev = rev_of(doc.as_str()).unwrap_or("").to_string();
+    if !id.starts_with("_local/") && if_none_match(headers).as_deref() == Some(rev.as_str()) {
+        let mut response = StatusCode::NOT_MODIFIED.into_response();
+        set_etag(&mut response, &rev);
+        return Ok(response);
+    }
+    let mut text = doc.into_string();
+    text.push('\n');
+    let mut response = raw_json_response(StatusCode::OK, text);
+    if !id.starts_with("_local/") {
+        set_etag(&mut response, &rev);
+    }
+    Ok(response)
+}
+
+/// `open_revs` as JSON: `[{"ok": doc} | {"missing": rev}, ...]`.
+async fn open_revs_json(
+    database: &Database,
+    id: &str,
+    which: OpenRevs,
+    opts: GetOptions,
+) -> Result<Response, ApiError> {
+    let revs = database.open_revs(id, which, opts, false).await?;
+    let mut out = String::from("[");
+    for (i, r) in revs.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match r {
+            OpenRev::Ok(doc) => {
+                out.push_str("{\"ok\":");
+                out.push_str(doc.as_str());
+                out.push('}');
+            }
+            OpenRev::Missing(rev) => out.push_str(&json!({"missing": rev.to_string()}).to_string()),
+        }
+    }
+    out.push_str("]\n");
+    Ok(raw_json_response(StatusCode::OK, out))
+}
+
+/// The revision a write names: `?rev=`, `If-Match` and the body's `_rev`
+/// must agree when more than one is given (CouchDB's reasons otherwise).
+fn explicit_rev(
+    query: &Query,
+    headers: &HeaderMap,
+    body_rev: Option<&str>,
+) -> Result<Option<String>, ApiError> {
+    let query_rev = query.get("rev").map(str::to_string);
+    let header_rev = headers
+        .get(header::IF_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.trim().trim_matches('"').to_string());
+    if let (Some(q), Some(b)) = (&query_rev, body_rev)
+        && q != b
+    {
+        return Err(ApiError::bad_request(
+            "Document rev from request body and query string have different values",
+        ));
+    }
+    let rev = query_rev.or(body_rev.map(str::to_string));
+    if let (Some(r), Some(h)) = (&rev, &header_rev)
+        && r != h
+    {
+        return Err(ApiError::bad_request(
+            "Document rev and etag have different values",
+        ));
+    }
+    Ok(rev.or(header_rev))
+}
+
+fn write_response(status: StatusCode, db: &str, id: &str, rev: &str) -> Response {
+    let mut response = json_response(status, &json!({"ok": true, "id": id, "rev": rev}));
+    set_location(
+        &mut response,
+        &format!("/{}/{}", encode_segment(db), encode_segment(id)),
+    );
+    set_etag(&mut response, rev);
+    response
+}
+
+/// # PUT /{db}/{docid}
+async fn put(
+    state: &AppState,
+    database: &Database,
+    db: &str,
+    id: String,
+    query: &Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let is_multipart = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.to_ascii_lowercase().starts_with("multipart/related"));
+    if is_multipart {
+        return Err(ApiError::NotImplemented(
+            "multipart/related document writes are not supported yet".into(),
+        ));
+    }
+    let headers = request.headers().clone();
+    let mut body =
+        read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    if id.starts_with("_local/") {
+        if let Some(rev) = explicit_rev(query, &headers, body.get("_rev").and_then(Value::as_str))?
+        {
+            body.insert("_rev".into(), Value::String(rev));
+        }
+        let rev = database.put_local(&id, Value::Object(body)).await?;
+        return Ok(json_response(
+            StatusCode::CREATED,
+            &json!({"ok": true, "id": id, "rev": rev}),
+        ));
+    }
+    store::validate_doc_id(&id)?;
+    let rev = explicit_rev(query, &headers, body.get("_rev").and_then(Value::as_str))?;
+    match &rev {
+        Some(rev) => body.insert("_rev".into(), Value::String(rev.clone())),
+        None => body.remove("_rev"),
+    };
+    body.insert("_id".into(), Value::String(id.clone()));
+    let doc = parse_doc(state, Value::Object(body))?;
+    let deleted = doc.deleted;
+    let new_edits = query.bool("new_edits")?.unwrap_or(true);
+    let batch = query.get("batch") == Some("ok");
+    let result = database.bulk_docs(vec![doc], new_edits).await?.remove(0);
+    let rev = result.result.map_err(failure_to_error)?;
+    if batch {
+        return Ok(json_response(
+            StatusCode::ACCEPTED,
+            &json!({"ok": true, "id": id}),
+        ));
+    }
+    let status = if deleted {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok(write_response(status, db, &id, &rev))
+}
+
+/// # DELETE /{db}/{docid}
+async fn delete(
+    database: &Database,
+    id: String,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    if id.starts_with("_local/") {
+        let rev = database.delete_local(&id).await?;
+        return Ok(json_response(
+            StatusCode::OK,
+            &json!({"ok": true, "id": id, "rev": rev}),
+        ));
+    }
+    // CouchDB opens the document first: 404 `missing` or `deleted` before any rev check.
+    database.get(&id, GetOptions::default()).await?;
+    let Some(rev) = explicit_rev(query, headers, None)? else {
+        return Err(ApiError::Conflict);
+    };
+    parse_rev(&rev)?;
+    let doc = DocInput::from_json(json!({"_id": id, "_rev": rev, "_deleted": true}))?;
+    let result = database.bulk_docs(vec![doc], true).await?.remove(0);
+    let rev = result.result.map_err(failure_to_error)?;
+    let mut response = json_response(StatusCode::OK, &json!({"ok": true, "id": id, "rev": rev}));
+    set_etag(&mut response, &rev);
+    Ok(response)
+}
+
+/// # COPY /{db}/{docid}
+/// Copies a revision (the winner, or `?rev=`) with its attachments to the
+/// id in the `Destination` header (`id` or `id?rev=...` to overwrite).
+async fn copy(
+    database: &Database,
+    db: &str,
+    id: &str,
+    query: &Query,
+    headers: &HeaderMap,
+) -> Result<Response, ApiError> {
+    let destination = headers
+        .get("destination")
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| ApiError::bad_request("Destination header is mandatory for COPY."))?;
+    let (dest_raw, dest_query) = destination.split_once('?').unwrap_or((destination, ""));
+    let dest_id = percent_encoding::percent_decode_str(dest_raw)
+        .decode_utf8()
+        .map_err(|_| ApiError::bad_request("Destination header is not valid UTF-8"))?
+        .into_owned();
+    let dest_rev = form_urlencoded::parse(dest_query.as_bytes())
+        .find(|(k, _)| k == "rev")
+        .map(|(_, v)| v.into_owned());
+    let source = database
+        .get(
+            id,
+            GetOptions {
+                rev: query.rev("rev")?,
+                ..Default::default()
+            },
+        )
+        .await?
+        .to_value()?;
+    let Value::Object(mut body) = source else {
+        return Err(ApiError::Internal(
+            "stored document is not an object".into(),
+        ));
+    };
+    let attachments = body.remove("_attachments");
+    body.retain(|k, _| !k.starts_with('_') || k.starts_with("_replication") || k == "_access");
+    body.insert("_id".into(), Value::String(dest_id.clone()));
+    if let Some(rev) = &dest_rev {
+        body.insert("_rev".into(), Value::String(rev.clone()));
+    }
+    let mut doc = DocInput::from_json(Value::Object(body))?;
+    if let Some(Value::Object(atts)) = attachments {
+        for (name, meta) in atts {
+            let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_string);
+            let (Some(content_type), Some(digest), Some(length)) = (
+                text("content_type"),
+                text("digest"),
+                meta.get("length").and_then(Value::as_u64),
+            ) else {
+                continue;
+            };
+            doc.attachments.push((
+                name,
+                AttachmentInput::Staged {
+                    content_type,
+                    digest,
+                    length,
+                    revpos: None,
+                    encoding: text("encoding"),
+                    encoded_length: meta.get("encoded_length").and_then(Value::as_u64),
+                },
+            ));
+        }
+    }
+    let result = database.bulk_docs(vec![doc], true).await?.remove(0);
+    let rev = result.result.map_err(failure_to_error)?;
+    Ok(write_response(StatusCode::CREATED, db, &dest_id, &rev))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rev_is_found_after_any_id() {
+        assert_eq!(rev_of(r#"{"_id":"x","_rev":"1-a","v":1}"#), Some("1-a"));
+        assert_eq!(
+            rev_of(r#"{"_id":"\"_rev\":\"evil","_rev":"2-b"}"#),
+            Some("2-b")
+        );
+    }
+}

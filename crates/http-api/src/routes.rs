@@ -1,0 +1,257 @@
+//! Routing below the server routes: CouchDB's paths are decoded by hand,
+//! because document ids and attachment names may contain encoded slashes
+//! (`/db/a%2Fb` is document `a/b`, `/db/doc/dir/file.txt` is attachment
+//! `dir/file.txt`) that a generic router would mangle.
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use percent_encoding::percent_decode_str;
+
+use crate::error::ApiError;
+use crate::query::Query;
+use crate::{AppState, attachments, changes, db, docs};
+
+/// What a path names below the server level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Target {
+    /// `/db`
+    Db(String),
+    /// `/db/_name...`: a database endpoint such as `_all_docs`.
+    Endpoint { db: String, name: String },
+    /// `/db/docid`, `/db/_design/name`, `/db/_local/name`
+    Doc { db: String, id: String },
+    /// `/db/docid/attachment/name`
+    Attachment {
+        db: String,
+        id: String,
+        name: String,
+    },
+}
+
+fn decode(segment: &str) -> Result<String, ApiError> {
+    percent_decode_str(segment)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| ApiError::bad_request("URL path is not valid UTF-8"))
+}
+
+/// Splits a request path into what it names.
+pub(crate) fn parse_target(path: &str) -> Result<Target, ApiError> {
+    let trimmed = path.strip_prefix('/').unwrap_or(path);
+    let mut segments = trimmed.splitn(2, '/');
+    let db = decode(segments.next().unwrap_or(""))?;
+    let rest = segments.next().unwrap_or("");
+    if rest.is_empty() {
+        return Ok(Target::Db(db));
+    }
+    let mut parts = rest.splitn(2, '/');
+    let first = decode(parts.next().unwrap_or(""))?;
+    let after = parts.next();
+    let (id, attachment) = if first == "_design" || first == "_local" {
+        let mut inner = after.unwrap_or("").splitn(2, '/');
+        let name = decode(inner.next().unwrap_or(""))?;
+        (format!("{first}/{name}"), inner.next())
+    } else if first.starts_with('_')
+        && !first.starts_with("_design/")
+        && !first.starts_with("_local/")
+    {
+        if after.is_some_and(|a| !a.is_empty()) {
+            return Err(ApiError::not_found("missing"));
+        }
+        return Ok(Target::Endpoint { db, name: first });
+    } else {
+        (first, after)
+    };
+    match attachment.filter(|a| !a.is_empty()) {
+        None => Ok(Target::Doc { db, id }),
+        Some(_) if id.starts_with("_local/") => Err(ApiError::bad_request(
+            "_local documents do not accept attachments.",
+        )),
+        Some(raw) => {
+            let name = raw
+                .split('/')
+                .map(decode)
+                .collect::<Result<Vec<_>, _>>()?
+                .join("/");
+            Ok(Target::Attachment { db, id, name })
+        }
+    }
+}
+
+/// Entry point for every path the server routes do not claim.
+pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Body>) -> Response {
+    match route(state, request).await {
+        Ok(response) => response,
+        Err(error) => error.into_response(),
+    }
+}
+
+async fn route(state: AppState, request: Request<Body>) -> Result<Response, ApiError> {
+    let path = request.uri().path().to_string();
+    let target = parse_target(&path)?;
+    let db_name = match &target {
+        Target::Db(db)
+        | Target::Endpoint { db, .. }
+        | Target::Doc { db, .. }
+        | Target::Attachment { db, .. } => db,
+    };
+    if db_name.starts_with('_') && !store::name::SYSTEM_DATABASES.contains(&db_name.as_str()) {
+        return top_level_underscore(db_name);
+    }
+    let query = Query::parse(request.uri());
+    match target {
+        Target::Db(db) => db::database(state, db, query, request).await,
+        Target::Endpoint { db, name } => endpoint(state, db, name, query, request).await,
+        Target::Doc { db, id } => docs::document(state, db, id, query, request).await,
+        Target::Attachment { db, id, name } => {
+            attachments::attachment(state, db, id, name, query, request).await
+        }
+    }
+}
+
+/// `/_something` that is not a system database or a server route.
+fn top_level_underscore(name: &str) -> Result<Response, ApiError> {
+    match name {
+        // CouchDB's replicator tries cookie authentication first and falls
+        // back to basic authentication on a 404.
+        "_session" => Err(ApiError::not_found("missing")),
+        _ => Err(ApiError::IllegalDbName(name.to_string())),
+    }
+}
+
+async fn endpoint(
+    state: AppState,
+    db: String,
+    name: String,
+    query: Query,
+    request: Request<Body>,
+) -> Result<Response, ApiError> {
+    let method = request.method().clone();
+    let is = |m: &Method| method == *m;
+    match name.as_str() {
+        "_all_docs" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
+            db::all_docs(state, db, query, request).await
+        }
+        "_all_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
+        "_changes" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
+            changes::changes(state, db, query, request).await
+        }
+        "_changes" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
+        "_bulk_docs" if is(&Method::POST) => db::bulk_docs(state, db, request).await,
+        "_bulk_get" if is(&Method::POST) => db::bulk_get(state, db, query, request).await,
+        "_revs_diff" if is(&Method::POST) => db::revs_diff(state, db, request, false).await,
+        "_missing_revs" if is(&Method::POST) => db::revs_diff(state, db, request, true).await,
+        "_ensure_full_commit" if is(&Method::POST) => db::ensure_full_commit(state, db).await,
+        "_compact" if is(&Method::POST) => db::compact(state, db, request).await,
+        "_bulk_docs"
+        | "_bulk_get"
+        | "_revs_diff"
+        | "_missing_revs"
+        | "_ensure_full_commit"
+        | "_compact" => Err(ApiError::MethodNotAllowed("POST")),
+        "_revs_limit" if is(&Method::GET) || is(&Method::PUT) => {
+            db::revs_limit(state, db, request).await
+        }
+        "_revs_limit" => Err(ApiError::MethodNotAllowed("GET,PUT")),
+        "_security" if is(&Method::GET) || is(&Method::PUT) => {
+            db::security(state, db, request).await
+        }
+        "_security" => Err(ApiError::MethodNotAllowed("GET,PUT")),
+        "_local" | "_design" => Err(ApiError::Invalid {
+            error: "illegal_docid",
+            reason: format!("Illegal document id `{name}/`"),
+        }),
+        _ => {
+            // Like CouchDB: an unknown `_name` is a document id it refuses.
+            state.store.db(&db).await?;
+            Err(ApiError::Invalid {
+                error: "illegal_docid",
+                reason: "Only reserved document ids may start with underscore.".into(),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(path: &str) -> Target {
+        parse_target(path).unwrap()
+    }
+
+    #[test]
+    fn paths_name_databases_endpoints_documents_and_attachments() {
+        assert_eq!(t("/db"), Target::Db("db".into()));
+        assert_eq!(t("/db/"), Target::Db("db".into()));
+        assert_eq!(t("/a%2Fb"), Target::Db("a/b".into()));
+        assert_eq!(
+            t("/db/_all_docs"),
+            Target::Endpoint {
+                db: "db".into(),
+                name: "_all_docs".into()
+            }
+        );
+        assert_eq!(
+            t("/db/doc"),
+            Target::Doc {
+                db: "db".into(),
+                id: "doc".into()
+            }
+        );
+        assert_eq!(
+            t("/db/a%2Fb"),
+            Target::Doc {
+                db: "db".into(),
+                id: "a/b".into()
+            }
+        );
+        assert_eq!(
+            t("/db/_design/x"),
+            Target::Doc {
+                db: "db".into(),
+                id: "_design/x".into()
+            }
+        );
+        assert_eq!(
+            t("/db/_design%2Fx"),
+            Target::Doc {
+                db: "db".into(),
+                id: "_design/x".into()
+            }
+        );
+        assert_eq!(
+            t("/db/_local/cp"),
+            Target::Doc {
+                db: "db".into(),
+                id: "_local/cp".into()
+            }
+        );
+        assert_eq!(
+            t("/db/doc/dir/file%20name.txt"),
+            Target::Attachment {
+                db: "db".into(),
+                id: "doc".into(),
+                name: "dir/file name.txt".into()
+            }
+        );
+        assert_eq!(
+            t("/db/_design/x/att"),
+            Target::Attachment {
+                db: "db".into(),
+                id: "_design/x".into(),
+                name: "att".into()
+            }
+        );
+        assert!(matches!(
+            parse_target("/db/_local/x/att"),
+            Err(ApiError::BadRequest(_))
+        ));
+        assert!(matches!(
+            parse_target("/db/%FF"),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
+}
