@@ -1,0 +1,197 @@
+//! The changes feed over HTTP: normal, longpoll, continuous and
+//! eventsource, with heartbeats, timeouts and wake-ups on commit.
+
+use std::time::{Duration, Instant};
+
+use recliner_tests::{Client, TempDir, TestServer};
+use serde_json::json;
+
+async fn start() -> (TempDir, TestServer, Client) {
+    let data = TempDir::new("http-changes");
+    let server = TestServer::start(data.path(), &[]);
+    let client = Client::new(&server);
+    assert_eq!(client.put("/db", json!({})).await.status, 201);
+    (data, server, client)
+}
+
+#[tokio::test]
+async fn the_normal_feed_lists_each_document_once_with_last_seq_and_pending() {
+    let (_d, _s, c) = start().await;
+    let rev = c.put("/db/a", json!({})).await.json()["rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.put("/db/b", json!({"v": 1})).await;
+    c.put(&format!("/db/a?rev={rev}"), json!({"v": 2})).await;
+    let feed = c.get("/db/_changes").await.json();
+    let rows = feed["results"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        (rows[0]["id"].as_str(), rows[0]["seq"].as_u64()),
+        (Some("b"), Some(2))
+    );
+    assert_eq!(rows[1]["seq"], 3);
+    assert!(
+        rows[1]["changes"][0]["rev"]
+            .as_str()
+            .unwrap()
+            .starts_with("2-")
+    );
+    assert_eq!(
+        (feed["last_seq"].as_u64(), feed["pending"].as_u64()),
+        (Some(3), Some(0))
+    );
+
+    let limited = c.get("/db/_changes?limit=1&include_docs=true").await.json();
+    assert_eq!(limited["results"].as_array().unwrap().len(), 1);
+    assert_eq!(limited["results"][0]["doc"]["v"], 1);
+    assert_eq!(
+        (limited["last_seq"].as_u64(), limited["pending"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let since = c.get("/db/_changes?since=2").await.json();
+    assert_eq!(since["results"].as_array().unwrap().len(), 1);
+    let now = c.get("/db/_changes?since=now").await.json();
+    assert_eq!(
+        (
+            now["results"].as_array().unwrap().len(),
+            now["last_seq"].as_u64()
+        ),
+        (0, Some(3))
+    );
+    let ids = c
+        .post("/db/_changes?filter=_doc_ids", json!({"doc_ids": ["a"]}))
+        .await
+        .json();
+    assert_eq!(ids["results"].as_array().unwrap().len(), 1);
+    assert_eq!(ids["results"][0]["id"], "a");
+    c.put("/db/_design/x", json!({})).await;
+    let design = c.get("/db/_changes?filter=_design").await.json();
+    assert_eq!(design["results"].as_array().unwrap().len(), 1);
+    assert_eq!(c.get("/db/_changes?feed=bogus").await.status, 400);
+    assert_eq!(c.get("/db/_changes?since=abc").await.status, 400);
+}
+
+#[tokio::test]
+async fn a_longpoll_wakes_within_moments_of_a_commit() {
+    let (_d, _s, c) = start().await;
+    let waiter = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let feed = c
+                .get("/db/_changes?feed=longpoll&since=now&heartbeat=10000")
+                .await;
+            (started.elapsed(), feed.json())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let wrote = Instant::now();
+    c.put("/db/late", json!({})).await;
+    let (elapsed, feed) = waiter.await.unwrap();
+    assert!(
+        elapsed >= Duration::from_millis(250),
+        "it waited for the write"
+    );
+    assert!(
+        wrote.elapsed() < Duration::from_secs(2),
+        "and woke right after it"
+    );
+    assert_eq!(feed["results"][0]["id"], "late");
+    assert_eq!(feed["last_seq"], 1);
+}
+
+#[tokio::test]
+async fn a_longpoll_with_nothing_new_ends_at_its_timeout() {
+    let (_d, _s, c) = start().await;
+    let started = Instant::now();
+    let feed = c
+        .get("/db/_changes?feed=longpoll&since=now&timeout=300")
+        .await
+        .json();
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    assert_eq!(feed["results"], json!([]));
+}
+
+#[tokio::test]
+async fn a_continuous_feed_streams_rows_heartbeats_and_ends_at_its_limit() {
+    let (_d, _s, c) = start().await;
+    c.put("/db/first", json!({})).await;
+    let mut response = c
+        .http()
+        .get(c.url("/db/_changes?feed=continuous&heartbeat=100&limit=2"))
+        .send()
+        .await
+        .unwrap();
+    let first = response.chunk().await.unwrap().unwrap();
+    let line: serde_json::Value = serde_json::from_slice(first.trim_ascii()).unwrap();
+    assert_eq!(line["id"], "first");
+    // Nothing new: newlines keep the connection alive.
+    let beat = tokio::time::timeout(Duration::from_secs(2), response.chunk())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(&beat[..], b"\n");
+    c.put("/db/second", json!({})).await;
+    let mut rest = Vec::new();
+    while let Ok(Some(chunk)) = tokio::time::timeout(Duration::from_secs(5), response.chunk())
+        .await
+        .unwrap()
+    {
+        rest.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8(rest).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+    let second: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(second["id"], "second");
+    let last: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
+    assert_eq!(last["last_seq"], 2);
+}
+
+#[tokio::test]
+async fn a_continuous_feed_ends_when_its_timeout_passes_without_changes() {
+    let (_d, _s, c) = start().await;
+    let started = Instant::now();
+    let text = c.get("/db/_changes?feed=continuous&timeout=200").await.text;
+    assert!(started.elapsed() >= Duration::from_millis(150));
+    assert_eq!(text.trim(), r#"{"last_seq":0,"pending":0}"#);
+}
+
+#[tokio::test]
+async fn an_eventsource_feed_frames_rows_as_events() {
+    let (_d, _s, c) = start().await;
+    c.put("/db/e", json!({})).await;
+    let mut response = c
+        .http()
+        .get(c.url("/db/_changes?feed=eventsource&timeout=300"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let mut text = Vec::new();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        text.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.starts_with("data: {\"seq\":1,\"id\":\"e\""), "{text}");
+    assert!(text.contains("\nid: 1\n\n"), "{text}");
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_does_not_keep_the_server_busy() {
+    let (_d, _s, c) = start().await;
+    for _ in 0..20 {
+        let response = c
+            .http()
+            .get(c.url("/db/_changes?feed=continuous&heartbeat=50"))
+            .send()
+            .await
+            .unwrap();
+        drop(response);
+    }
+    // The server still answers promptly and writes still wake feeds.
+    let started = Instant::now();
+    assert_eq!(c.put("/db/after", json!({})).await.status, 201);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
