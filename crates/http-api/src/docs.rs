@@ -81,7 +81,42 @@ async fn get(
                 .map_err(|_| ApiError::bad_request("Invalid JSON in the open_revs parameter"))?;
             OpenRevs::List(rev_list(&value, "open_revs")?)
         };
+        if crate::multipart::accepts(headers, "multipart/mixed") {
+            let revs = database.open_revs(id, which, opts, true).await?;
+            return crate::multipart::open_revs_mixed(database, id, revs).await;
+        }
         return open_revs_json(database, id, which, opts).await;
+    }
+    let related = (opts.attachments || !opts.atts_since.is_empty())
+        && crate::multipart::accepts(headers, "multipart/related")
+        && !id.starts_with("_local/");
+    if related {
+        let rev = opts.rev.clone();
+        let mut follows = opts.clone();
+        follows.attachments = false;
+        let which = match rev {
+            Some(rev) => OpenRevs::List(vec![rev]),
+            None => OpenRevs::All,
+        };
+        // Which revision answers (the winner, or the asked one), read
+        // without attachment bytes; then the same revision with `follows`.
+        let probe = GetOptions {
+            attachments: false,
+            atts_since: Vec::new(),
+            ..opts.clone()
+        };
+        let doc = database.get(id, probe).await?;
+        let wanted = rev_of(doc.as_str()).map(str::to_string);
+        let chosen = database
+            .open_revs(id, which, follows, true)
+            .await?
+            .into_iter()
+            .find_map(|r| match r {
+                OpenRev::Ok(d) if rev_of(d.as_str()).map(str::to_string) == wanted => Some(d),
+                _ => None,
+            })
+            .unwrap_or(doc);
+        return crate::multipart::doc_related(database, id, chosen).await;
     }
     let doc = database.get(id, opts).await?;
     let rev = rev_of(doc.as_str()).unwrap_or("").to_string();
@@ -174,17 +209,20 @@ async fn put(
     query: &Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let is_multipart = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().starts_with("multipart/related"));
-    if is_multipart {
-        return Err(ApiError::NotImplemented(
-            "multipart/related document writes are not supported yet".into(),
-        ));
-    }
     let headers = request.headers().clone();
+    if let Some(boundary) = crate::multipart::related_boundary(&headers) {
+        return put_related(
+            state,
+            database,
+            db,
+            id,
+            query,
+            &headers,
+            request.into_body(),
+            boundary,
+        )
+        .await;
+    }
     let mut body =
         read_json_object(request.into_body(), state.config.max_http_request_size).await?;
     if id.starts_with("_local/") {
@@ -217,6 +255,45 @@ async fn put(
             &json!({"ok": true, "id": id}),
         ));
     }
+    let status = if deleted {
+        StatusCode::OK
+    } else {
+        StatusCode::CREATED
+    };
+    Ok(write_response(status, db, &id, &rev))
+}
+
+/// # PUT /{db}/{docid} with a multipart/related body
+/// The JSON part first, then the bytes of each `follows` attachment.
+#[allow(clippy::too_many_arguments)]
+async fn put_related(
+    state: &AppState,
+    database: &Database,
+    db: &str,
+    id: String,
+    query: &Query,
+    headers: &HeaderMap,
+    body: axum::body::Body,
+    boundary: String,
+) -> Result<Response, ApiError> {
+    if id.starts_with("_local/") {
+        return Err(ApiError::bad_request(
+            "_local documents do not accept attachments.",
+        ));
+    }
+    store::validate_doc_id(&id)?;
+    let mut doc = crate::multipart::read_related(state, database, body, boundary).await?;
+    let body_rev = doc.rev.as_ref().map(ToString::to_string);
+    if let Some(rev) = explicit_rev(query, headers, body_rev.as_deref())?
+        && doc.revisions.is_none()
+    {
+        doc.rev = Some(parse_rev(&rev)?);
+    }
+    doc.id = Some(id.clone());
+    let deleted = doc.deleted;
+    let new_edits = query.bool("new_edits")?.unwrap_or(true);
+    let result = database.bulk_docs(vec![doc], new_edits).await?.remove(0);
+    let rev = result.result.map_err(failure_to_error)?;
     let status = if deleted {
         StatusCode::OK
     } else {

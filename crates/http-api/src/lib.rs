@@ -14,6 +14,7 @@ mod db;
 mod docs;
 pub mod error;
 pub mod json;
+mod multipart;
 mod query;
 mod routes;
 mod server_routes;

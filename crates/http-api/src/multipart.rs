@@ -1,0 +1,317 @@
+//! Multipart bodies, byte for byte as CouchDB 3 writes them
+//! (`couch_doc:doc_to_multi_part_stream`, `chttpd_db:send_docs_multipart`):
+//! `open_revs` answers as multipart/mixed, documents with attachments as
+//! multipart/related, and multipart/related uploads parsed as they stream.
+//! Attachment bytes are streamed chunk by chunk in both directions.
+
+use std::collections::VecDeque;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use bytes::Bytes;
+use futures_util::stream;
+use serde_json::Value;
+use store::{AttachmentInput, AttachmentReader, Database, DocInput, DocJson, OpenRev};
+
+use crate::AppState;
+use crate::db::parse_doc;
+use crate::error::ApiError;
+
+/// Whether the client's `Accept` header names `mime`.
+pub(crate) fn accepts(headers: &HeaderMap, mime: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case(mime))
+        })
+}
+
+/// A fresh boundary: 32 hex digits, as CouchDB's `couch_uuids:random()`.
+fn boundary() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// One piece of a streamed multipart body.
+enum Piece {
+    Bytes(Bytes),
+    Attachment(AttachmentReader),
+}
+
+/// The attachments a document JSON marks `follows: true`, in order.
+fn following(doc: &Value) -> Vec<String> {
+    doc.get("_attachments")
+        .and_then(Value::as_object)
+        .map(|atts| {
+            atts.iter()
+                .filter(|(_, a)| a.get("follows").and_then(Value::as_bool) == Some(true))
+                .map(|(name, _)| name.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The pieces of one document as CouchDB writes it: the JSON alone when no
+/// attachment follows, else a multipart/related body. Returns the part's
+/// content type.
+async fn document_pieces(
+    database: &Database,
+    id: &str,
+    doc: DocJson,
+    inner: &str,
+    pieces: &mut VecDeque<Piece>,
+) -> Result<String, ApiError> {
+    let value = doc.to_value()?;
+    let names = following(&value);
+    if names.is_empty() {
+        pieces.push_back(Piece::Bytes(Bytes::from(doc.into_string())));
+        return Ok("application/json".into());
+    }
+    let rev = value
+        .get("_rev")
+        .and_then(Value::as_str)
+        .map(crate::query::parse_rev)
+        .transpose()?;
+    pieces.push_back(Piece::Bytes(Bytes::from(format!(
+        "--{inner}\r\nContent-Type: application/json\r\n\r\n{}\r\n--{inner}",
+        doc.as_str()
+    ))));
+    for name in names {
+        let (meta, reader) = database.attachment(id, &name, rev.clone()).await?;
+        let length = meta.encoded_length.unwrap_or(meta.length);
+        let mut head = format!(
+            "\r\nContent-Disposition: attachment; filename=\"{}\"\r\nContent-Type: {}\r\nContent-Length: {length}",
+            name.replace('"', "\\\""),
+            meta.content_type
+        );
+        if let Some(encoding) = &meta.encoding {
+            head.push_str(&format!("\r\nContent-Encoding: {encoding}"));
+        }
+        head.push_str("\r\n\r\n");
+        pieces.push_back(Piece::Bytes(Bytes::from(head)));
+        pieces.push_back(Piece::Attachment(reader));
+        pieces.push_back(Piece::Bytes(Bytes::from(format!("\r\n--{inner}"))));
+    }
+    pieces.push_back(Piece::Bytes(Bytes::from_static(b"--")));
+    Ok(format!("multipart/related; boundary=\"{inner}\""))
+}
+
+fn stream_pieces(pieces: VecDeque<Piece>) -> Body {
+    let s = stream::unfold(pieces, |mut pieces| async move {
+        loop {
+            match pieces.front_mut()? {
+                Piece::Bytes(_) => {
+                    if let Some(Piece::Bytes(b)) = pieces.pop_front() {
+                        return Some((Ok::<Bytes, std::io::Error>(b), pieces));
+                    }
+                }
+                Piece::Attachment(reader) => match reader.next_chunk().await {
+                    Ok(Some(chunk)) => return Some((Ok(Bytes::from(chunk)), pieces)),
+                    Ok(None) => {
+                        pieces.pop_front();
+                    }
+                    Err(e) => {
+                        pieces.clear();
+                        return Some((Err(std::io::Error::other(e.to_string())), pieces));
+                    }
+                },
+            }
+        }
+    });
+    Body::from_stream(s)
+}
+
+/// `GET /db/doc?open_revs=...` with `Accept: multipart/mixed`.
+pub(crate) async fn open_revs_mixed(
+    database: &Database,
+    id: &str,
+    revs: Vec<OpenRev>,
+) -> Result<Response, ApiError> {
+    let outer = boundary();
+    let inner = boundary();
+    let mut pieces = VecDeque::new();
+    pieces.push_back(Piece::Bytes(Bytes::from(format!("--{outer}"))));
+    for rev in revs {
+        match rev {
+            OpenRev::Ok(doc) => {
+                let mut part = VecDeque::new();
+                let content_type = document_pieces(database, id, doc, &inner, &mut part).await?;
+                pieces.push_back(Piece::Bytes(Bytes::from(format!(
+                    "\r\nContent-Type: {content_type}\r\n\r\n"
+                ))));
+                pieces.extend(part);
+            }
+            OpenRev::Missing(rev) => pieces.push_back(Piece::Bytes(Bytes::from(format!(
+                "\r\nContent-Type: application/json; error=\"true\"\r\n\r\n{}",
+                serde_json::json!({"missing": rev.to_string()})
+            )))),
+        }
+        pieces.push_back(Piece::Bytes(Bytes::from(format!("\r\n--{outer}"))));
+    }
+    pieces.push_back(Piece::Bytes(Bytes::from_static(b"--")));
+    let mut response = Response::new(stream_pieces(pieces));
+    let content_type = format!("multipart/mixed; boundary=\"{outer}\"");
+    if let Ok(v) = HeaderValue::from_str(&content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    Ok(response)
+}
+
+/// `GET /db/doc?attachments=true` with `Accept: multipart/related`: the
+/// document as multipart/related when attachments follow, else plain JSON.
+pub(crate) async fn doc_related(
+    database: &Database,
+    id: &str,
+    doc: DocJson,
+) -> Result<Response, ApiError> {
+    let inner = boundary();
+    let mut pieces = VecDeque::new();
+    let content_type = document_pieces(database, id, doc, &inner, &mut pieces).await?;
+    let mut response = Response::new(stream_pieces(pieces));
+    *response.status_mut() = StatusCode::OK;
+    if let Ok(v) = HeaderValue::from_str(&content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    Ok(response)
+}
+
+/// The boundary of a `multipart/related` content type.
+pub(crate) fn related_boundary(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+    let mut params = value.split(';');
+    if !params
+        .next()?
+        .trim()
+        .eq_ignore_ascii_case("multipart/related")
+    {
+        return None;
+    }
+    params
+        .find_map(|p| {
+            let (key, val) = p.split_once('=')?;
+            key.trim()
+                .eq_ignore_ascii_case("boundary")
+                .then(|| val.trim().trim_matches('"').to_string())
+        })
+        .filter(|b| !b.is_empty())
+}
+
+/// Reads a multipart/related document upload: the JSON part first, then the
+/// bytes of each `follows` attachment (matched by file name when the part
+/// names one, else in `_attachments` order), each streamed into the store.
+pub(crate) async fn read_related(
+    state: &AppState,
+    database: &Database,
+    body: Body,
+    boundary: String,
+) -> Result<DocInput, ApiError> {
+    let bad = |e: multer::Error| ApiError::bad_request(format!("invalid multipart body: {e}"));
+    let mut multipart = multer::Multipart::new(body.into_data_stream(), boundary);
+    let mut first = multipart
+        .next_field()
+        .await
+        .map_err(bad)?
+        .ok_or_else(|| ApiError::bad_request("multipart body has no document part"))?;
+    let mut json = Vec::new();
+    while let Some(chunk) = first.chunk().await.map_err(bad)? {
+        if (json.len() + chunk.len()) as u64 > state.config.max_http_request_size {
+            return Err(ApiError::RequestTooLarge);
+        }
+        json.extend_from_slice(&chunk);
+    }
+    drop(first);
+    let mut doc = parse_doc(state, crate::json::parse_json(&json)?)?;
+    let mut waiting: Vec<usize> = doc
+        .attachments
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, a))| matches!(a, AttachmentInput::Follows { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    while let Some(mut field) = multipart.next_field().await.map_err(bad)? {
+        if waiting.is_empty() {
+            break;
+        }
+        let by_name = field
+            .file_name()
+            .and_then(|f| waiting.iter().position(|&i| doc.attachments[i].0 == f));
+        let index = waiting.remove(by_name.unwrap_or(0));
+        let mut upload = database.begin_attachment();
+        while let Some(chunk) = field.chunk().await.map_err(bad)? {
+            upload.write(&chunk).await?;
+        }
+        let staged = upload.finish().await?;
+        let (name, input) = &mut doc.attachments[index];
+        let AttachmentInput::Follows {
+            content_type,
+            length,
+            revpos,
+            encoding,
+        } = input.clone()
+        else {
+            continue;
+        };
+        if encoding.is_none() && length.is_some_and(|l| l != staged.length) {
+            return Err(ApiError::bad_request(format!(
+                "attachment {name} announced {} bytes but {} arrived",
+                length.unwrap_or(0),
+                staged.length
+            )));
+        }
+        *input = AttachmentInput::Staged {
+            content_type,
+            digest: staged.digest,
+            length: if encoding.is_some() {
+                length.unwrap_or(staged.length)
+            } else {
+                staged.length
+            },
+            revpos,
+            encoded_length: encoding.as_ref().map(|_| staged.length),
+            encoding,
+        };
+    }
+    if let Some(&i) = waiting.first() {
+        return Err(ApiError::bad_request(format!(
+            "multipart body lacks the bytes of attachment {}",
+            doc.attachments[i].0
+        )));
+    }
+    Ok(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_headers_are_matched_by_type() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::ACCEPT,
+            HeaderValue::from_static("application/json, multipart/mixed;q=0.9"),
+        );
+        assert!(accepts(&h, "multipart/mixed"));
+        assert!(!accepts(&h, "multipart/related"));
+    }
+
+    #[test]
+    fn the_related_boundary_is_read_from_the_content_type() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("multipart/related; boundary=\"abc123\""),
+        );
+        assert_eq!(related_boundary(&h).as_deref(), Some("abc123"));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        assert_eq!(related_boundary(&h), None);
+    }
+}
