@@ -52,7 +52,7 @@ fn parts(body: &[u8], boundary: &str) -> Vec<(String, Vec<u8>)> {
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
             .expect("headers end");
-        let headers = String::from_utf8(piece[..split].to_vec()).unwrap();
+        let headers = String::from_utf8(piece[..split].to_vec()).expect("ASCII part headers");
         let mut content = piece[split + 4..].to_vec();
         if content.ends_with(b"\r\n") {
             content.truncate(content.len() - 2);
