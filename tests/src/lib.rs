@@ -83,6 +83,15 @@ impl TestServer {
     /// Starts `recliner --port 0 --data-dir <dir>` plus `extra_args` and waits
     /// until it prints the address it listens on.
     pub fn start(data_dir: &Path, extra_args: &[&str]) -> TestServer {
+        TestServer::start_with_env(data_dir, extra_args, &[])
+    }
+
+    /// [`TestServer::start`] with extra environment variables (settings).
+    pub fn start_with_env(
+        data_dir: &Path,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestServer {
         let mut child = Command::new(recliner_bin())
             .args(["--bind", "127.0.0.1", "--port", "0", "--data-dir"])
             .arg(data_dir)
@@ -91,6 +100,7 @@ impl TestServer {
             .env_remove("RECLINER_BIND")
             .env_remove("RECLINER_DATA_DIR")
             .env_remove("RECLINER_CONFIG")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -147,3 +147,61 @@ async fn database_maintenance_endpoints_work() {
     assert_eq!(wrong_type.status, 415);
     assert_eq!(c.get("/m/_compact").await.status, 405);
 }
+
+#[tokio::test]
+async fn cors_is_off_by_default_and_answers_configured_origins() {
+    let (_data, _server, c) = start().await;
+    let plain = c
+        .send("GET", "/", None, &[("origin", "https://app.example")])
+        .await;
+    assert!(
+        plain.header("access-control-allow-origin").is_none(),
+        "off by default"
+    );
+
+    let data = TempDir::new("http-cors");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_CORS_ENABLED", "true"),
+            ("RECLINER_CORS_ORIGINS", "https://app.example"),
+            ("RECLINER_CORS_CREDENTIALS", "true"),
+        ],
+    );
+    let c = Client::new(&server);
+    let allowed = c
+        .send("GET", "/", None, &[("origin", "https://app.example")])
+        .await;
+    assert_eq!(
+        allowed.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    assert_eq!(
+        allowed.header("access-control-allow-credentials"),
+        Some("true")
+    );
+    let preflight = c
+        .send(
+            "OPTIONS",
+            "/db/doc",
+            None,
+            &[
+                ("origin", "https://app.example"),
+                ("access-control-request-method", "PUT"),
+                ("access-control-request-headers", "content-type"),
+            ],
+        )
+        .await;
+    assert!(preflight.status < 300, "{}", preflight.status);
+    assert!(
+        preflight
+            .header("access-control-allow-methods")
+            .unwrap()
+            .contains("PUT")
+    );
+    let other = c
+        .send("GET", "/", None, &[("origin", "https://evil.example")])
+        .await;
+    assert!(other.header("access-control-allow-origin").is_none());
+}

@@ -31,22 +31,122 @@ pub use error::ApiError;
 /// The CouchDB release whose API we follow; clients read it from `GET /`.
 pub const COUCHDB_COMPAT_VERSION: &str = "3.5.0";
 
-/// Limits the API enforces (from the server's configuration).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Limits and options the API enforces (from the server's configuration).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApiConfig {
     /// Largest JSON body of one document, in bytes (CouchDB's `max_document_size`).
     pub max_document_size: u64,
     /// Largest request body, in bytes (CouchDB's `max_http_request_size`).
     pub max_http_request_size: u64,
+    /// Cross-origin requests, for browser apps (PouchDB in a page); off when `None`.
+    pub cors: Option<CorsConfig>,
+}
+
+/// CouchDB's CORS settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorsConfig {
+    /// Allowed origins (`https://app.example`), or `*` for any.
+    pub origins: Vec<String>,
+    /// Whether cookies and authorization headers may be sent.
+    pub credentials: bool,
+    pub methods: Vec<String>,
+    pub headers: Vec<String>,
+}
+
+impl Default for CorsConfig {
+    /// CouchDB's defaults for methods and headers; no origin until configured.
+    fn default() -> CorsConfig {
+        CorsConfig {
+            origins: Vec::new(),
+            credentials: false,
+            methods: ["GET", "PUT", "POST", "HEAD", "DELETE"]
+                .map(String::from)
+                .to_vec(),
+            headers: [
+                "accept",
+                "authorization",
+                "content-type",
+                "origin",
+                "referer",
+                "x-csrf-token",
+            ]
+            .map(String::from)
+            .to_vec(),
+        }
+    }
 }
 
 impl Default for ApiConfig {
-    /// CouchDB 3's defaults: 8 MB documents, 4 GiB requests.
+    /// CouchDB 3's defaults: 8 MB documents, 4 GiB requests, no CORS.
     fn default() -> ApiConfig {
         ApiConfig {
             max_document_size: 8_000_000,
             max_http_request_size: 4 << 30,
+            cors: None,
         }
+    }
+}
+
+/// The CORS layer for a configuration (errors name the bad entry).
+fn cors_layer(cors: &CorsConfig) -> Result<tower_http::cors::CorsLayer, String> {
+    use axum::http::{HeaderName, Method};
+    use tower_http::cors::{AllowOrigin, CorsLayer};
+    let methods = cors
+        .methods
+        .iter()
+        .map(|m| {
+            Method::from_bytes(m.trim().as_bytes())
+                .map_err(|_| format!("invalid CORS method {m:?}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let headers = cors
+        .headers
+        .iter()
+        .map(|h| {
+            HeaderName::from_bytes(h.trim().as_bytes())
+                .map_err(|_| format!("invalid CORS header {h:?}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let origin = if cors.origins.iter().any(|o| o == "*") {
+        if cors.credentials {
+            // Browsers refuse `*` with credentials: mirror the caller's origin, as CouchDB does.
+            AllowOrigin::mirror_request()
+        } else {
+            AllowOrigin::any()
+        }
+    } else {
+        let list = cors
+            .origins
+            .iter()
+            .map(|o| {
+                HeaderValue::from_str(o.trim()).map_err(|_| format!("invalid CORS origin {o:?}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        AllowOrigin::list(list)
+    };
+    let expose = [
+        "content-type",
+        "cache-control",
+        "accept-ranges",
+        "etag",
+        "server",
+        "x-couch-request-id",
+    ]
+    .map(HeaderName::from_static);
+    Ok(CorsLayer::new()
+        .allow_origin(origin)
+        .allow_methods(methods)
+        .allow_headers(headers)
+        .allow_credentials(cors.credentials)
+        .expose_headers(expose)
+        .max_age(std::time::Duration::from_secs(600)))
+}
+
+/// Checks a configuration before the server starts.
+pub fn validate_config(config: &ApiConfig) -> Result<(), String> {
+    match &config.cors {
+        Some(cors) => cors_layer(cors).map(|_| ()),
+        None => Ok(()),
     }
 }
 
@@ -68,11 +168,16 @@ impl AppState {
 
 /// Builds the whole API.
 pub fn router(state: AppState) -> Router {
-    server_routes::routes()
+    let cors = state.config.cors.as_ref().and_then(|c| cors_layer(c).ok());
+    let router = server_routes::routes()
         .fallback(routes::dispatch)
         .layer(axum::middleware::from_fn(request_log))
-        .layer(axum::middleware::map_response(couchdb_headers))
-        .with_state(state)
+        .layer(axum::middleware::map_response(couchdb_headers));
+    let router = match cors {
+        Some(layer) => router.layer(layer),
+        None => router,
+    };
+    router.with_state(state)
 }
 
 /// One log line per request: method, path (never the query, which may carry

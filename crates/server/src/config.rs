@@ -27,6 +27,109 @@ pub struct Config {
     pub log_level: String,
     /// Log line format: `human` for terminals, `json` for log collectors.
     pub log_format: LogFormat,
+    /// Largest JSON body of one document in bytes; larger ones get 413
+    /// `document_too_large` (CouchDB's default: 8 MB).
+    pub max_document_size: u64,
+    /// Largest request body in bytes; larger ones get 413 `too_large`
+    /// (CouchDB's default: 4 GiB, generous for inline attachments).
+    pub max_http_request_size: u64,
+    /// `normal`: every acknowledged write survives a crash of the process
+    /// (SQLite WAL, synchronous=NORMAL); `full`: also survives power loss, at
+    /// the cost of an fsync per group commit.
+    pub durability: DurabilityMode,
+    /// Answer cross-origin requests (browser apps); off by default.
+    pub cors_enabled: bool,
+    /// Allowed origins when CORS is on: a list, or one comma-separated string; `*` for any.
+    #[serde(deserialize_with = "string_or_list")]
+    pub cors_origins: Vec<String>,
+    /// Allow cookies and authorization headers on cross-origin requests.
+    pub cors_credentials: bool,
+    /// Methods allowed on cross-origin requests.
+    #[serde(deserialize_with = "string_or_list")]
+    pub cors_methods: Vec<String>,
+    /// Request headers allowed on cross-origin requests.
+    #[serde(deserialize_with = "string_or_list")]
+    pub cors_headers: Vec<String>,
+}
+
+/// How hard each commit works to reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilityMode {
+    Normal,
+    Full,
+}
+
+/// Accepts `["a", "b"]` or `"a, b"` (the form environment variables allow).
+fn string_or_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::One(s) => s
+            .split(',')
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect(),
+        Either::Many(v) => v,
+    })
+}
+
+impl Config {
+    /// The HTTP layer's share of the configuration.
+    pub fn api_config(&self) -> http_api::ApiConfig {
+        let defaults = http_api::CorsConfig::default();
+        http_api::ApiConfig {
+            max_document_size: self.max_document_size,
+            max_http_request_size: self.max_http_request_size,
+            cors: self.cors_enabled.then(|| http_api::CorsConfig {
+                origins: self.cors_origins.clone(),
+                credentials: self.cors_credentials,
+                methods: if self.cors_methods.is_empty() {
+                    defaults.methods.clone()
+                } else {
+                    self.cors_methods.clone()
+                },
+                headers: if self.cors_headers.is_empty() {
+                    defaults.headers.clone()
+                } else {
+                    self.cors_headers.clone()
+                },
+            }),
+        }
+    }
+
+    /// The store's share of the configuration.
+    pub fn store_options(&self) -> store::StoreOptions {
+        store::StoreOptions {
+            durability: match self.durability {
+                DurabilityMode::Normal => store::Durability::Normal,
+                DurabilityMode::Full => store::Durability::Full,
+            },
+        }
+    }
+
+    /// Checks what the type system cannot: one line naming the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_document_size == 0 {
+            return Err(
+                "invalid configuration: setting `max_document_size`: must be positive".into(),
+            );
+        }
+        if self.max_http_request_size == 0 {
+            return Err(
+                "invalid configuration: setting `max_http_request_size`: must be positive".into(),
+            );
+        }
+        if self.cors_enabled && self.cors_origins.is_empty() {
+            return Err("invalid configuration: setting `cors_origins`: CORS is enabled but no origin is allowed".into());
+        }
+        http_api::validate_config(&self.api_config())
+            .map_err(|e| format!("invalid configuration: CORS settings: {e}"))
+    }
 }
 
 /// How log lines are written.
@@ -45,6 +148,14 @@ impl Default for Config {
             data_dir: PathBuf::from("./data"),
             log_level: "info".into(),
             log_format: LogFormat::Human,
+            max_document_size: 8_000_000,
+            max_http_request_size: 4 << 30,
+            durability: DurabilityMode::Normal,
+            cors_enabled: false,
+            cors_origins: Vec::new(),
+            cors_credentials: false,
+            cors_methods: Vec::new(),
+            cors_headers: Vec::new(),
         }
     }
 }
@@ -239,6 +350,50 @@ mod tests {
         )
         .unwrap_err();
         assert!(err.contains("`bind`"), "{err}");
+    }
+
+    #[test]
+    fn cors_origins_come_as_a_list_or_a_comma_separated_string() {
+        let vars = env(&[
+            ("RECLINER_CORS_ENABLED", "true"),
+            (
+                "RECLINER_CORS_ORIGINS",
+                "https://a.example, https://b.example",
+            ),
+        ]);
+        let config = Config::load(None, &FlagOverrides::default(), &vars).unwrap();
+        assert_eq!(
+            config.cors_origins,
+            ["https://a.example", "https://b.example"]
+        );
+        assert!(config.validate().is_ok());
+        let cors = config.api_config().cors.unwrap();
+        assert_eq!(cors.methods.len(), 5, "CouchDB's default methods");
+
+        let dir = temp_dir();
+        let file = dir.join("cors.toml");
+        std::fs::write(&file, "cors_enabled = true\ncors_origins = [\"*\"]\n").unwrap();
+        let config = Config::load(Some(&file), &FlagOverrides::default(), &[]).unwrap();
+        assert_eq!(config.cors_origins, ["*"]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn inconsistent_settings_are_refused_by_name() {
+        let vars = env(&[("RECLINER_CORS_ENABLED", "true")]);
+        let config = Config::load(None, &FlagOverrides::default(), &vars).unwrap();
+        assert!(config.validate().unwrap_err().contains("`cors_origins`"));
+        let vars = env(&[("RECLINER_MAX_DOCUMENT_SIZE", "0")]);
+        let config = Config::load(None, &FlagOverrides::default(), &vars).unwrap();
+        assert!(
+            config
+                .validate()
+                .unwrap_err()
+                .contains("`max_document_size`")
+        );
+        let vars = env(&[("RECLINER_DURABILITY", "sometimes")]);
+        let err = Config::load(None, &FlagOverrides::default(), &vars).unwrap_err();
+        assert!(err.contains("`durability`"), "{err}");
     }
 
     #[test]

@@ -52,7 +52,9 @@ fn main() -> ExitCode {
         log_level: cli.log_level.clone(),
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
-    let config = match Config::load(cli.config.as_deref(), &flags, &env) {
+    let config = match Config::load(cli.config.as_deref(), &flags, &env)
+        .and_then(|c| c.validate().map(|()| c))
+    {
         Ok(config) => config,
         Err(line) => {
             eprintln!("recliner: {line}");
@@ -110,12 +112,15 @@ fn init_logging(config: &Config) -> Result<(), String> {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
-    let store = store::Store::open(&config.data_dir)?;
+    let store = store::Store::open_with(&config.data_dir, config.store_options())?;
     // CouchDB's system databases exist from the first start.
     for system in store::name::SYSTEM_DATABASES {
         store.ensure_db(system).await?;
     }
-    let app = http_api::router(http_api::AppState::new(store));
+    let app = http_api::router(http_api::AppState {
+        store: store.clone(),
+        config: config.api_config(),
+    });
     let addr = SocketAddr::new(config.bind, config.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -128,6 +133,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("server error")?;
+    store.close_all().await;
     tracing::info!("stopped");
     Ok(())
 }
