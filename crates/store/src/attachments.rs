@@ -128,13 +128,25 @@ pub fn digest_of(data: &[u8]) -> String {
     digest_string(&Md5::digest(data))
 }
 
+/// The blob holding bytes with this digest, if stored.
+pub(crate) fn blob_id(conn: &Connection, digest: &str) -> Result<Option<i64>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT blob_id FROM att_blobs WHERE digest = ?1")?
+        .query_row([digest], |r| r.get(0))
+        .optional()?)
+}
+
 /// Whether the blob store holds bytes with this digest.
 pub(crate) fn has_blob(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT 1 FROM att_blobs WHERE digest = ?1")?
-        .query_row([digest], |_| Ok(()))
-        .optional()?
-        .is_some())
+    Ok(blob_id(conn, digest)?.is_some())
+}
+
+/// A fresh blob id. Chunks are written under it before the digest is known,
+/// and the digest is then filed pointing at it, so finishing an upload never
+/// rewrites its bytes. Random 63-bit ids need no coordination between
+/// concurrent uploads.
+fn new_blob_id() -> i64 {
+    (uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64
 }
 
 /// Stores bytes held in memory (inline attachments); returns their digest.
@@ -143,45 +155,55 @@ pub(crate) fn put_blob(conn: &Connection, data: &[u8]) -> Result<String, StoreEr
     if has_blob(conn, &digest)? {
         return Ok(digest);
     }
+    let id = new_blob_id();
     let mut insert =
-        conn.prepare_cached("INSERT INTO att_chunks (digest, idx, data) VALUES (?1, ?2, ?3)")?;
+        conn.prepare_cached("INSERT INTO att_chunks (blob_id, idx, data) VALUES (?1, ?2, ?3)")?;
     for (i, chunk) in data.chunks(CHUNK_SIZE).enumerate() {
-        insert.execute(params![digest, i as i64, chunk])?;
+        insert.execute(params![id, i as i64, chunk])?;
     }
-    conn.prepare_cached("INSERT INTO att_blobs (digest, length) VALUES (?1, ?2)")?
-        .execute(params![digest, data.len() as i64])?;
+    conn.prepare_cached("INSERT INTO att_blobs (digest, blob_id, length) VALUES (?1, ?2, ?3)")?
+        .execute(params![digest, id, data.len() as i64])?;
     Ok(digest)
 }
 
-/// Number of chunks of a stored blob, or `None` when the digest is unknown.
-pub(crate) fn chunk_count(conn: &Connection, digest: &str) -> Result<Option<u64>, StoreError> {
-    if !has_blob(conn, digest)? {
+/// A stored blob's id and number of chunks, or `None` when the digest is unknown.
+pub(crate) fn blob_chunks(
+    conn: &Connection,
+    digest: &str,
+) -> Result<Option<(i64, u64)>, StoreError> {
+    let Some(id) = blob_id(conn, digest)? else {
         return Ok(None);
-    }
+    };
     let count: i64 = conn
-        .prepare_cached("SELECT COUNT(*) FROM att_chunks WHERE digest = ?1")?
-        .query_row([digest], |r| r.get(0))?;
-    Ok(Some(count as u64))
+        .prepare_cached("SELECT COUNT(*) FROM att_chunks WHERE blob_id = ?1")?
+        .query_row([id], |r| r.get(0))?;
+    Ok(Some((id, count as u64)))
 }
 
 /// One chunk of a stored blob.
-pub(crate) fn read_chunk(conn: &Connection, digest: &str, idx: u64) -> Result<Vec<u8>, StoreError> {
-    conn.prepare_cached("SELECT data FROM att_chunks WHERE digest = ?1 AND idx = ?2")?
-        .query_row(params![digest, idx as i64], |r| r.get(0))
+pub(crate) fn read_chunk(conn: &Connection, id: i64, idx: u64) -> Result<Vec<u8>, StoreError> {
+    conn.prepare_cached("SELECT data FROM att_chunks WHERE blob_id = ?1 AND idx = ?2")?
+        .query_row(params![id, idx as i64], |r| r.get(0))
         .optional()?
         .ok_or_else(|| StoreError::Corrupt {
             db: String::new(),
-            detail: format!("attachment {digest} lacks chunk {idx}"),
+            detail: format!("attachment blob {id} lacks chunk {idx}"),
         })
 }
 
 /// All bytes of a blob, for inline (`attachments=true` JSON) answers, where
 /// CouchDB also builds the whole base64 string.
 pub(crate) fn read_blob(conn: &Connection, digest: &str) -> Result<Vec<u8>, StoreError> {
+    let Some(id) = blob_id(conn, digest)? else {
+        return Err(StoreError::Corrupt {
+            db: String::new(),
+            detail: format!("attachment {digest} is not stored"),
+        });
+    };
     let mut out = Vec::new();
     let mut stmt =
-        conn.prepare_cached("SELECT data FROM att_chunks WHERE digest = ?1 ORDER BY idx")?;
-    let mut rows = stmt.query([digest])?;
+        conn.prepare_cached("SELECT data FROM att_chunks WHERE blob_id = ?1 ORDER BY idx")?;
+    let mut rows = stmt.query([id])?;
     while let Some(row) = rows.next()? {
         let chunk: Vec<u8> = row.get(0)?;
         out.extend_from_slice(&chunk);
@@ -197,7 +219,7 @@ pub(crate) fn read_blob(conn: &Connection, digest: &str) -> Result<Vec<u8>, Stor
 #[derive(Debug)]
 pub struct AttachmentUpload {
     db: crate::Database,
-    temp_key: String,
+    blob_id: i64,
     hasher: Md5,
     buffer: Vec<u8>,
     length: u64,
@@ -217,7 +239,7 @@ impl AttachmentUpload {
         db.upload_started();
         AttachmentUpload {
             db,
-            temp_key: format!("tmp-{}", uuid::Uuid::new_v4().simple()),
+            blob_id: new_blob_id(),
             hasher: Md5::new(),
             buffer: Vec::with_capacity(CHUNK_SIZE),
             length: 0,
@@ -246,16 +268,16 @@ impl AttachmentUpload {
         let chunk = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK_SIZE));
         self.hasher.update(&chunk);
         self.length += chunk.len() as u64;
-        let key = self.temp_key.clone();
+        let id = self.blob_id;
         let idx = self.next_idx;
         self.next_idx += 1;
         self.db
             .write(1, move |ctx| {
                 ctx.conn
                     .prepare_cached(
-                        "INSERT INTO att_chunks (digest, idx, data) VALUES (?1, ?2, ?3)",
+                        "INSERT INTO att_chunks (blob_id, idx, data) VALUES (?1, ?2, ?3)",
                     )?
-                    .execute(params![key, idx, chunk])?;
+                    .execute(params![id, idx, chunk])?;
                 Ok(())
             })
             .await
@@ -267,7 +289,7 @@ impl AttachmentUpload {
         self.flush().await?;
         let digest = digest_string(&std::mem::take(&mut self.hasher).finalize());
         let length = self.length;
-        let key = self.temp_key.clone();
+        let id = self.blob_id;
         let staged = StagedBlob {
             digest: digest.clone(),
             length,
@@ -275,16 +297,15 @@ impl AttachmentUpload {
         self.db
             .write(1, move |ctx| {
                 if has_blob(ctx.conn, &digest)? {
+                    // Already stored under another blob: drop this copy.
                     ctx.conn
-                        .execute("DELETE FROM att_chunks WHERE digest = ?1", [&key])?;
+                        .execute("DELETE FROM att_chunks WHERE blob_id = ?1", [id])?;
                 } else {
-                    ctx.conn.execute(
-                        "UPDATE att_chunks SET digest = ?1 WHERE digest = ?2",
-                        [&digest, &key],
-                    )?;
                     ctx.conn
-                        .prepare_cached("INSERT INTO att_blobs (digest, length) VALUES (?1, ?2)")?
-                        .execute(params![digest, length as i64])?;
+                        .prepare_cached(
+                            "INSERT INTO att_blobs (digest, blob_id, length) VALUES (?1, ?2, ?3)",
+                        )?
+                        .execute(params![digest, id, length as i64])?;
                 }
                 Ok(())
             })
@@ -303,7 +324,7 @@ impl Drop for AttachmentUpload {
 #[derive(Debug)]
 pub struct AttachmentReader {
     db: crate::Database,
-    digest: String,
+    blob_id: i64,
     chunks: u64,
     next: u64,
 }
@@ -314,11 +335,11 @@ impl AttachmentReader {
         if self.next >= self.chunks {
             return Ok(None);
         }
-        let digest = self.digest.clone();
+        let id = self.blob_id;
         let idx = self.next;
         self.next += 1;
         self.db
-            .read(move |conn| read_chunk(conn, &digest, idx))
+            .read(move |conn| read_chunk(conn, id, idx))
             .await
             .map(Some)
     }
@@ -339,7 +360,7 @@ impl crate::Database {
         rev: Option<revtree::RevId>,
     ) -> Result<(AttachmentMeta, AttachmentReader), StoreError> {
         let (id, name) = (id.to_string(), name.to_string());
-        let (meta, chunks) = self
+        let (meta, (blob_id, chunks)) = self
             .read(move |conn| {
                 let row =
                     crate::read::load_row(conn, &id)?.ok_or(StoreError::DocNotFound("missing"))?;
@@ -367,19 +388,18 @@ impl crate::Database {
                     .map(|(_, m)| m)
                     .ok_or(StoreError::DocNotFound("Document is missing attachment"))?;
                 let chunks =
-                    chunk_count(conn, &meta.digest)?.ok_or_else(|| StoreError::Corrupt {
+                    blob_chunks(conn, &meta.digest)?.ok_or_else(|| StoreError::Corrupt {
                         db: String::new(),
                         detail: format!("attachment bytes {} are missing", meta.digest),
                     })?;
                 Ok((meta, chunks))
             })
             .await?;
-        let digest = meta.digest.clone();
         Ok((
             meta,
             AttachmentReader {
                 db: self.clone(),
-                digest,
+                blob_id,
                 chunks,
                 next: 0,
             },

@@ -61,20 +61,23 @@ impl Database {
                 }
             }
             drop(rows);
-            let stored: Vec<String> = ctx
+            let stored: Vec<(String, i64)> = ctx
                 .conn
-                .prepare("SELECT digest FROM att_blobs")?
-                .query_map([], |r| r.get(0))?
+                .prepare("SELECT digest, blob_id FROM att_blobs")?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
-            for digest in stored.iter().filter(|d| !referenced.contains(*d)) {
+            for (digest, id) in stored.iter().filter(|(d, _)| !referenced.contains(d)) {
                 ctx.conn
-                    .execute("DELETE FROM att_chunks WHERE digest = ?1", [digest])?;
+                    .execute("DELETE FROM att_chunks WHERE blob_id = ?1", [id])?;
                 ctx.conn
                     .execute("DELETE FROM att_blobs WHERE digest = ?1", [digest])?;
             }
             if !uploads_running {
-                ctx.conn
-                    .execute("DELETE FROM att_chunks WHERE digest LIKE 'tmp-%'", [])?;
+                // Chunks of uploads that never finished belong to no blob.
+                ctx.conn.execute(
+                    "DELETE FROM att_chunks WHERE blob_id NOT IN (SELECT blob_id FROM att_blobs)",
+                    [],
+                )?;
             }
             Ok(())
         })

@@ -71,14 +71,15 @@ CREATE TABLE IF NOT EXISTS local_docs (
 -- Attachment bytes, stored once per digest and shared by every revision and
 -- document that has them, in chunks so no attachment sits whole in memory.
 CREATE TABLE IF NOT EXISTS att_blobs (
-    digest TEXT PRIMARY KEY,
-    length INTEGER NOT NULL
+    digest  TEXT PRIMARY KEY,
+    blob_id INTEGER NOT NULL,
+    length  INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS att_chunks (
-    digest TEXT NOT NULL,
-    idx    INTEGER NOT NULL,
-    data   BLOB NOT NULL,
-    PRIMARY KEY (digest, idx)
+    blob_id INTEGER NOT NULL,
+    idx     INTEGER NOT NULL,
+    data    BLOB NOT NULL,
+    PRIMARY KEY (blob_id, idx)
 );
 ";
 
@@ -99,7 +100,7 @@ pub fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<
     // copy pages into the main file far less often.
     conn.pragma_update(None, "wal_autocheckpoint", 8192)?;
     // A 32 MiB page cache per connection keeps hot index pages in memory.
-    conn.pragma_update(None, "cache_size", -32768)?;
+    conn.pragma_update(None, "cache_size", -8192)?;
     // Savepoint sub-journals and sort spills stay in memory, not temp files.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     Ok(())
