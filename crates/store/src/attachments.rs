@@ -211,6 +211,29 @@ pub(crate) fn read_blob(conn: &Connection, digest: &str) -> Result<Vec<u8>, Stor
     Ok(out)
 }
 
+/// The content of an attachment as clients see it: stored bytes, inflated
+/// when they were stored gzip-encoded (as CouchDB's replicator sends text).
+pub(crate) fn read_identity(
+    conn: &Connection,
+    meta: &AttachmentMeta,
+) -> Result<Vec<u8>, StoreError> {
+    let stored = read_blob(conn, &meta.digest)?;
+    match meta.encoding.as_deref() {
+        Some("gzip") => {
+            use std::io::Read;
+            let mut out = Vec::with_capacity(meta.length as usize);
+            flate2::read::GzDecoder::new(&stored[..])
+                .read_to_end(&mut out)
+                .map_err(|e| StoreError::Corrupt {
+                    db: String::new(),
+                    detail: format!("gzip attachment {} does not inflate: {e}", meta.digest),
+                })?;
+            Ok(out)
+        }
+        _ => Ok(stored),
+    }
+}
+
 /// An attachment upload in progress: bytes arrive in pieces (from a
 /// multipart body or a standalone attachment PUT) and are written chunk by
 /// chunk, each chunk a small write of its own, so a large upload neither sits

@@ -23,6 +23,7 @@ mod local;
 pub mod name;
 mod read;
 mod schema;
+pub mod selector;
 mod server_uuid;
 mod update;
 mod writer;

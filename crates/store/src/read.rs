@@ -342,7 +342,7 @@ pub(crate) fn rev_json(
                 if follows {
                     meta.follows_json()
                 } else {
-                    meta.inline_json(&attachments::read_blob(conn, &meta.digest)?)
+                    meta.inline_json(&attachments::read_identity(conn, meta)?)
                 }
             } else {
                 meta.stub_json()

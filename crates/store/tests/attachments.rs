@@ -187,3 +187,54 @@ async fn replicated_stubs_resolve_by_digest_and_atts_since_skips_known_bytes() {
         .await;
     assert!(matches!(bad, Err(StoreError::MissingStub(_))));
 }
+
+#[tokio::test]
+async fn gzip_encoded_attachments_are_kept_encoded_and_inflated_for_inline_json() {
+    use std::io::Write;
+    let t = TempStore::new();
+    let db = t.db("gzip").await;
+    let text = b"hello hello hello hello, compressible text".to_vec();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&text).unwrap();
+    let gz = gz.finish().unwrap();
+    let mut upload = db.begin_attachment();
+    upload.write(&gz).await.unwrap();
+    let staged = upload.finish().await.unwrap();
+    let mut input = doc(json!({"_id": "z", "_revisions": {"start": 1, "ids": ["a"]}}));
+    input.attachments.push((
+        "t.txt".into(),
+        AttachmentInput::Staged {
+            content_type: "text/plain".into(),
+            digest: staged.digest.clone(),
+            length: text.len() as u64,
+            revpos: Some(1),
+            encoding: Some("gzip".into()),
+            encoded_length: Some(gz.len() as u64),
+        },
+    ));
+    db.bulk_docs(vec![input], false).await.unwrap();
+    let stub = &get(&db, "z").await["_attachments"]["t.txt"];
+    assert_eq!(
+        (stub["encoding"].as_str(), stub["length"].as_u64()),
+        (Some("gzip"), Some(text.len() as u64))
+    );
+    assert_eq!(
+        stub["digest"],
+        store::digest_of(&gz).as_str(),
+        "CouchDB's digest of the stored (encoded) bytes"
+    );
+    let inline = get_with(
+        &db,
+        "z",
+        GetOptions {
+            attachments: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    use base64::Engine;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(inline["_attachments"]["t.txt"]["data"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(data, text);
+}
