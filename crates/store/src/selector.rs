@@ -72,6 +72,13 @@ impl Selector {
     /// Parses and validates a selector (a JSON object), normalizing it the way
     /// CouchDB does so that matching has CouchDB's results.
     pub fn parse(value: &Value) -> Result<Selector, SelectorError> {
+        // First, so that nothing below (error messages included) recurses
+        // deeper than this.
+        if nesting_exceeds(value, MAX_DEPTH) {
+            return Err(SelectorError(format!(
+                "Selector is nested more than {MAX_DEPTH} levels deep"
+            )));
+        }
         let Value::Object(map) = value else {
             return Err(SelectorError(format!(
                 "Selector must be a JSON object, not: {}",
@@ -83,11 +90,6 @@ impl Selector {
             return Ok(Selector {
                 root: Node::And(Vec::new()),
             });
-        }
-        if nesting_exceeds(value, MAX_DEPTH) {
-            return Err(SelectorError(format!(
-                "Selector is nested more than {MAX_DEPTH} levels deep"
-            )));
         }
         let root = push_negations(parse_node(value, &[])?);
         if let Node::Field { path, .. } = &root
@@ -2324,6 +2326,11 @@ mod tests {
             selector = json!({ "$and": [selector] });
         }
         assert!(parse_error(selector).contains("nested"));
+        let mut deep_array = json!(1);
+        for _ in 0..1000 {
+            deep_array = Value::Array(vec![deep_array]);
+        }
+        assert!(parse_error(deep_array).contains("nested"));
         let mut shallow = json!({"a": 1});
         for _ in 0..50 {
             shallow = json!({ "$and": [shallow] });
