@@ -434,6 +434,10 @@ impl RevTree {
     /// revisions, so the store can drop their bodies.
     pub fn stem(&mut self, limit: u32) -> Vec<RevId> {
         let limit = limit.max(1) as u64;
+        // No chain can be longer than the whole tree: nothing to cut.
+        if self.nodes.len() as u64 <= limit {
+            return Vec::new();
+        }
         // For each kept revision, the most generations still allowed above it.
         let mut budget: HashMap<RevId, u64> = HashMap::new();
         for leaf in self.leaves() {

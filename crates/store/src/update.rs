@@ -79,6 +79,12 @@ impl Database {
     }
 }
 
+/// A body's JSON text: serde_json's writer, which is several times faster
+/// than going through `Display` for kilobyte-sized documents.
+fn json_text(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "{}".into())
+}
+
 fn is_local(doc: &DocInput) -> bool {
     doc.id
         .as_deref()
@@ -230,7 +236,7 @@ fn interactive_edit(
         return Ok(Err(DocFailure::conflict()));
     };
     let key = stored.as_ref().map_or_else(|| allocate_key(ctx), |s| s.key);
-    let body_text = body.to_string();
+    let body_text = json_text(&body);
     let written = write_revision(ctx.conn, key, &new_rev, &body_text, &atts)?;
     finish_update(ctx, id, key, stored.as_ref(), tree, Some(written))?;
     Ok(Ok(new_rev.to_string()))
@@ -284,7 +290,7 @@ fn replicated_edit(
             };
             atts.push((name, meta));
         }
-        let body_text = Value::Object(doc.body).to_string();
+        let body_text = json_text(&Value::Object(doc.body));
         written = Some(write_revision(ctx.conn, key, &leaf, &body_text, &atts)?);
     }
     finish_update(ctx, id, key, stored.as_ref(), tree, written)?;
