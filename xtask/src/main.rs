@@ -1,7 +1,8 @@
 //! `cargo xtask <task>`: the project's developer tasks, in Rust so they run
 //! the same on every machine.
 //!
-//! - `test`: everything the test suite needs, then the whole suite.
+//! - `test`: everything the test suite needs (the `recliner` binary, the npm
+//!   clients of the interop tests), then the whole suite.
 //! - `bench store`: the store's throughput and memory figures (BENCHMARKS.md).
 
 use std::path::{Path, PathBuf};
@@ -57,14 +58,62 @@ fn run(mut cmd: Command) -> Result<(), String> {
 }
 
 /// The whole test suite. The end-to-end tests start the real `recliner`
-/// binary, so it is built first, in the same profile as the tests.
+/// binary, so it is built first, in the same profile as the tests; the
+/// interop tests run real npm clients, installed here when needed.
 fn test(extra: &[String]) -> Result<(), String> {
+    interop_packages()?;
     let mut build = cargo();
     build.args(["build", "--package", "server", "--bin", "recliner"]);
     run(build)?;
     let mut tests = cargo();
     tests.args(["test", "--workspace"]).args(extra);
     run(tests)
+}
+
+/// The interop tests' npm packages (PouchDB, nano), pinned by
+/// `tests/interop/package-lock.json`: `npm ci` when `node_modules` is missing
+/// or older than the lock (or package.json), else nothing. npm writes
+/// `node_modules/.package-lock.json` last, once an install is complete, so its
+/// time stands for the installed tree (an interrupted install has none).
+fn interop_packages() -> Result<(), String> {
+    let dir = workspace_root().join("tests").join("interop");
+    let installed = modified(&dir.join("node_modules").join(".package-lock.json"));
+    let wanted = ["package-lock.json", "package.json"]
+        .iter()
+        .filter_map(|name| modified(&dir.join(name)))
+        .max();
+    if let (Some(installed), Some(wanted)) = (installed, wanted)
+        && installed >= wanted
+    {
+        eprintln!("xtask: tests/interop/node_modules is up to date");
+        return Ok(());
+    }
+    for tool in ["node", npm()] {
+        let found = Command::new(tool)
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success());
+        if !found {
+            return Err(format!(
+                "`{tool}` is not installed: the interop tests (tests/interop) run PouchDB and \
+                 nano under Node.js 20 or later with npm; install them (Debian: apt-get \
+                 install nodejs npm) and run `cargo xtask test` again"
+            ));
+        }
+    }
+    let mut install = Command::new(npm());
+    install
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(&dir);
+    run(install)
+}
+
+fn npm() -> &'static str {
+    if cfg!(windows) { "npm.cmd" } else { "npm" }
+}
+
+fn modified(path: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
 }
 
 fn bench(args: &[String]) -> Result<(), String> {
