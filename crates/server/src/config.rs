@@ -173,9 +173,6 @@ pub struct FlagOverrides {
     pub log_level: Option<String>,
 }
 
-/// Environment variables that are not settings (they locate the file).
-const ENV_NOT_SETTINGS: &[&str] = &["config"];
-
 impl Config {
     /// Resolves the effective configuration from every layer.
     ///
@@ -213,14 +210,25 @@ impl Config {
     }
 }
 
+/// The settings `RECLINER_*` variables may set: the names of [`Config`]'s
+/// fields. Other `RECLINER_*` variables (`RECLINER_CONFIG`, or ones meant for
+/// other programs) are not settings and are left alone rather than refused.
+fn setting_names() -> Vec<String> {
+    match serde_json::to_value(Config::default()) {
+        Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn env_provider(env: &[(String, String)]) -> figment::providers::Serialized<figment::value::Dict> {
+    let names = setting_names();
     let mut dict = figment::value::Dict::new();
     for (key, value) in env {
         let Some(name) = key.strip_prefix("RECLINER_") else {
             continue;
         };
         let name = name.to_ascii_lowercase();
-        if name.is_empty() || ENV_NOT_SETTINGS.contains(&name.as_str()) {
+        if !names.contains(&name) {
             continue;
         }
         // Parse like figment's Env provider does, so "5984" is a number.
@@ -394,6 +402,17 @@ mod tests {
         let vars = env(&[("RECLINER_DURABILITY", "sometimes")]);
         let err = Config::load(None, &FlagOverrides::default(), &vars).unwrap_err();
         assert!(err.contains("`durability`"), "{err}");
+    }
+
+    #[test]
+    fn recliner_variables_that_are_not_settings_are_left_alone() {
+        let vars = env(&[
+            ("RECLINER_BIN", "/somewhere"),
+            ("RECLINER_", "x"),
+            ("RECLINER_PORT", "7"),
+        ]);
+        let config = Config::load(None, &FlagOverrides::default(), &vars).unwrap();
+        assert_eq!(config.port, 7);
     }
 
     #[test]
