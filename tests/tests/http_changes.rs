@@ -195,3 +195,53 @@ async fn a_client_that_goes_away_does_not_keep_the_server_busy() {
     assert_eq!(c.put("/db/after", json!({})).await.status, 201);
     assert!(started.elapsed() < Duration::from_secs(2));
 }
+
+#[tokio::test]
+async fn a_selector_filter_keeps_only_matching_documents() {
+    let (_d, _s, c) = start().await;
+    for (id, kind, n) in [("a", "fruit", 1), ("b", "veg", 2), ("c", "fruit", 3)] {
+        c.put(
+            &format!("/db/{id}"),
+            json!({"kind": kind, "n": n, "tags": ["x", kind]}),
+        )
+        .await;
+    }
+    let body = json!({"selector": {"kind": "fruit", "n": {"$gt": 1}}});
+    let feed = c.post("/db/_changes?filter=_selector", body).await.json();
+    let ids: Vec<&str> = feed["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["c"]);
+    assert!(
+        feed["results"][0].get("doc").is_none(),
+        "docs only with include_docs"
+    );
+    assert_eq!(feed["last_seq"], 3);
+
+    let with_docs = c
+        .post(
+            "/db/_changes?filter=_selector&include_docs=true",
+            json!({"selector": {"tags": {"$elemMatch": {"$eq": "veg"}}}}),
+        )
+        .await
+        .json();
+    assert_eq!(with_docs["results"][0]["doc"]["_id"], "b");
+
+    let bad = c
+        .post(
+            "/db/_changes?filter=_selector",
+            json!({"selector": {"n": {"$bogus": 1}}}),
+        )
+        .await;
+    assert_eq!(bad.status, 400);
+    assert!(
+        bad.json()["reason"].as_str().unwrap().contains("$bogus"),
+        "{}",
+        bad.text
+    );
+    let missing = c.post("/db/_changes?filter=_selector", json!({})).await;
+    assert_eq!(missing.status, 400);
+}

@@ -40,7 +40,25 @@ enum Feed {
 #[derive(Debug, Clone)]
 enum Filter {
     All,
+    /// `filter=_design`: design documents only.
     Design,
+    /// `filter=_selector`: documents matching a Mango selector.
+    Selector(store::selector::Selector),
+}
+
+impl Filter {
+    /// Whether a row passes; rows must carry their document for selectors.
+    fn passes(&self, row: &ChangeRow) -> bool {
+        match self {
+            Filter::All => true,
+            Filter::Design => row.id.starts_with("_design/"),
+            Filter::Selector(selector) => row
+                .doc
+                .as_ref()
+                .and_then(|d| d.to_value().ok())
+                .is_some_and(|doc| selector.matches(&doc)),
+        }
+    }
 }
 
 /// Everything a feed needs to run.
@@ -152,9 +170,14 @@ pub(crate) async fn changes(
         }
         Some("_design") => filter = Filter::Design,
         Some("_selector") => {
-            return Err(ApiError::NotImplemented(
-                "filter=_selector is not supported yet".into(),
-            ));
+            let Some(selector) = body.get("selector") else {
+                return Err(ApiError::bad_request(
+                    "filter=_selector needs a JSON body with a `selector`",
+                ));
+            };
+            let selector = store::selector::Selector::parse(selector)
+                .map_err(|e| ApiError::bad_request(format!("Invalid selector: {e}")))?;
+            filter = Filter::Selector(selector);
         }
         Some(other) => {
             return Err(ApiError::NotImplemented(format!(
@@ -314,8 +337,13 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreErro
     q.limit = remaining.min(PAGE_ROWS);
     // The pending count is only needed when this page may end the response.
     q.count_pending = remaining <= PAGE_ROWS;
-    if matches!(s.run.filter, Filter::Design) {
+    if !matches!(s.run.filter, Filter::All) {
+        // Counting would include rows the filter drops.
         q.count_pending = false;
+    }
+    if matches!(s.run.filter, Filter::Selector(_)) {
+        // A selector looks at the document, whether or not the client wants it.
+        q.include_docs = true;
     }
     let page = if q.limit == 0 {
         None
@@ -337,7 +365,7 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreErro
     };
     let fetched = page.rows.len();
     for row in &page.rows {
-        if matches!(s.run.filter, Filter::Design) && !row.id.starts_with("_design/") {
+        if !s.run.filter.passes(row) {
             continue;
         }
         let json = row_json(row, s.run.include_docs);
