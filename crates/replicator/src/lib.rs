@@ -2,13 +2,22 @@
 //! to a target, each a local database (called through `store`) or a remote
 //! CouchDB-compatible database (over HTTP).
 //!
-//! This crate will own the replication spec and its validation, the
-//! replication id, checkpoints and their comparison, the changes reader,
-//! `revs_diff`, document fetching (`_bulk_get`, `open_revs`, multipart), the
-//! writer (`_bulk_docs`, multipart `PUT`), statistics and retries. It knows
-//! nothing of axum or of the `_replicator` database; the server drives it.
+//! This crate owns the replication spec and its validation ([`spec`]), the
+//! replication id ([`rep_id`]), checkpoints and their comparison
+//! ([`checkpoint`]); next come the changes reader, `revs_diff`, document
+//! fetching (`_bulk_get`, `open_revs`, multipart), the writer (`_bulk_docs`,
+//! multipart `PUT`), statistics and retries. It knows nothing of axum or of
+//! the `_replicator` database; the server drives it.
+
+pub mod checkpoint;
+pub mod rep_id;
+pub mod spec;
 
 use std::sync::Once;
+
+pub use checkpoint::{HistoryEntry, ReplicationLog, Resume, SeqTracker, compare_logs};
+pub use rep_id::{REP_ID_VERSION, job_id, replication_id};
+pub use spec::{BasicAuth, ChangesFilter, Peer, RemoteDb, ReplicationSpec, SpecError};
 
 /// A `reqwest` client builder ready for HTTPS peers.
 ///
