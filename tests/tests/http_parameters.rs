@@ -39,7 +39,11 @@ async fn document_read_options_show_conflicts_history_and_sequence() {
     // `latest` answers with the leaf the revision leads to (first in winner order).
     let latest = c.get("/db/d?rev=1-a&latest=true").await.json();
     assert_eq!(latest["_rev"], "2-c");
-    assert_eq!(c.get("/db/d?rev=1-a").await.status, 404, "1-a itself has no body here");
+    assert_eq!(
+        c.get("/db/d?rev=1-a").await.status,
+        404,
+        "1-a itself has no body here"
+    );
     let leaf = c.get("/db/d?rev=2-b").await.json();
     assert_eq!(leaf["side"], "b");
     let tomb = c.get("/db/d?rev=3-z").await.json();
