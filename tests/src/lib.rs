@@ -291,3 +291,72 @@ impl Client {
         format!("{}{}", self.base, path)
     }
 }
+
+/// Checks two databases hold the same documents: for every id in either
+/// changes feed, the same leaves (`open_revs=all`), each with the same
+/// `_revisions` history, body and attachment digests and bytes. Panics with
+/// the first difference.
+pub async fn compare_dbs(a: &Client, db_a: &str, b: &Client, db_b: &str) {
+    async fn ids(c: &Client, db: &str) -> Vec<String> {
+        let feed = c.get(&format!("/{db}/_changes")).await.json();
+        let mut ids: Vec<String> = feed["results"]
+            .as_array()
+            .expect("a changes feed")
+            .iter()
+            .map(|r| r["id"].as_str().expect("an id").to_string())
+            .collect();
+        ids.sort();
+        ids
+    }
+    async fn leaves(c: &Client, db: &str, id: &str) -> Vec<serde_json::Value> {
+        let path = format!(
+            "/{db}/{}?open_revs=all&revs=true&attachments=true",
+            percent_encode(id)
+        );
+        let mut leaves: Vec<serde_json::Value> = c
+            .get(&path)
+            .await
+            .json()
+            .as_array()
+            .expect("open_revs answers an array")
+            .iter()
+            .map(|r| r["ok"].clone())
+            .collect();
+        leaves.sort_by(|x, y| x["_rev"].as_str().cmp(&y["_rev"].as_str()));
+        leaves
+    }
+    let (ids_a, ids_b) = (ids(a, db_a).await, ids(b, db_b).await);
+    assert_eq!(ids_a, ids_b, "the same document ids in {db_a} and {db_b}");
+    for id in &ids_a {
+        let (la, lb) = (leaves(a, db_a, id).await, leaves(b, db_b, id).await);
+        assert_eq!(la, lb, "document {id} differs between {db_a} and {db_b}");
+        let winner = |c: &Client, db: &str| {
+            let path = format!("/{db}/{}", percent_encode(id));
+            let c = c.clone();
+            async move { c.get(&path).await.text }
+        };
+        assert_eq!(
+            winner(a, db_a).await,
+            winner(b, db_b).await,
+            "winner of {id}"
+        );
+    }
+}
+
+/// Percent-encodes a document id for a URL path (keeping `_design/`'s slash).
+pub fn percent_encode(id: &str) -> String {
+    let encode = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    match id.strip_prefix("_design/") {
+        Some(rest) => format!("_design/{}", encode(rest)),
+        None => encode(id),
+    }
+}

@@ -39,6 +39,9 @@ pub enum ApiError {
     RangeNotSatisfiable,
     /// 501 `not_implemented`.
     NotImplemented(String),
+    /// 500 with a named error and a reason safe to show (no credentials,
+    /// no internals): a replication that failed, for instance.
+    Failed { error: &'static str, reason: String },
     /// 500 `unknown_error`: a fault of ours. The details are logged, not sent.
     Internal(String),
 }
@@ -101,6 +104,7 @@ impl ApiError {
                 "requested_range_not_satisfiable",
                 "Requested range not satisfiable".into(),
             ),
+            Failed { error, reason } => (StatusCode::INTERNAL_SERVER_ERROR, error, reason.clone()),
             NotImplemented(reason) => (
                 StatusCode::NOT_IMPLEMENTED,
                 "not_implemented",

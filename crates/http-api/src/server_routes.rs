@@ -25,6 +25,7 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/_all_dbs", only(get(all_dbs), "GET,HEAD"))
         .route("/_uuids", only(get(uuids), "GET,HEAD"))
         .route("/_dbs_info", only(post(dbs_info), "POST"))
+        .route("/_replicate", only(post(replicate), "POST"))
 }
 
 /// A route that refuses other methods with CouchDB's 405 `method_not_allowed`.
@@ -132,6 +133,42 @@ async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Res
         });
     }
     Ok(Json(out).into_response())
+}
+
+/// # POST /_replicate
+/// Runs a one-shot replication and answers with its log, as CouchDB does.
+async fn replicate(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    require_json_content_type(request.headers())?;
+    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let body = Value::Object(body);
+    if body.get("cancel").and_then(Value::as_bool) == Some(true) {
+        // No replication runs in the background yet, so there is nothing to cancel.
+        return Err(ApiError::not_found("missing"));
+    }
+    let spec = replicator::ReplicationSpec::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
+    if spec.continuous {
+        return Err(ApiError::NotImplemented(
+            "continuous replications are not supported yet".into(),
+        ));
+    }
+    tracing::info!(source = %spec.source, target = %spec.target, "replication started");
+    match replicator::run_once(&state.store, &spec).await {
+        Ok(log) => {
+            tracing::info!(source = %spec.source, target = %spec.target, "replication completed");
+            Ok(json_response(StatusCode::OK, &log))
+        }
+        Err(replicator::ReplicationError::DbNotFound(what)) => Err(ApiError::Failed {
+            error: "db_not_found",
+            reason: format!("could not open {what}"),
+        }),
+        Err(e) => {
+            tracing::warn!(error = %e, "replication failed");
+            Err(ApiError::Failed {
+                error: "replication_failed",
+                reason: e.to_string(),
+            })
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,12 +10,16 @@
 //! the `_replicator` database; the server drives it.
 
 pub mod checkpoint;
+pub mod endpoint;
+pub mod job;
 pub mod rep_id;
 pub mod spec;
 
 use std::sync::Once;
 
 pub use checkpoint::{HistoryEntry, ReplicationLog, Resume, SeqTracker, compare_logs};
+pub use endpoint::{Endpoint, EndpointError};
+pub use job::{ReplicationError, Stats, run_once};
 pub use rep_id::{REP_ID_VERSION, job_id, replication_id};
 pub use spec::{BasicAuth, ChangesFilter, Peer, RemoteDb, ReplicationSpec, SpecError};
 

@@ -40,9 +40,12 @@ impl AttachmentMeta {
         Value::Object(m)
     }
 
-    /// The inline form with the bytes as base64 `data`.
+    /// The inline form with the content as base64 `data`: always the
+    /// identity bytes, so no encoding information goes with it.
     pub fn inline_json(&self, data: &[u8]) -> Value {
         let mut m = self.base_json();
+        m.remove("encoding");
+        m.remove("encoded_length");
         m.insert(
             "data".into(),
             Value::String(base64::engine::general_purpose::STANDARD.encode(data)),

@@ -144,17 +144,18 @@ fn new_bytes_meta(
             content_type,
             data,
             revpos,
-            encoding,
+            ..
         } => {
+            // Inline data is always the content itself (identity), whatever
+            // `encoding` a client sends along with it.
             let digest = attachments::put_blob(conn, &data)?;
-            let encoded = encoding.as_ref().map(|_| data.len() as u64);
             Some(AttachmentMeta {
                 content_type,
                 length: data.len() as u64,
                 digest,
                 revpos: revpos.unwrap_or(default_revpos),
-                encoding,
-                encoded_length: encoded,
+                encoding: None,
+                encoded_length: None,
             })
         }
         AttachmentInput::Staged {

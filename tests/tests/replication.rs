@@ -1,0 +1,247 @@
+//! One-shot replication through `POST /_replicate`: local to local, and
+//! between two recliner processes over HTTP (pull and push), ending with
+//! identical databases.
+
+use recliner_tests::{Client, TempDir, TestServer, compare_dbs};
+use serde_json::{Value, json};
+
+/// Fills a database with every kind of content a replication must carry.
+async fn fill(c: &Client, db: &str) {
+    assert_eq!(c.put(&format!("/{db}"), json!({})).await.status, 201);
+    let mut docs: Vec<Value> = (0..120)
+        .map(|i| json!({"_id": format!("doc{i:03}"), "n": i}))
+        .collect();
+    docs.push(json!({"_id": "_design/app", "views": {"all": {"map": "function(d){emit(d._id)}"}}}));
+    docs.push(json!({"_id": "ünïcode id", "v": "ok"}));
+    c.post(&format!("/{db}/_bulk_docs"), json!({"docs": docs}))
+        .await;
+    // Updates and a deletion.
+    let r = c.get(&format!("/{db}/doc000")).await.json()["_rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r2 = c
+        .put(
+            &format!("/{db}/doc000?rev={r}"),
+            json!({"n": 0, "edited": true}),
+        )
+        .await
+        .json()["rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.put(
+        &format!("/{db}/doc000?rev={r2}"),
+        json!({"n": 0, "edited": 2}),
+    )
+    .await;
+    let r = c.get(&format!("/{db}/doc001")).await.json()["_rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.delete(&format!("/{db}/doc001?rev={r}")).await;
+    // Conflicts with several branches, one deleted.
+    c.post(
+        &format!("/{db}/_bulk_docs"),
+        json!({"new_edits": false, "docs": [
+            {"_id": "conflicted", "_revisions": {"start": 2, "ids": ["b", "a"]}, "side": "b"},
+            {"_id": "conflicted", "_revisions": {"start": 3, "ids": ["c3", "c", "a"]}, "side": "c"},
+            {"_id": "conflicted", "_revisions": {"start": 2, "ids": ["d", "a"]}, "_deleted": true},
+        ]}),
+    )
+    .await;
+    // Attachments of 0 B, 1 B and 1 MiB.
+    for (name, size) in [("empty.bin", 0usize), ("one.bin", 1), ("mib.bin", 1 << 20)] {
+        let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+        let path = match c.get(&format!("/{db}/files")).await.json()["_rev"].as_str() {
+            Some(rev) => format!("/{db}/files/{name}?rev={rev}"),
+            None => format!("/{db}/files/{name}"),
+        };
+        assert_eq!(
+            c.send_bytes("PUT", &path, bytes, "application/octet-stream")
+                .await
+                .status,
+            201
+        );
+    }
+    // A local document, which must not replicate.
+    c.put(&format!("/{db}/_local/private"), json!({"secret": 1}))
+        .await;
+}
+
+#[tokio::test]
+async fn a_local_replication_copies_everything_and_a_second_run_finds_nothing_new() {
+    let data = TempDir::new("repl-local");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    fill(&c, "source").await;
+
+    let first = c
+        .post(
+            "/_replicate",
+            json!({"source": "source", "target": "target", "create_target": true}),
+        )
+        .await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    let log = first.json();
+    assert_eq!(log["ok"], true);
+    assert_eq!(log["replication_id_version"], 4);
+    assert!(log["history"][0]["docs_written"].as_u64().unwrap() >= 125);
+    assert_eq!(log["history"][0]["doc_write_failures"], 0);
+    compare_dbs(&c, "source", &c, "target").await;
+    assert_eq!(
+        c.get("/target/_local/private").await.status,
+        404,
+        "local documents stay home"
+    );
+
+    let second = c
+        .post(
+            "/_replicate",
+            json!({"source": "source", "target": "target"}),
+        )
+        .await
+        .json();
+    assert_eq!(second["no_changes"], true, "{second}");
+
+    // New changes after the checkpoint are picked up, and only those.
+    c.put("/source/late", json!({"v": 1})).await;
+    let third = c
+        .post(
+            "/_replicate",
+            json!({"source": "source", "target": "target"}),
+        )
+        .await
+        .json();
+    let written = third["history"][0]["docs_written"].as_u64().unwrap();
+    let before = log["history"][0]["docs_written"].as_u64().unwrap();
+    assert_eq!(
+        written,
+        before + 1,
+        "counters continue and only the new document moves"
+    );
+    compare_dbs(&c, "source", &c, "target").await;
+}
+
+#[tokio::test]
+async fn two_servers_replicate_over_http_in_both_directions() {
+    let (da, db) = (TempDir::new("repl-a"), TempDir::new("repl-b"));
+    let (a, b) = (
+        TestServer::start(da.path(), &[]),
+        TestServer::start(db.path(), &[]),
+    );
+    let (ca, cb) = (Client::new(&a), Client::new(&b));
+    fill(&ca, "data").await;
+
+    // Pull: B runs the job with A as the source.
+    let pull = cb
+        .post(
+            "/_replicate",
+            json!({"source": a.url("/data"), "target": "pulled", "create_target": true}),
+        )
+        .await;
+    assert_eq!(pull.status, 200, "{}", pull.text);
+    compare_dbs(&ca, "data", &cb, "pulled").await;
+
+    // Push: A runs the job with B as the target (credentials in the URL are accepted).
+    let target = b.url("/pushed").replace("http://", "http://admin:hunter2@");
+    let push = ca
+        .post(
+            "/_replicate",
+            json!({"source": "data", "target": target, "create_target": true}),
+        )
+        .await;
+    assert_eq!(push.status, 200, "{}", push.text);
+    compare_dbs(&ca, "data", &cb, "pushed").await;
+
+    // Changes on B come back to A.
+    cb.put("/pushed/from-b", json!({"v": "b"})).await;
+    let back = ca
+        .post(
+            "/_replicate",
+            json!({"source": b.url("/pushed"), "target": "data"}),
+        )
+        .await;
+    assert_eq!(back.status, 200, "{}", back.text);
+    compare_dbs(&ca, "data", &cb, "pushed").await;
+}
+
+#[tokio::test]
+async fn filtered_replications_copy_only_what_they_name() {
+    let data = TempDir::new("repl-filter");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    fill(&c, "src").await;
+    let ids = c
+        .post("/_replicate", json!({"source": "src", "target": "ids", "create_target": true, "doc_ids": ["doc005", "conflicted"]}))
+        .await;
+    assert_eq!(ids.status, 200, "{}", ids.text);
+    let feed = c.get("/ids/_changes").await.json();
+    let got: Vec<&str> = feed["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    let selected = c
+        .post("/_replicate", json!({"source": server.url("/src"), "target": "sel", "create_target": true, "selector": {"n": {"$lt": 3}}}))
+        .await;
+    assert_eq!(selected.status, 200, "{}", selected.text);
+    let rows = c.get("/sel/_all_docs").await.json();
+    let got: Vec<&str> = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        got,
+        ["doc000", "doc002"],
+        "doc001 is deleted, so its tombstone has no n"
+    );
+}
+
+#[tokio::test]
+async fn bad_requests_and_missing_databases_are_named_without_credentials() {
+    let data = TempDir::new("repl-errors");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    let missing = c
+        .post("/_replicate", json!({"source": "nope", "target": "t"}))
+        .await;
+    assert_eq!(
+        (missing.status, missing.json()["error"].as_str()),
+        (500, Some("db_not_found"))
+    );
+    assert!(missing.json()["reason"].as_str().unwrap().contains("nope"));
+    let remote = server.url("/gone").replace("http://", "http://bob:s3cret@");
+    let reply = c
+        .post(
+            "/_replicate",
+            json!({"source": remote, "target": "t", "create_target": true}),
+        )
+        .await;
+    assert_eq!(reply.json()["error"], "db_not_found");
+    assert!(
+        !reply.text.contains("s3cret"),
+        "credentials leaked: {}",
+        reply.text
+    );
+    let bad = c
+        .post(
+            "/_replicate",
+            json!({"source": "a", "target": "b", "worker_processes": -1}),
+        )
+        .await;
+    assert_eq!(
+        (bad.status, bad.json()["error"].as_str()),
+        (400, Some("bad_request"))
+    );
+    assert!(
+        bad.json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("worker_processes")
+    );
+}
