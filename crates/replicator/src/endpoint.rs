@@ -90,12 +90,32 @@ pub enum Endpoint {
     Remote {
         client: reqwest::Client,
         db: RemoteDb,
+        /// Retries of a request that failed transiently.
+        retries: u64,
+        /// Whether the peer answers `_bulk_get` (learned on first use).
+        bulk_get: std::sync::Arc<std::sync::atomic::AtomicU8>,
     },
 }
 
+/// `_bulk_get` support: not yet known, supported, or not.
+const BULK_GET_UNKNOWN: u8 = 0;
+const BULK_GET_YES: u8 = 1;
+const BULK_GET_NO: u8 = 2;
+
+/// First wait before retrying a transient failure; doubles each attempt.
+const RETRY_START: Duration = Duration::from_millis(250);
+/// Longest wait between retries.
+const RETRY_MAX: Duration = Duration::from_secs(10);
+
 impl Endpoint {
-    /// An endpoint for a peer; `timeout` bounds every remote request.
-    pub fn new(peer: &Peer, store: &Store, timeout: Duration) -> Result<Endpoint, EndpointError> {
+    /// An endpoint for a peer; `timeout` bounds every remote request, and
+    /// transient failures are retried `retries` times with backoff.
+    pub fn new(
+        peer: &Peer,
+        store: &Store,
+        timeout: Duration,
+        retries: u64,
+    ) -> Result<Endpoint, EndpointError> {
         match peer {
             Peer::Local(name) => Ok(Endpoint::Local {
                 store: store.clone(),
@@ -114,6 +134,10 @@ impl Endpoint {
                 Ok(Endpoint::Remote {
                     client,
                     db: db.clone(),
+                    retries,
+                    bulk_get: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
+                        BULK_GET_UNKNOWN,
+                    )),
                 })
             }
         }
@@ -140,14 +164,41 @@ impl Endpoint {
         }
     }
 
-    /// One HTTP request to a remote peer, JSON in and out.
+    /// One HTTP request to a remote peer, JSON in and out, retried with
+    /// exponential backoff while it fails transiently (connection errors,
+    /// timeouts, truncated bodies, 408, 429, 5xx).
     async fn call(
         &self,
         method: Method,
         path: &str,
         body: Option<&Value>,
     ) -> Result<(StatusCode, Value), EndpointError> {
-        let Endpoint::Remote { client, db } = self else {
+        let retries = match self {
+            Endpoint::Remote { retries, .. } => *retries,
+            Endpoint::Local { .. } => 0,
+        };
+        let mut wait = RETRY_START;
+        let mut attempt = 0;
+        loop {
+            match self.call_once(method.clone(), path, body).await {
+                Err(e) if e.is_transient() && attempt < retries => {
+                    attempt += 1;
+                    tracing::warn!(error = %e, attempt, "retrying a failed request");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(RETRY_MAX);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn call_once(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<(StatusCode, Value), EndpointError> {
+        let Endpoint::Remote { client, db, .. } = self else {
             return Err(EndpointError::Protocol {
                 url: self.display(),
                 detail: "not remote".into(),
@@ -187,9 +238,10 @@ impl Endpoint {
         let value: Value = if bytes.is_empty() {
             Value::Null
         } else {
-            serde_json::from_slice(&bytes).map_err(|e| EndpointError::Protocol {
+            // A body cut short looks like invalid JSON: worth another try.
+            serde_json::from_slice(&bytes).map_err(|e| EndpointError::Transport {
                 url: shown.clone(),
-                detail: format!("invalid JSON: {e}"),
+                detail: format!("truncated or invalid JSON: {e}"),
             })?
         };
         if status.is_success() || status == StatusCode::NOT_MODIFIED {
@@ -548,6 +600,72 @@ impl Endpoint {
         }
     }
 
+    /// The missing revisions of many documents: one `_bulk_get` request
+    /// when the peer supports it (learned on first use: any error means no,
+    /// as PouchDB decides), else one `open_revs` request per document.
+    pub async fn fetch_many(
+        &self,
+        missing: &[Missing],
+        use_bulk_get: bool,
+    ) -> Result<Vec<Value>, EndpointError> {
+        if let Endpoint::Remote { bulk_get, .. } = self
+            && use_bulk_get
+            && bulk_get.load(std::sync::atomic::Ordering::Relaxed) != BULK_GET_NO
+        {
+            let requests: Vec<Value> = missing
+                .iter()
+                .flat_map(|m| {
+                    m.revs.iter().map(move |rev| json!({"id": m.id, "rev": rev, "atts_since": m.possible_ancestors}))
+                })
+                .collect();
+            let body = json!({"docs": requests});
+            match self
+                .call(
+                    Method::POST,
+                    "_bulk_get?revs=true&latest=true&attachments=true",
+                    Some(&body),
+                )
+                .await
+            {
+                Ok((_, answer)) => {
+                    bulk_get.store(BULK_GET_YES, std::sync::atomic::Ordering::Relaxed);
+                    let mut seen = std::collections::HashSet::new();
+                    let mut docs = Vec::new();
+                    for result in answer
+                        .get("results")
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                    {
+                        for doc in result
+                            .get("docs")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                        {
+                            let Some(ok) = doc.get("ok") else { continue };
+                            let key = (ok.get("_id").cloned(), ok.get("_rev").cloned());
+                            if seen.insert(key) {
+                                docs.push(ok.clone());
+                            }
+                        }
+                    }
+                    return Ok(docs);
+                }
+                Err(e) if e.is_transient() => return Err(e),
+                Err(e) => {
+                    tracing::info!(peer = %self.display(), error = %e, "_bulk_get unavailable; fetching documents one by one");
+                    bulk_get.store(BULK_GET_NO, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
+        let mut docs = Vec::new();
+        for m in missing {
+            docs.extend(self.fetch(m).await?);
+        }
+        Ok(docs)
+    }
+
     /// Writes replicated revisions (`new_edits=false`); returns the
     /// documents the target refused.
     pub async fn write(&self, docs: Vec<Value>) -> Result<Vec<WriteFailure>, EndpointError> {
@@ -574,11 +692,30 @@ impl Endpoint {
                     .collect())
             }
             Endpoint::Remote { .. } => {
-                let body = json!({"docs": docs, "new_edits": false});
-                let (_, answer) = self.call(Method::POST, "_bulk_docs", Some(&body)).await?;
-                let rows = answer.as_array().cloned().unwrap_or_default();
-                Ok(rows
-                    .iter()
+                let mut failures = Vec::new();
+                for chunk in chunk_by_bytes(docs, MAX_WRITE_BYTES) {
+                    failures.extend(self.write_remote(chunk).await?);
+                }
+                Ok(failures)
+            }
+        }
+    }
+
+    /// One `_bulk_docs` request; a 413 splits the batch and retries the
+    /// halves, down to a single document the target then refuses.
+    fn write_remote(
+        &self,
+        docs: Vec<Value>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Vec<WriteFailure>, EndpointError>> + Send + '_>,
+    > {
+        Box::pin(async move {
+            let body = json!({"docs": docs, "new_edits": false});
+            match self.call(Method::POST, "_bulk_docs", Some(&body)).await {
+                Ok((_, answer)) => Ok(answer
+                    .as_array()
+                    .into_iter()
+                    .flatten()
                     .filter(|row| row.get("error").is_some())
                     .map(|row| {
                         let text =
@@ -589,9 +726,39 @@ impl Endpoint {
                             reason: text("reason"),
                         }
                     })
-                    .collect())
+                    .collect()),
+                Err(EndpointError::Http {
+                    status: 413,
+                    error,
+                    reason,
+                    ..
+                }) => {
+                    let Value::Object(mut body) = body else {
+                        return Ok(Vec::new());
+                    };
+                    let Some(Value::Array(mut docs)) = body.remove("docs") else {
+                        return Ok(Vec::new());
+                    };
+                    if docs.len() <= 1 {
+                        let id = docs
+                            .first()
+                            .and_then(|d| d.get("_id"))
+                            .and_then(Value::as_str)
+                            .unwrap_or("");
+                        return Ok(vec![WriteFailure {
+                            id: id.to_string(),
+                            error,
+                            reason,
+                        }]);
+                    }
+                    let second = docs.split_off(docs.len() / 2);
+                    let mut failures = self.write_remote(docs).await?;
+                    failures.extend(self.write_remote(second).await?);
+                    Ok(failures)
+                }
+                Err(e) => Err(e),
             }
-        }
+        })
     }
 
     /// `_ensure_full_commit`: everything written is durable.
@@ -604,6 +771,31 @@ impl Endpoint {
                 .map(|_| ()),
         }
     }
+}
+
+/// The most JSON one `_bulk_docs` request carries, as CouchDB's replicator
+/// flushes: large enough to amortize requests, small enough for any peer.
+const MAX_WRITE_BYTES: usize = 4 << 20;
+
+/// Splits documents into runs whose JSON stays under `limit` bytes (a lone
+/// larger document still gets a run of its own).
+fn chunk_by_bytes(docs: Vec<Value>, limit: usize) -> Vec<Vec<Value>> {
+    let mut chunks = Vec::new();
+    let mut current = Vec::new();
+    let mut size = 0;
+    for doc in docs {
+        let len = serde_json::to_vec(&doc).map(|v| v.len()).unwrap_or(0);
+        if !current.is_empty() && size + len > limit {
+            chunks.push(std::mem::take(&mut current));
+            size = 0;
+        }
+        size += len;
+        current.push(doc);
+    }
+    if !current.is_empty() {
+        chunks.push(current);
+    }
+    chunks
 }
 
 /// Our own sequences are integers; a peer's opaque `N-...` strings start with theirs.
@@ -628,5 +820,53 @@ fn encode_doc_id(id: &str) -> String {
     match id.strip_prefix("_design/") {
         Some(rest) => format!("_design/{}", form_encode(rest)),
         None => form_encode(id),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_are_split_by_size_and_a_large_document_goes_alone() {
+        let doc = |n: usize| json!({"_id": "x", "pad": "p".repeat(n)});
+        let chunks = chunk_by_bytes(vec![doc(10), doc(10), doc(100), doc(10)], 80);
+        let sizes: Vec<usize> = chunks.iter().map(Vec::len).collect();
+        assert_eq!(sizes, [2, 1, 1]);
+        assert!(chunk_by_bytes(Vec::new(), 80).is_empty());
+    }
+
+    #[test]
+    fn only_transport_errors_and_server_trouble_are_retried() {
+        let http = |status| EndpointError::Http {
+            url: String::new(),
+            status,
+            error: String::new(),
+            reason: String::new(),
+        };
+        assert!(
+            http(500).is_transient()
+                && http(503).is_transient()
+                && http(429).is_transient()
+                && http(408).is_transient()
+        );
+        for status in [400, 401, 403, 404, 409, 412] {
+            assert!(!http(status).is_transient(), "{status}");
+        }
+        assert!(
+            EndpointError::Transport {
+                url: String::new(),
+                detail: String::new()
+            }
+            .is_transient()
+        );
+        assert!(!EndpointError::NotFound(String::new()).is_transient());
+    }
+
+    #[test]
+    fn sequences_from_peers_start_with_their_number() {
+        assert_eq!(seq_number(&json!(12)), 12);
+        assert_eq!(seq_number(&json!("34-g1AAAA")), 34);
+        assert_eq!(seq_number(&json!(null)), 0);
     }
 }

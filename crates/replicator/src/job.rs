@@ -71,8 +71,8 @@ fn http_date(t: SystemTime) -> String {
 /// `replication_id_version`, `history` (and `no_changes` when nothing moved).
 pub async fn run_once(store: &Store, spec: &ReplicationSpec) -> Result<Value, ReplicationError> {
     let timeout = Duration::from_millis(spec.connection_timeout);
-    let source = Endpoint::new(&spec.source, store, timeout)?;
-    let target = Endpoint::new(&spec.target, store, timeout)?;
+    let source = Endpoint::new(&spec.source, store, timeout, spec.retries_per_request)?;
+    let target = Endpoint::new(&spec.target, store, timeout, spec.retries_per_request)?;
     let not_found = |e: EndpointError, side: &Endpoint| match e {
         EndpointError::NotFound(_) => ReplicationError::DbNotFound(side.display()),
         other => other.into(),
@@ -145,10 +145,7 @@ pub async fn run_once(store: &Store, spec: &ReplicationSpec) -> Result<Value, Re
         stats.missing_checked += asked.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
         let missing = target.revs_diff(&asked).await?;
         stats.missing_found += missing.iter().map(|m| m.revs.len() as u64).sum::<u64>();
-        let mut docs = Vec::new();
-        for m in &missing {
-            docs.extend(source.fetch(m).await?);
-        }
+        let docs = source.fetch_many(&missing, spec.use_bulk_get).await?;
         stats.docs_read += docs.len() as u64;
         let count = docs.len() as u64;
         let failures = target.write(docs).await?;
