@@ -2,6 +2,8 @@
 //! between two recliner processes over HTTP (pull and push), ending with
 //! identical databases.
 
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
 use recliner_tests::{Client, TempDir, TestServer, compare_dbs};
 use serde_json::{Value, json};
 
@@ -244,4 +246,78 @@ async fn bad_requests_and_missing_databases_are_named_without_credentials() {
             .unwrap()
             .contains("worker_processes")
     );
+}
+
+/// Polls until `check` holds, for at most `secs` seconds.
+async fn eventually(secs: u64, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_continuous_replication_delivers_new_changes_until_cancelled() {
+    let (da, db) = (TempDir::new("cont-a"), TempDir::new("cont-b"));
+    let (a, b) = (
+        TestServer::start(da.path(), &[]),
+        TestServer::start(db.path(), &[]),
+    );
+    let (ca, cb) = (Client::new(&a), Client::new(&b));
+    ca.put("/live", json!({})).await;
+    ca.put("/live/before", json!({"v": 0})).await;
+    let spec = json!({"source": a.url("/live"), "target": "mirror", "create_target": true, "continuous": true});
+    let started = cb.post("/_replicate", spec.clone()).await;
+    assert_eq!(started.status, 202, "{}", started.text);
+    let id = started.json()["_local_id"].as_str().unwrap().to_string();
+    assert!(id.ends_with("+continuous+create_target"), "{id}");
+    assert!(eventually(5, async || cb.get("/mirror/before").await.status == 200).await);
+
+    let written = std::time::Instant::now();
+    ca.put("/live/new", json!({"v": 1})).await;
+    assert!(eventually(5, async || cb.get("/mirror/new").await.status == 200).await);
+    assert!(
+        written.elapsed() < std::time::Duration::from_secs(2),
+        "took {:?}",
+        written.elapsed()
+    );
+
+    let cancel = cb
+        .post("/_replicate", json!({"replication_id": id, "cancel": true}))
+        .await;
+    assert_eq!(
+        (cancel.status, cancel.json()["_local_id"].as_str()),
+        (200, Some(id.as_str()))
+    );
+    let again = cb
+        .post("/_replicate", json!({"replication_id": id, "cancel": true}))
+        .await;
+    assert_eq!(again.status, 404);
+    ca.put("/live/after-cancel", json!({})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        cb.get("/mirror/after-cancel").await.status,
+        404,
+        "a cancelled job copies nothing more"
+    );
+}
+
+#[tokio::test]
+async fn a_local_continuous_replication_is_cancelled_by_its_spec() {
+    let data = TempDir::new("cont-local");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/one", json!({})).await;
+    let spec = json!({"source": "one", "target": "two", "create_target": true, "continuous": true});
+    assert_eq!(c.post("/_replicate", spec.clone()).await.status, 202);
+    c.put("/one/x", json!({})).await;
+    assert!(eventually(5, async || c.get("/two/x").await.status == 200).await);
+    let mut cancel = spec.clone();
+    cancel["cancel"] = json!(true);
+    assert_eq!(c.post("/_replicate", cancel).await.status, 200);
+    compare_dbs(&c, "one", &c, "two").await;
 }

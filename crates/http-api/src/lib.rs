@@ -155,13 +155,21 @@ pub fn validate_config(config: &ApiConfig) -> Result<(), String> {
 pub struct AppState {
     pub store: Store,
     pub config: ApiConfig,
+    /// Replications running in the background (continuous `/_replicate`).
+    pub replications: replicator::Replications,
 }
 
 impl AppState {
     pub fn new(store: Store) -> AppState {
+        AppState::with_config(store, ApiConfig::default())
+    }
+
+    pub fn with_config(store: Store, config: ApiConfig) -> AppState {
+        let replications = replicator::Replications::new(store.clone());
         AppState {
             store,
-            config: ApiConfig::default(),
+            config,
+            replications,
         }
     }
 }

@@ -142,13 +142,30 @@ async fn replicate(State(state): State<AppState>, request: Request) -> Result<Re
     let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
     let body = Value::Object(body);
     if body.get("cancel").and_then(Value::as_bool) == Some(true) {
-        // No replication runs in the background yet, so there is nothing to cancel.
-        return Err(ApiError::not_found("missing"));
+        let id = match body.get("replication_id").and_then(Value::as_str) {
+            Some(id) => id.to_string(),
+            None => {
+                let spec = replicator::ReplicationSpec::parse(&body)
+                    .map_err(|e| ApiError::bad_request(e.0))?;
+                replicator::job_id(state.store.server_uuid(), &spec)
+            }
+        };
+        if state.replications.cancel(&id) {
+            return Ok(json_response(
+                StatusCode::OK,
+                &json!({"ok": true, "_local_id": id}),
+            ));
+        }
+        return Err(ApiError::not_found(format!(
+            "No replication with id {id} is running"
+        )));
     }
     let spec = replicator::ReplicationSpec::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
     if spec.continuous {
-        return Err(ApiError::NotImplemented(
-            "continuous replications are not supported yet".into(),
+        let id = state.replications.start(spec);
+        return Ok(json_response(
+            StatusCode::ACCEPTED,
+            &json!({"ok": true, "_local_id": id}),
         ));
     }
     tracing::info!(source = %spec.source, target = %spec.target, "replication started");

@@ -470,6 +470,47 @@ impl Endpoint {
         }
     }
 
+    /// Waits until the source may have changes after `since`, at most
+    /// `timeout`: a local database's update channel, or a remote longpoll
+    /// feed. Returns early on `stop`.
+    pub async fn wait_for_changes(
+        &self,
+        since: &Value,
+        timeout: Duration,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<(), EndpointError> {
+        match self {
+            Endpoint::Local { .. } => {
+                let db = self.local().await?;
+                let mut rx = db.subscribe();
+                if *rx.borrow_and_update() > seq_number(since) {
+                    return Ok(());
+                }
+                tokio::select! {
+                    _ = rx.changed() => {}
+                    _ = stop.changed() => {}
+                    _ = tokio::time::sleep(timeout) => {}
+                }
+                Ok(())
+            }
+            Endpoint::Remote { .. } => {
+                let since_text = match since {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let path = format!(
+                    "_changes?feed=longpoll&limit=1&since={}&timeout={}",
+                    form_encode(&since_text),
+                    timeout.as_millis()
+                );
+                tokio::select! {
+                    answer = self.call_once(Method::GET, &path, None) => answer.map(|_| ()),
+                    _ = stop.changed() => Ok(()),
+                }
+            }
+        }
+    }
+
     /// `_revs_diff`: which of these revisions the database lacks.
     pub async fn revs_diff(
         &self,

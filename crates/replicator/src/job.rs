@@ -70,6 +70,21 @@ fn http_date(t: SystemTime) -> String {
 /// `POST /_replicate`: `ok`, `session_id`, `source_last_seq`,
 /// `replication_id_version`, `history` (and `no_changes` when nothing moved).
 pub async fn run_once(store: &Store, spec: &ReplicationSpec) -> Result<Value, ReplicationError> {
+    let (_keep, stop) = tokio::sync::watch::channel(false);
+    run(store, spec, stop).await
+}
+
+/// How long a continuous replication waits on an idle source before asking again.
+const IDLE_WAIT: Duration = Duration::from_secs(30);
+
+/// Runs a replication. A one-shot one ends when the source has no more
+/// changes; a continuous one keeps waiting for new changes until `stop`
+/// turns true, then checkpoints and returns its log.
+pub async fn run(
+    store: &Store,
+    spec: &ReplicationSpec,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) -> Result<Value, ReplicationError> {
     let timeout = Duration::from_millis(spec.connection_timeout);
     let source = Endpoint::new(&spec.source, store, timeout, spec.retries_per_request)?;
     let target = Endpoint::new(&spec.target, store, timeout, spec.retries_per_request)?;
@@ -125,6 +140,9 @@ pub async fn run_once(store: &Store, spec: &ReplicationSpec) -> Result<Value, Re
     let interval = Duration::from_millis(spec.checkpoint_interval);
 
     loop {
+        if *stop.borrow() {
+            break;
+        }
         let batch = source
             .changes(&since, spec.worker_batch_size, &spec.filter)
             .await?;
@@ -134,7 +152,27 @@ pub async fn run_once(store: &Store, spec: &ReplicationSpec) -> Result<Value, Re
                 since = batch.last_seq;
                 moved = true;
             }
-            break;
+            if !spec.continuous {
+                break;
+            }
+            // Caught up: record progress, then sleep until the source moves.
+            if moved && spec.use_checkpoints && last_checkpoint.elapsed() >= interval {
+                target.ensure_full_commit().await?;
+                checkpoint(
+                    &source,
+                    &target,
+                    &log_id,
+                    (&mut source_rev, &mut target_rev),
+                    &resume.history,
+                    entry(&session_id, &start_time, &start_seq, &since, &stats),
+                )
+                .await?;
+                last_checkpoint = Instant::now();
+            }
+            source
+                .wait_for_changes(&since, IDLE_WAIT, &mut stop)
+                .await?;
+            continue;
         }
         moved = true;
         let asked: Vec<(String, Vec<String>)> = batch

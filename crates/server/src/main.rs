@@ -117,10 +117,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     for system in store::name::SYSTEM_DATABASES {
         store.ensure_db(system).await?;
     }
-    let app = http_api::router(http_api::AppState {
-        store: store.clone(),
-        config: config.api_config(),
-    });
+    let state = http_api::AppState::with_config(store.clone(), config.api_config());
+    let replications = state.replications.clone();
+    let app = http_api::router(state);
     let addr = SocketAddr::new(config.bind, config.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -133,6 +132,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_graceful_shutdown(shutdown_signal())
         .await
         .context("server error")?;
+    // Running replications checkpoint before the databases close.
+    replications.stop_all().await;
     store.close_all().await;
     tracing::info!("stopped");
     Ok(())
