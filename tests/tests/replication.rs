@@ -321,3 +321,61 @@ async fn a_local_continuous_replication_is_cancelled_by_its_spec() {
     assert_eq!(c.post("/_replicate", cancel).await.status, 200);
     compare_dbs(&c, "one", &c, "two").await;
 }
+
+#[tokio::test]
+async fn a_replication_killed_mid_run_resumes_from_its_checkpoint() {
+    let (da, db) = (TempDir::new("kill-a"), TempDir::new("kill-b"));
+    let a = TestServer::start(da.path(), &[]);
+    let ca = Client::new(&a);
+    ca.put("/big", json!({})).await;
+    for chunk in 0..20 {
+        let docs: Vec<Value> = (0..200)
+            .map(|i| json!({"_id": format!("d{chunk:02}-{i:03}"), "pad": "x".repeat(500)}))
+            .collect();
+        ca.post("/big/_bulk_docs", json!({"docs": docs})).await;
+    }
+    let spec = json!({"source": a.url("/big"), "target": "copy", "create_target": true,
+                      "worker_batch_size": 100, "checkpoint_interval": 20});
+
+    // First run: kill the replicating server (SIGKILL) once some documents have arrived.
+    let b = TestServer::start(db.path(), &[]);
+    let cb = Client::new(&b);
+    let runner = {
+        let cb = cb.clone();
+        let spec = spec.clone();
+        tokio::spawn(async move { cb.post("/_replicate", spec).await })
+    };
+    assert!(
+        eventually(20, async || {
+            cb.get("/copy").await.json()["doc_count"]
+                .as_u64()
+                .unwrap_or(0)
+                >= 1000
+        })
+        .await
+    );
+    let pid = b.pid();
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    let _ = runner.await;
+    drop(b);
+
+    // Second run on a restarted server: it resumes past the checkpoint.
+    let b = TestServer::start(db.path(), &[]);
+    let cb = Client::new(&b);
+    let before = cb.get("/copy").await.json()["doc_count"].as_u64().unwrap();
+    let log = cb.post("/_replicate", spec).await.json();
+    let session = &log["history"][0];
+    let resumed_at = session["start_last_seq"].as_u64().unwrap_or(0);
+    assert!(
+        resumed_at > 0,
+        "the second run starts from the checkpoint: {session}"
+    );
+    assert!(
+        before >= 1000 && resumed_at >= 900,
+        "resumed at {resumed_at} with {before} docs copied"
+    );
+    compare_dbs(&ca, "big", &cb, "copy").await;
+}
