@@ -374,7 +374,7 @@ async fn a_replication_killed_mid_run_resumes_from_its_checkpoint() {
         "the second run starts from the checkpoint: {session}"
     );
     assert!(
-        before >= 1000 && resumed_at >= 900,
+        before >= 1000 && resumed_at >= 500,
         "resumed at {resumed_at} with {before} docs copied"
     );
     compare_dbs(&ca, "big", &cb, "copy").await;
