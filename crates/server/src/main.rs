@@ -5,6 +5,7 @@
 //! sets up logging, serves HTTP, and shuts down gracefully on SIGINT/SIGTERM.
 
 mod config;
+mod manager;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -117,6 +118,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     for system in store::name::SYSTEM_DATABASES {
         store.ensure_db(system).await?;
     }
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let manager = tokio::spawn(manager::ReplicatorManager::new(store.clone()).run(shutdown_rx));
     let state = http_api::AppState::with_config(store.clone(), config.api_config());
     let replications = state.replications.clone();
     let app = http_api::router(state);
@@ -133,6 +136,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .await
         .context("server error")?;
     // Running replications checkpoint before the databases close.
+    let _ = shutdown_tx.send(true);
+    let _ = manager.await;
     replications.stop_all().await;
     store.close_all().await;
     tracing::info!("stopped");

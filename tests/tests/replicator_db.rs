@@ -1,0 +1,148 @@
+//! Replications described by documents in the `_replicator` database.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::time::{Duration, Instant};
+
+use recliner_tests::{Client, TempDir, TestServer, compare_dbs};
+use serde_json::{Value, json};
+
+async fn eventually(secs: u64, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+async fn state(c: &Client, id: &str) -> Value {
+    c.get(&format!("/_replicator/{id}")).await.json()
+}
+
+#[tokio::test]
+async fn a_one_shot_document_completes_with_its_stats_written_back() {
+    let data = TempDir::new("repdb-once");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/src", json!({})).await;
+    for i in 0..10 {
+        c.put(&format!("/src/d{i}"), json!({"i": i})).await;
+    }
+    c.put(
+        "/_replicator/once",
+        json!({"source": "src", "target": "dst", "create_target": true}),
+    )
+    .await;
+    assert!(
+        eventually(10, async || state(&c, "once").await["_replication_state"]
+            == "completed")
+        .await
+    );
+    let doc = state(&c, "once").await;
+    assert_eq!(doc["_replication_stats"]["docs_written"], 10);
+    assert!(
+        doc["_replication_state_time"]
+            .as_str()
+            .unwrap()
+            .ends_with('Z')
+    );
+    compare_dbs(&c, "src", &c, "dst").await;
+    // The manager's own write did not start the job again.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(state(&c, "once").await["_rev"], doc["_rev"]);
+}
+
+#[tokio::test]
+async fn invalid_and_duplicate_documents_fail_with_a_reason() {
+    let data = TempDir::new("repdb-bad");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/src", json!({})).await;
+    c.put(
+        "/_replicator/bad",
+        json!({"source": "src", "target": "dst", "worker_processes": "many"}),
+    )
+    .await;
+    assert!(
+        eventually(10, async || state(&c, "bad").await["_replication_state"]
+            == "failed")
+        .await
+    );
+    assert!(
+        state(&c, "bad").await["_replication_state_reason"]
+            .as_str()
+            .unwrap()
+            .contains("worker_processes")
+    );
+
+    let spec =
+        json!({"source": "src", "target": "dst2", "create_target": true, "continuous": true});
+    c.put("/_replicator/first", spec.clone()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.put("/_replicator/second", spec).await;
+    assert!(
+        eventually(10, async || state(&c, "second").await["_replication_state"]
+            == "failed")
+        .await
+    );
+    assert!(
+        state(&c, "second").await["_replication_state_reason"]
+            .as_str()
+            .unwrap()
+            .contains("already started")
+    );
+    assert!(
+        state(&c, "first").await.get("_replication_state").is_none(),
+        "a running continuous job writes no state"
+    );
+}
+
+#[tokio::test]
+async fn a_continuous_document_runs_until_deleted_and_survives_a_kill() {
+    let (da, db) = (TempDir::new("repdb-src"), TempDir::new("repdb-runner"));
+    let source = TestServer::start(da.path(), &[]);
+    let cs = Client::new(&source);
+    cs.put("/live", json!({})).await;
+    cs.put("/live/a", json!({})).await;
+
+    let runner = TestServer::start(db.path(), &[]);
+    let cr = Client::new(&runner);
+    let doc = json!({"source": source.url("/live"), "target": "mirror", "create_target": true, "continuous": true,
+                     "checkpoint_interval": 50});
+    cr.put("/_replicator/live", doc).await;
+    assert!(eventually(10, async || cr.get("/mirror/a").await.status == 200).await);
+    cs.put("/live/b", json!({})).await;
+    assert!(eventually(5, async || cr.get("/mirror/b").await.status == 200).await);
+
+    // SIGKILL the runner; on restart the job resumes from its checkpoint by itself.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    std::process::Command::new("kill")
+        .args(["-9", &runner.pid().to_string()])
+        .status()
+        .unwrap();
+    drop(runner);
+    cs.put("/live/c", json!({})).await;
+    let runner = TestServer::start(db.path(), &[]);
+    let cr = Client::new(&runner);
+    assert!(eventually(10, async || cr.get("/mirror/c").await.status == 200).await);
+    compare_dbs(&cs, "live", &cr, "mirror").await;
+
+    // Deleting the document stops the job.
+    let rev = cr.get("/_replicator/live").await.json()["_rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        cr.delete(&format!("/_replicator/live?rev={rev}"))
+            .await
+            .status,
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cs.put("/live/after", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(cr.get("/mirror/after").await.status, 404);
+}
