@@ -360,3 +360,86 @@ pub fn percent_encode(id: &str) -> String {
         None => encode(id),
     }
 }
+
+/// A TCP proxy on loopback that misbehaves on purpose: it delays data,
+/// cuts connections after a few bytes and resets others, at random, so tests
+/// can show replication survives a bad network. Stops when dropped.
+#[derive(Debug)]
+pub struct FaultProxy {
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FaultProxy {
+    /// Forwards to `target` (`127.0.0.1:PORT`); about one connection in
+    /// `one_in` is cut or reset.
+    pub async fn start(target: std::net::SocketAddr, one_in: u64) -> FaultProxy {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a proxy port");
+        let url = format!("http://{}", listener.local_addr().expect("an address"));
+        let task = tokio::spawn(async move {
+            let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+            let mut next = move || {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                seed
+            };
+            while let Ok((client, _)) = listener.accept().await {
+                let fate = next() % one_in.max(1);
+                let delay_ms = next() % 20;
+                let cut_after = 64 + (next() % 4096) as usize;
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(target).await else {
+                        return;
+                    };
+                    if fate == 0 {
+                        // Reset: close at once without a word.
+                        return;
+                    }
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    let upstream = tokio::spawn(async move {
+                        let mut buf = vec![0u8; 16 * 1024];
+                        while let Ok(n) = cr.read(&mut buf).await {
+                            if n == 0 || sw.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                    let mut buf = vec![0u8; 16 * 1024];
+                    let mut sent = 0usize;
+                    loop {
+                        tokio::time::sleep(std::time::Duration::from_millis(delay_ms)).await;
+                        let Ok(n) = sr.read(&mut buf).await else {
+                            break;
+                        };
+                        if n == 0 {
+                            break;
+                        }
+                        if fate == 1 && sent + n > cut_after {
+                            // Cut mid-answer.
+                            let _ = cw.write_all(&buf[..cut_after.saturating_sub(sent)]).await;
+                            break;
+                        }
+                        if cw.write_all(&buf[..n]).await.is_err() {
+                            break;
+                        }
+                        sent += n;
+                    }
+                    upstream.abort();
+                });
+            }
+        });
+        FaultProxy { url, task }
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -379,3 +379,29 @@ async fn a_replication_killed_mid_run_resumes_from_its_checkpoint() {
     );
     compare_dbs(&ca, "big", &cb, "copy").await;
 }
+
+#[tokio::test]
+async fn replication_through_a_faulty_network_still_ends_identical() {
+    let (da, db) = (TempDir::new("fault-a"), TempDir::new("fault-b"));
+    let (a, b) = (
+        TestServer::start(da.path(), &[]),
+        TestServer::start(db.path(), &[]),
+    );
+    let (ca, cb) = (Client::new(&a), Client::new(&b));
+    fill(&ca, "src").await;
+    let addr: std::net::SocketAddr = a.url.trim_start_matches("http://").parse().unwrap();
+    // One connection in four is reset or cut mid-answer; all are delayed.
+    let proxy = recliner_tests::FaultProxy::start(addr, 4).await;
+    let spec = json!({"source": format!("{}/src", proxy.url), "target": "dst", "create_target": true,
+                      "worker_batch_size": 20, "retries_per_request": 10, "use_bulk_get": false});
+    let mut done = false;
+    for _ in 0..5 {
+        let reply = cb.post("/_replicate", spec.clone()).await;
+        if reply.status == 200 {
+            done = true;
+            break;
+        }
+    }
+    assert!(done, "the replication finishes despite the faults");
+    compare_dbs(&ca, "src", &cb, "dst").await;
+}
