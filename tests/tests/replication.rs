@@ -405,3 +405,38 @@ async fn replication_through_a_faulty_network_still_ends_identical() {
     assert!(done, "the replication finishes despite the faults");
     compare_dbs(&ca, "src", &cb, "dst").await;
 }
+
+#[tokio::test]
+async fn documents_the_target_refuses_are_counted_and_the_checkpoint_moves_past_them() {
+    let (da, db) = (TempDir::new("refuse-a"), TempDir::new("refuse-b"));
+    let a = TestServer::start(da.path(), &[]);
+    // The target refuses documents over 1000 bytes (413 document_too_large).
+    let b = TestServer::start_with_env(db.path(), &[], &[("RECLINER_MAX_DOCUMENT_SIZE", "1000")]);
+    let (ca, cb) = (Client::new(&a), Client::new(&b));
+    ca.put("/src", json!({})).await;
+    let mut docs: Vec<Value> = (0..10)
+        .map(|i| json!({"_id": format!("small{i}"), "v": i}))
+        .collect();
+    docs.push(json!({"_id": "big1", "pad": "x".repeat(2000)}));
+    docs.push(json!({"_id": "big2", "pad": "y".repeat(2000)}));
+    ca.post("/src/_bulk_docs", json!({"docs": docs})).await;
+    cb.put("/dst", json!({})).await;
+
+    let spec = json!({"source": "src", "target": b.url("/dst")});
+    let log = ca.post("/_replicate", spec.clone()).await.json();
+    let session = &log["history"][0];
+    assert_eq!(
+        (
+            session["docs_written"].as_u64(),
+            session["doc_write_failures"].as_u64()
+        ),
+        (Some(10), Some(2)),
+        "{log}"
+    );
+    assert_eq!(cb.get("/dst").await.json()["doc_count"], 10);
+    let again = ca.post("/_replicate", spec).await.json();
+    assert_eq!(
+        again["no_changes"], true,
+        "the refused documents are not retried: {again}"
+    );
+}
