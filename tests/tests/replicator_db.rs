@@ -146,3 +146,58 @@ async fn a_continuous_document_runs_until_deleted_and_survives_a_kill() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     assert_eq!(cr.get("/mirror/after").await.status, 404);
 }
+
+#[tokio::test]
+async fn running_jobs_show_in_active_tasks_and_the_scheduler_without_credentials() {
+    let (da, db) = (TempDir::new("tasks-src"), TempDir::new("tasks-runner"));
+    let source = TestServer::start(da.path(), &[]);
+    let cs = Client::new(&source);
+    cs.put("/live", json!({})).await;
+    cs.put("/live/a", json!({})).await;
+    let runner = TestServer::start(db.path(), &[]);
+    let cr = Client::new(&runner);
+    let url = source
+        .url("/live")
+        .replace("http://", "http://alice:pa55word@");
+    // The second job reads m1, so it must exist before that job starts.
+    cr.put("/m1", json!({})).await;
+    cr.put(
+        "/_replicator/doc-job",
+        json!({"source": url, "target": "m1", "create_target": true, "continuous": true}),
+    )
+    .await;
+    let started = cr
+        .post("/_replicate", json!({"source": "m1", "target": {"url": runner.url("/m2"), "auth": {"basic": {"username": "u", "password": "hunter2"}}}, "create_target": true, "continuous": true}))
+        .await;
+    assert_eq!(started.status, 202, "{}", started.text);
+    assert!(eventually(10, async || cr.get("/m1/a").await.status == 200).await);
+    assert!(
+        eventually(10, async || {
+            let tasks = cr.get("/_active_tasks").await.json();
+            tasks.as_array().unwrap().len() == 2
+                && tasks
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|t| t["doc_id"] == "doc-job" && t["docs_written"] == 1)
+        })
+        .await
+    );
+    let tasks = cr.get("/_active_tasks").await;
+    let jobs = cr.get("/_scheduler/jobs").await;
+    assert_eq!(jobs.json()["total_rows"], 2);
+    assert!(
+        jobs.json()["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["doc_id"] == "doc-job" && j["database"] == "_replicator")
+    );
+    for text in [&tasks.text, &jobs.text] {
+        assert!(
+            !text.contains("pa55word") && !text.contains("hunter2"),
+            "credentials leaked: {text}"
+        );
+        assert!(text.contains("\"type\":\"replication\"") || text.contains("\"jobs\""));
+    }
+}

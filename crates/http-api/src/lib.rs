@@ -18,6 +18,7 @@ mod multipart;
 mod query;
 mod routes;
 mod server_routes;
+mod tasks;
 
 use axum::Router;
 use axum::extract::Request;

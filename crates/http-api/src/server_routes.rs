@@ -26,6 +26,14 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/_uuids", only(get(uuids), "GET,HEAD"))
         .route("/_dbs_info", only(post(dbs_info), "POST"))
         .route("/_replicate", only(post(replicate), "POST"))
+        .route(
+            "/_active_tasks",
+            only(get(crate::tasks::active_tasks), "GET,HEAD"),
+        )
+        .route(
+            "/_scheduler/jobs",
+            only(get(crate::tasks::scheduler_jobs), "GET,HEAD"),
+        )
 }
 
 /// A route that refuses other methods with CouchDB's 405 `method_not_allowed`.

@@ -32,6 +32,36 @@ pub struct Stats {
     pub doc_write_failures: u64,
 }
 
+/// What a running replication has done so far, for `_active_tasks` and
+/// `_scheduler/*`: updated after every batch and checkpoint.
+#[derive(Debug, Default)]
+pub struct Progress(std::sync::Mutex<ProgressSnapshot>);
+
+/// A copy of a replication's progress.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ProgressSnapshot {
+    pub stats: Stats,
+    /// The source's update sequence when last looked at.
+    pub source_seq: Value,
+    /// The last sequence whose changes are written.
+    pub through_seq: Value,
+    /// The last sequence recorded in a checkpoint.
+    pub checkpointed_source_seq: Value,
+    pub updated: Option<SystemTime>,
+}
+
+impl Progress {
+    fn update(&self, f: impl FnOnce(&mut ProgressSnapshot)) {
+        let mut guard = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard);
+        guard.updated = Some(SystemTime::now());
+    }
+
+    pub fn snapshot(&self) -> ProgressSnapshot {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
 /// CouchDB's date format in checkpoint histories: `Sun, 22 Nov 2026 03:58:10 GMT`.
 fn http_date(t: SystemTime) -> String {
     let secs = t
@@ -71,7 +101,7 @@ fn http_date(t: SystemTime) -> String {
 /// `replication_id_version`, `history` (and `no_changes` when nothing moved).
 pub async fn run_once(store: &Store, spec: &ReplicationSpec) -> Result<Value, ReplicationError> {
     let (_keep, stop) = tokio::sync::watch::channel(false);
-    run(store, spec, stop).await
+    run(store, spec, stop, &Progress::default()).await
 }
 
 /// How long a continuous replication waits on an idle source before asking again.
@@ -84,6 +114,7 @@ pub async fn run(
     store: &Store,
     spec: &ReplicationSpec,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    progress: &Progress,
 ) -> Result<Value, ReplicationError> {
     let timeout = Duration::from_millis(spec.connection_timeout);
     let source = Endpoint::new(&spec.source, store, timeout, spec.retries_per_request)?;
@@ -92,7 +123,8 @@ pub async fn run(
         EndpointError::NotFound(_) => ReplicationError::DbNotFound(side.display()),
         other => other.into(),
     };
-    source.info().await.map_err(|e| not_found(e, &source))?;
+    let (source_seq, _) = source.info().await.map_err(|e| not_found(e, &source))?;
+    progress.update(|p| p.source_seq = source_seq);
     if spec.create_target {
         target.create().await?;
     }
@@ -168,6 +200,7 @@ pub async fn run(
                 )
                 .await?;
                 last_checkpoint = Instant::now();
+                progress.update(|p| p.checkpointed_source_seq = since.clone());
             }
             source
                 .wait_for_changes(&since, IDLE_WAIT, &mut stop)
@@ -194,6 +227,10 @@ pub async fn run(
         stats.docs_written += count - failures.len() as u64;
         // A refused document still counts as done: the checkpoint moves past it.
         since = batch.last_seq;
+        progress.update(|p| {
+            p.stats = stats.clone();
+            p.through_seq = since.clone();
+        });
         if spec.use_checkpoints && last_checkpoint.elapsed() >= interval {
             target.ensure_full_commit().await?;
             checkpoint(
@@ -206,6 +243,7 @@ pub async fn run(
             )
             .await?;
             last_checkpoint = Instant::now();
+            progress.update(|p| p.checkpointed_source_seq = since.clone());
         }
     }
 

@@ -118,10 +118,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     for system in store::name::SYSTEM_DATABASES {
         store.ensure_db(system).await?;
     }
-    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
-    let manager = tokio::spawn(manager::ReplicatorManager::new(store.clone()).run(shutdown_rx));
     let state = http_api::AppState::with_config(store.clone(), config.api_config());
     let replications = state.replications.clone();
+    let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let manager = tokio::spawn(
+        manager::ReplicatorManager::new(store.clone(), replications.clone()).run(shutdown_rx),
+    );
     let app = http_api::router(state);
     let addr = SocketAddr::new(config.bind, config.port);
     let listener = tokio::net::TcpListener::bind(addr)

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use replicator::ReplicationSpec;
+use replicator::{ReplicationSpec, Replications, Tracked};
 use serde_json::{Map, Value, json};
 use store::{ChangesQuery, Database, DocInput, Store};
 use tokio::sync::watch;
@@ -29,8 +29,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(8 * 60);
 struct DocJob {
     /// The document's spec fields, to tell a user's edit from our own state writes.
     fingerprint: String,
-    rep_id: String,
-    stop: watch::Sender<bool>,
+    /// Its id in the server's registry of replications (how it is stopped).
+    job_id: String,
     task: JoinHandle<()>,
 }
 
@@ -38,6 +38,7 @@ struct DocJob {
 #[derive(Clone)]
 pub struct ReplicatorManager {
     store: Store,
+    replications: Replications,
     jobs: Arc<Mutex<HashMap<String, DocJob>>>,
 }
 
@@ -79,9 +80,10 @@ fn now_iso() -> String {
 }
 
 impl ReplicatorManager {
-    pub fn new(store: Store) -> ReplicatorManager {
+    pub fn new(store: Store, replications: Replications) -> ReplicatorManager {
         ReplicatorManager {
             store,
+            replications,
             jobs: Arc::new(Mutex::new(HashMap::new())),
         }
     }
@@ -145,7 +147,7 @@ impl ReplicatorManager {
             _ => {
                 if let Some(job) = self.lock().remove(id) {
                     tracing::info!(doc = %id, "replication document deleted; job cancelled");
-                    let _ = job.stop.send(true);
+                    self.replications.cancel(&job.job_id);
                 }
                 return;
             }
@@ -157,9 +159,12 @@ impl ReplicatorManager {
             // Our own state write, or an edit of fields that do not matter.
             return;
         }
-        if let Some(old) = self.lock().remove(id) {
+        let previous = self.lock().remove(id);
+        if let Some(old) = previous {
             tracing::info!(doc = %id, "replication document edited; job restarted");
-            let _ = old.stop.send(true);
+            self.replications.cancel(&old.job_id);
+            // Let it checkpoint and leave the registry before its successor starts.
+            let _ = old.task.await;
         }
         if matches!(
             doc.get("_replication_state").and_then(Value::as_str),
@@ -176,12 +181,8 @@ impl ReplicatorManager {
                 return;
             }
         };
-        let rep_id = replicator::replication_id(self.store.server_uuid(), &spec);
-        let duplicate = self
-            .lock()
-            .iter()
-            .any(|(other, job)| other != id && job.rep_id == rep_id);
-        if duplicate {
+        let Some(tracked) = self.replications.track(&spec, id) else {
+            let rep_id = replicator::job_id(self.store.server_uuid(), &spec);
             let reason = format!(
                 "Replication `{rep_id}` specified by document `{id}` already started by another document"
             );
@@ -193,21 +194,20 @@ impl ReplicatorManager {
             )
             .await;
             return;
-        }
-        let (stop, stop_rx) = watch::channel(false);
+        };
+        let job_id = tracked.id.clone();
         let task = tokio::spawn(run_job(
             self.store.clone(),
             db.clone(),
             id.to_string(),
             spec,
-            stop_rx,
+            tracked,
         ));
         self.lock().insert(
             id.to_string(),
             DocJob {
                 fingerprint: print,
-                rep_id,
-                stop,
+                job_id,
                 task,
             },
         );
@@ -216,7 +216,7 @@ impl ReplicatorManager {
     async fn stop_all(&self) {
         let jobs: Vec<DocJob> = self.lock().drain().map(|(_, j)| j).collect();
         for job in &jobs {
-            let _ = job.stop.send(true);
+            self.replications.cancel(&job.job_id);
         }
         for job in jobs {
             let _ = job.task.await;
@@ -226,17 +226,12 @@ impl ReplicatorManager {
 
 /// One document's job: run it, restart it with backoff after failures,
 /// and record a one-shot's completion in its document.
-async fn run_job(
-    store: Store,
-    db: Database,
-    id: String,
-    spec: ReplicationSpec,
-    mut stop: watch::Receiver<bool>,
-) {
+async fn run_job(store: Store, db: Database, id: String, spec: ReplicationSpec, tracked: Tracked) {
     let mut backoff = FIRST_BACKOFF;
+    let mut stop = tracked.stop.clone();
     loop {
-        tracing::info!(doc = %id, source = %spec.source, target = %spec.target, "replication started");
-        match replicator::run(&store, &spec, stop.clone()).await {
+        tracing::info!(doc = %id, job = %tracked.id, source = %spec.source, target = %spec.target, "replication started");
+        match replicator::run(&store, &spec, stop.clone(), &tracked.progress).await {
             Ok(log) => {
                 if *stop.borrow() || spec.continuous {
                     return;
