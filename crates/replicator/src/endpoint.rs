@@ -700,6 +700,39 @@ impl Endpoint {
                 }
             }
         }
+        if let Endpoint::Local { .. } = self {
+            // One read for the whole batch.
+            let db = self.local().await?;
+            let requests = missing
+                .iter()
+                .flat_map(|m| {
+                    let since: Vec<revtree::RevId> = m
+                        .possible_ancestors
+                        .iter()
+                        .filter_map(|r| revtree::RevId::parse(r).ok())
+                        .collect();
+                    m.revs
+                        .iter()
+                        .filter_map(|r| revtree::RevId::parse(r).ok())
+                        .map(move |rev| store::BulkGetRequest {
+                            id: m.id.clone(),
+                            rev: Some(rev),
+                            atts_since: since.clone(),
+                        })
+                })
+                .collect();
+            let mut seen = std::collections::HashSet::new();
+            let mut docs = Vec::new();
+            for result in db.bulk_get(requests, true, true, true).await? {
+                for doc in result.docs.into_iter().flatten() {
+                    let value = doc.to_value()?;
+                    if seen.insert((value.get("_id").cloned(), value.get("_rev").cloned())) {
+                        docs.push(value);
+                    }
+                }
+            }
+            return Ok(docs);
+        }
         let mut docs = Vec::new();
         for m in missing {
             docs.extend(self.fetch(m).await?);

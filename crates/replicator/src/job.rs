@@ -171,6 +171,11 @@ pub async fn run(
     let mut last_checkpoint = Instant::now();
     let interval = Duration::from_millis(spec.checkpoint_interval);
 
+    // One write may run while the next batch is read, diffed and fetched:
+    // `since` is how far changes were read, `written` how far every change
+    // is written (what checkpoints record).
+    let mut written = since.clone();
+    let mut in_flight: Option<PendingWrite> = None;
     loop {
         if *stop.borrow() {
             break;
@@ -180,10 +185,17 @@ pub async fn run(
             .await?;
         let advanced = batch.last_seq != since;
         if batch.changes.is_empty() {
+            settle(&mut in_flight, &mut stats, &mut written).await?;
             if advanced {
                 since = batch.last_seq;
                 moved = true;
             }
+            // Nothing is in flight: everything read is written.
+            written = since.clone();
+            progress.update(|p| {
+                p.stats = stats.clone();
+                p.through_seq = written.clone();
+            });
             if !spec.continuous {
                 break;
             }
@@ -196,11 +208,11 @@ pub async fn run(
                     &log_id,
                     (&mut source_rev, &mut target_rev),
                     &resume.history,
-                    entry(&session_id, &start_time, &start_seq, &since, &stats),
+                    entry(&session_id, &start_time, &start_seq, &written, &stats),
                 )
                 .await?;
                 last_checkpoint = Instant::now();
-                progress.update(|p| p.checkpointed_source_seq = since.clone());
+                progress.update(|p| p.checkpointed_source_seq = written.clone());
             }
             source
                 .wait_for_changes(&since, IDLE_WAIT, &mut stop)
@@ -218,18 +230,18 @@ pub async fn run(
         stats.missing_found += missing.iter().map(|m| m.revs.len() as u64).sum::<u64>();
         let docs = source.fetch_many(&missing, spec.use_bulk_get).await?;
         stats.docs_read += docs.len() as u64;
+        settle(&mut in_flight, &mut stats, &mut written).await?;
+        let writer = target.clone();
         let count = docs.len() as u64;
-        let failures = target.write(docs).await?;
-        for f in &failures {
-            tracing::warn!(id = %f.id, error = %f.error, reason = %f.reason, "the target refused a document");
-        }
-        stats.doc_write_failures += failures.len() as u64;
-        stats.docs_written += count - failures.len() as u64;
-        // A refused document still counts as done: the checkpoint moves past it.
+        in_flight = Some(PendingWrite {
+            task: tokio::spawn(async move { writer.write(docs).await }),
+            count,
+            through: batch.last_seq.clone(),
+        });
         since = batch.last_seq;
         progress.update(|p| {
             p.stats = stats.clone();
-            p.through_seq = since.clone();
+            p.through_seq = written.clone();
         });
         if spec.use_checkpoints && last_checkpoint.elapsed() >= interval {
             target.ensure_full_commit().await?;
@@ -239,13 +251,15 @@ pub async fn run(
                 &log_id,
                 (&mut source_rev, &mut target_rev),
                 &resume.history,
-                entry(&session_id, &start_time, &start_seq, &since, &stats),
+                entry(&session_id, &start_time, &start_seq, &written, &stats),
             )
             .await?;
             last_checkpoint = Instant::now();
-            progress.update(|p| p.checkpointed_source_seq = since.clone());
+            progress.update(|p| p.checkpointed_source_seq = written.clone());
         }
     }
+    settle(&mut in_flight, &mut stats, &mut written).await?;
+    let since = written;
 
     if !moved {
         let mut answer = json!({
@@ -282,6 +296,37 @@ pub async fn run(
         "replication_id_version": REP_ID_VERSION,
         "history": history,
     }))
+}
+
+/// A `_bulk_docs` write running while the next batch is prepared.
+struct PendingWrite {
+    task: tokio::task::JoinHandle<Result<Vec<crate::endpoint::WriteFailure>, EndpointError>>,
+    count: u64,
+    /// The batch's last sequence: written through here once it succeeds.
+    through: Value,
+}
+
+/// Waits for the write in flight, counts its outcome, and moves `written`.
+async fn settle(
+    in_flight: &mut Option<PendingWrite>,
+    stats: &mut Stats,
+    written: &mut Value,
+) -> Result<(), ReplicationError> {
+    let Some(pending) = in_flight.take() else {
+        return Ok(());
+    };
+    let failures = pending.task.await.map_err(|e| EndpointError::Protocol {
+        url: String::new(),
+        detail: format!("write task failed: {e}"),
+    })??;
+    for f in &failures {
+        tracing::warn!(id = %f.id, error = %f.error, reason = %f.reason, "the target refused a document");
+    }
+    stats.doc_write_failures += failures.len() as u64;
+    stats.docs_written += pending.count - failures.len() as u64;
+    // A refused document still counts as done: the checkpoint moves past it.
+    *written = pending.through;
+    Ok(())
 }
 
 fn entry(

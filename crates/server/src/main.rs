@@ -133,6 +133,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // One stable line on stdout so scripts and tests learn the real port.
     println!("Recliner listening on http://{local}");
     tracing::info!(address = %local, data_dir = %config.data_dir.display(), "listening");
+    // Streamed answers (feeds, _all_docs) go out in several writes: without
+    // TCP_NODELAY, Nagle's algorithm and the client's delayed ACK stall each
+    // response by ~40 ms.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
