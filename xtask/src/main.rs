@@ -4,6 +4,8 @@
 //! - `test`: everything the test suite needs (the `recliner` binary, the npm
 //!   clients of the interop tests), then the whole suite.
 //! - `bench store`: the store's throughput and memory figures (BENCHMARKS.md).
+//! - `bench http`: Recliner against PouchDB Server over HTTP, same workload,
+//!   same run (BENCHMARKS.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -18,6 +20,9 @@ fn main() -> ExitCode {
             eprintln!("  test   build the recliner binary, then run every test of the workspace");
             eprintln!(
                 "  bench store  the store's throughput and peak-memory figures (release build)"
+            );
+            eprintln!(
+                "  bench http [--recliner-only] [--docs N]  Recliner against PouchDB Server over HTTP"
             );
             return ExitCode::from(2);
         }
@@ -71,12 +76,27 @@ fn test(extra: &[String]) -> Result<(), String> {
 }
 
 /// The interop tests' npm packages (PouchDB, nano), pinned by
-/// `tests/interop/package-lock.json`: `npm ci` when `node_modules` is missing
-/// or older than the lock (or package.json), else nothing. npm writes
-/// `node_modules/.package-lock.json` last, once an install is complete, so its
-/// time stands for the installed tree (an interrupted install has none).
+/// `tests/interop/package-lock.json`.
 fn interop_packages() -> Result<(), String> {
-    let dir = workspace_root().join("tests").join("interop");
+    npm_packages(
+        &workspace_root().join("tests").join("interop"),
+        "the interop tests (tests/interop) run PouchDB and nano",
+        "cargo xtask test",
+        &[],
+    )
+}
+
+/// The npm packages pinned by `dir/package-lock.json`: `npm ci` when
+/// `node_modules` is missing or older than the lock (or package.json), else
+/// nothing. npm writes `node_modules/.package-lock.json` last, once an install
+/// is complete, so its time stands for the installed tree (an interrupted
+/// install has none). `why` and `again` word the error when Node.js is missing.
+fn npm_packages(dir: &Path, why: &str, again: &str, extra: &[&str]) -> Result<(), String> {
+    let shown = dir
+        .strip_prefix(workspace_root())
+        .unwrap_or(dir)
+        .display()
+        .to_string();
     let installed = modified(&dir.join("node_modules").join(".package-lock.json"));
     let wanted = ["package-lock.json", "package.json"]
         .iter()
@@ -85,7 +105,7 @@ fn interop_packages() -> Result<(), String> {
     if let (Some(installed), Some(wanted)) = (installed, wanted)
         && installed >= wanted
     {
-        eprintln!("xtask: tests/interop/node_modules is up to date");
+        eprintln!("xtask: {shown}/node_modules is up to date");
         return Ok(());
     }
     for tool in ["node", npm()] {
@@ -95,16 +115,16 @@ fn interop_packages() -> Result<(), String> {
             .is_ok_and(|out| out.status.success());
         if !found {
             return Err(format!(
-                "`{tool}` is not installed: the interop tests (tests/interop) run PouchDB and \
-                 nano under Node.js 20 or later with npm; install them (Debian: apt-get \
-                 install nodejs npm) and run `cargo xtask test` again"
+                "`{tool}` is not installed: {why} under Node.js 20 or later with npm; install \
+                 them (Debian: apt-get install nodejs npm) and run `{again}` again"
             ));
         }
     }
     let mut install = Command::new(npm());
     install
         .args(["ci", "--no-audit", "--no-fund"])
-        .current_dir(&dir);
+        .args(extra)
+        .current_dir(dir);
     run(install)
 }
 
@@ -119,7 +139,8 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
 fn bench(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("store") => bench_store(),
-        _ => Err("usage: cargo xtask bench store".into()),
+        Some("http") => bench_http(&args[1..]),
+        _ => Err("usage: cargo xtask bench <store|http [--recliner-only] [--docs N]>".into()),
     }
 }
 
@@ -150,4 +171,63 @@ fn bench_store() -> Result<(), String> {
         run(cmd)?;
     }
     Ok(())
+}
+
+/// Recliner against PouchDB Server over HTTP: the release `recliner` and the
+/// benchmark client (`tests/examples/http_bench.rs`), PouchDB Server from
+/// `bench/node`, then one run that starts, measures and stops each server in
+/// turn. Prints Markdown tables for BENCHMARKS.md. `--recliner-only` skips
+/// PouchDB Server (no Node.js needed); other arguments go to the client.
+fn bench_http(args: &[String]) -> Result<(), String> {
+    let recliner_only = args.iter().any(|a| a == "--recliner-only");
+    let client_args = args.iter().filter(|a| *a != "--recliner-only");
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--package",
+        "server",
+        "--bin",
+        "recliner",
+    ]);
+    run(build)?;
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--package",
+        "recliner-tests",
+        "--example",
+        "http_bench",
+    ]);
+    run(build)?;
+    let root = workspace_root();
+    let mut bench = Command::new(root.join("target/release/examples/http_bench"));
+    bench
+        .env(
+            "RECLINER_BIN",
+            root.join("target/release")
+                .join(format!("recliner{}", std::env::consts::EXE_SUFFIX)),
+        )
+        .args(client_args);
+    if !recliner_only {
+        // --ignore-scripts: nothing to compile or download. leveldown (PouchDB
+        // Server's on-disk store) ships prebuilt binaries that it loads at run
+        // time; the only other install script is sqlite3's (for `--sqlite`,
+        // unused), which downloads binaries and fails offline.
+        let dir = root.join("bench").join("node");
+        npm_packages(
+            &dir,
+            "the HTTP benchmark runs PouchDB Server",
+            "cargo xtask bench http",
+            &["--ignore-scripts"],
+        )?;
+        bench.arg("--pouchdb-server").arg(
+            dir.join("node_modules")
+                .join("pouchdb-server")
+                .join("bin")
+                .join("pouchdb-server"),
+        );
+    }
+    run(bench)
 }

@@ -1,0 +1,629 @@
+//! HTTP throughput and memory of Recliner against PouchDB Server, the same
+//! workload on both in one run, printed as Markdown tables for BENCHMARKS.md.
+//!
+//! `cargo xtask bench http` builds it (release), installs PouchDB Server from
+//! `bench/node` and runs it:
+//!
+//! ```text
+//! http_bench [--pouchdb-server PATH/bin/pouchdb-server] [--node node]
+//!            [--docs 100000] [--clients 32] [--rounds 200]
+//! ```
+//!
+//! The `recliner` binary is `RECLINER_BIN`, else the one beside this
+//! example's target folder (`target/release/recliner`); without
+//! `--pouchdb-server` only Recliner is measured.
+//!
+//! Each server is started on its own (never both at once, so they do not
+//! share the two cores), on a loopback ephemeral port with a temporary data
+//! folder, and stopped afterwards. Per server: `_bulk_docs` load, full reads
+//! of `_all_docs?include_docs=true` and `_changes` (with and without docs)
+//! with the server's peak memory, then concurrent single-document writers and
+//! readers on a fresh database. Read timings stop at the last byte received;
+//! parsing the bodies with serde_json is timed apart, as the client's own
+//! limit, so a server faster than that limit is visibly client-bound.
+//!
+//! The client runs on a single-threaded runtime: it takes at most one core
+//! and leaves the other to the server.
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use recliner_tests::{TempDir, TestServer, recliner_bin};
+use serde_json::{Value, json};
+
+/// Documents per `_bulk_docs` request.
+const BATCH: usize = 1000;
+/// No single request may take longer: keeps the whole run bounded even
+/// when a server stalls.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long a server may take to answer `GET /` after it was started.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug)]
+struct Options {
+    pouchdb_server: Option<PathBuf>,
+    node: String,
+    docs: usize,
+    clients: usize,
+    rounds: usize,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: http_bench [--pouchdb-server PATH] [--node PATH] \
+         [--docs N] [--clients N] [--rounds N]"
+    );
+    std::process::exit(2)
+}
+
+fn options() -> Options {
+    let mut options = Options {
+        pouchdb_server: None,
+        node: "node".into(),
+        docs: 100_000,
+        clients: 32,
+        rounds: 200,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().unwrap_or_else(|| usage());
+        let number = || value.parse::<usize>().unwrap_or_else(|_| usage());
+        match flag.as_str() {
+            "--pouchdb-server" => options.pouchdb_server = Some(PathBuf::from(&value)),
+            "--node" => options.node = value.clone(),
+            "--docs" => options.docs = number(),
+            "--clients" => options.clients = number(),
+            "--rounds" => options.rounds = number(),
+            _ => usage(),
+        }
+    }
+    if options.docs == 0 || !options.docs.is_multiple_of(BATCH) {
+        usage();
+    }
+    options
+}
+
+/// About 1 KiB of JSON, the same shape as the store's benchmark documents.
+fn doc(id: &str, n: usize) -> Value {
+    json!({
+        "_id": id,
+        "type": "bench",
+        "n": n,
+        "title": format!("document number {n}"),
+        "pad": "x".repeat(940),
+    })
+}
+
+/// A server under test. Dropping it kills the process.
+#[derive(Debug)]
+enum Server {
+    Recliner(TestServer, TempDir),
+    PouchDb(PouchDbServer),
+}
+
+impl Server {
+    fn url(&self, path: &str) -> String {
+        match self {
+            Server::Recliner(server, _) => server.url(path),
+            Server::PouchDb(server) => format!("{}{path}", server.url),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        match self {
+            Server::Recliner(server, _) => server.pid(),
+            Server::PouchDb(server) => server.child.id(),
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Server::Recliner(server, _dir) => {
+                server.stop();
+            }
+            Server::PouchDb(server) => drop(server),
+        }
+    }
+}
+
+/// `node pouchdb-server` in a temporary folder. PouchDB Server cannot
+/// listen on port 0 (it treats 0 as unset and takes 5984), so a free port
+/// is found first.
+#[derive(Debug)]
+struct PouchDbServer {
+    child: Child,
+    url: String,
+    dir: TempDir,
+}
+
+impl PouchDbServer {
+    fn start(node: &str, script: &Path) -> PouchDbServer {
+        // The server runs in its own folder: resolve the script first.
+        let script =
+            std::fs::canonicalize(script).unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+        let dir = TempDir::new("bench-pouchdb-server");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free loopback port")
+            .port();
+        // Request logging off (level "warning", no copy on stdout), as for
+        // Recliner: both servers are measured without per-request log lines.
+        let config = json!({"log": {"file": dir.path().join("log.txt"), "level": "warning"}});
+        std::fs::write(dir.path().join("config.json"), config.to_string())
+            .expect("write pouchdb-server's config.json");
+        let output = File::create(dir.path().join("output.txt")).expect("create output.txt");
+        let child = Command::new(node)
+            .arg(&script)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--dir")
+            .arg(dir.path().join("data"))
+            .arg("--config")
+            .arg(dir.path().join("config.json"))
+            .arg("--no-stdout-logs")
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(output.try_clone().expect("clone the output file"))
+            .stderr(output)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start `{node} {}`: {e}", script.display()));
+        PouchDbServer {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    /// What the server printed, to explain a failure.
+    fn output(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("output.txt")).unwrap_or_default()
+    }
+}
+
+impl Drop for PouchDbServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `GET /` until the server answers.
+async fn wait_until_up(http: &reqwest::Client, server: &mut Server) {
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        if let Ok(response) = http.get(server.url("/")).send().await
+            && response.status().is_success()
+        {
+            return;
+        }
+        if let Server::PouchDb(pouch) = server
+            && let Ok(Some(status)) = pouch.child.try_wait()
+        {
+            panic!(
+                "pouchdb-server exited during startup ({status}):\n{}",
+                pouch.output()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not answer within {STARTUP_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The figures of one server.
+#[derive(Debug, Default, Clone)]
+struct Figures {
+    bulk_docs: f64,
+    all_docs: f64,
+    changes: f64,
+    changes_docs: f64,
+    single_docs: f64,
+    /// MiB: resident set after the load, before the reads.
+    rss_before_reads: Option<f64>,
+    /// MiB: VmHWM during each read (reset before it).
+    peak_all_docs: Option<f64>,
+    peak_changes: Option<f64>,
+    peak_changes_docs: Option<f64>,
+}
+
+impl Figures {
+    fn peak_reads(&self) -> Option<f64> {
+        [
+            self.peak_all_docs,
+            self.peak_changes,
+            self.peak_changes_docs,
+        ]
+        .into_iter()
+        .collect::<Option<Vec<f64>>>()
+        .map(|peaks| peaks.into_iter().fold(0.0, f64::max))
+    }
+}
+
+/// The client's own ceilings, measured on the bodies it received.
+#[derive(Debug, Default, Clone)]
+struct ClientLimits {
+    /// Documents/s serializing the `_bulk_docs` bodies (done before timing).
+    serialize_bulk: f64,
+    /// Rows/s parsing each read's body into `serde_json::Value`.
+    parse_all_docs: f64,
+    parse_changes: f64,
+    parse_changes_docs: f64,
+}
+
+/// One `/proc/PID/status` field in MiB (Linux only).
+fn proc_status_mib(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Resets the process's peak-RSS mark (VmHWM) to its current RSS.
+fn reset_peak(pid: u32) {
+    if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
+        eprintln!("http_bench: cannot reset the peak RSS of {pid}: {e}");
+    }
+}
+
+fn rate(n: usize, elapsed: Duration) -> f64 {
+    n as f64 / elapsed.as_secs_f64()
+}
+
+/// The request bodies of the load: built once, sent to both servers.
+fn bulk_bodies(docs: usize) -> (Vec<String>, f64) {
+    let started = Instant::now();
+    let bodies = (0..docs / BATCH)
+        .map(|b| {
+            let batch: Vec<Value> = (b * BATCH..(b + 1) * BATCH)
+                .map(|n| doc(&format!("doc{n:08}"), n))
+                .collect();
+            json!({"docs": batch, "new_edits": true}).to_string()
+        })
+        .collect();
+    (bodies, rate(docs, started.elapsed()))
+}
+
+async fn expect_status(response: reqwest::Response, wanted: u16, what: &str) -> String {
+    let status = response.status().as_u16();
+    let text = response
+        .text()
+        .await
+        .unwrap_or_else(|e| panic!("{what}: no body: {e}"));
+    assert_eq!(status, wanted, "{what}: {text}");
+    text
+}
+
+async fn create_db(http: &reqwest::Client, server: &Server, name: &str) {
+    let response = http
+        .put(server.url(&format!("/{name}")))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PUT /{name}: {e}"));
+    expect_status(response, 201, &format!("PUT /{name}")).await;
+}
+
+/// Sends the batches one after the other, as one importing client does.
+async fn load(http: &reqwest::Client, server: &Server, bodies: &[String]) -> f64 {
+    let url = server.url("/bench/_bulk_docs");
+    let started = Instant::now();
+    for body in bodies {
+        let response = http
+            .post(&url)
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST _bulk_docs: {e}"));
+        let text = expect_status(response, 201, "POST _bulk_docs").await;
+        let results: Vec<Value> = serde_json::from_str(&text).expect("_bulk_docs answers an array");
+        assert!(
+            results.len() == BATCH && results.iter().all(|r| r["ok"] == json!(true)),
+            "_bulk_docs did not save every document: {text:.400}"
+        );
+    }
+    rate(bodies.len() * BATCH, started.elapsed())
+}
+
+/// One full read: rows/s to the last byte, the server's peak RSS during it,
+/// and the client's parse rate on the same body; checks the row count.
+async fn read(
+    http: &reqwest::Client,
+    server: &Server,
+    path: &str,
+    rows_field: &str,
+    expected_rows: usize,
+) -> (f64, Option<f64>, f64) {
+    reset_peak(server.pid());
+    let started = Instant::now();
+    let response = http
+        .get(server.url(path))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+    assert_eq!(response.status().as_u16(), 200, "GET {path}");
+    let body = response
+        .bytes()
+        .await
+        .unwrap_or_else(|e| panic!("GET {path}: body: {e}"));
+    let elapsed = started.elapsed();
+    let peak = proc_status_mib(server.pid(), "VmHWM:");
+
+    let parse_started = Instant::now();
+    let parsed: Value = serde_json::from_slice(&body).expect("a JSON body");
+    let parse_elapsed = parse_started.elapsed();
+    let rows = parsed[rows_field].as_array().map_or(0, Vec::len);
+    assert_eq!(
+        rows, expected_rows,
+        "GET {path}: {rows_field} holds {rows} rows"
+    );
+    eprintln!(
+        "http_bench:   GET {path}: {} MiB in {elapsed:.2?}, parsed in {parse_elapsed:.2?}",
+        body.len() / (1 << 20)
+    );
+    (rate(rows, elapsed), peak, rate(rows, parse_elapsed))
+}
+
+/// `clients` tasks, each doing `rounds` times: PUT a new document, GET it.
+async fn single_docs(
+    http: &reqwest::Client,
+    server: &Server,
+    clients: usize,
+    rounds: usize,
+) -> f64 {
+    create_db(http, server, "bench_single").await;
+    let started = Instant::now();
+    let tasks = (0..clients).map(|c| async move {
+        for r in 0..rounds {
+            let id = format!("c{c:02}-{r:04}");
+            let url = server.url(&format!("/bench_single/{id}"));
+            let response = http
+                .put(&url)
+                .header("content-type", "application/json")
+                .body(doc(&id, r).to_string())
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("PUT {id}: {e}"));
+            expect_status(response, 201, "PUT a document").await;
+            let response = http
+                .get(&url)
+                .send()
+                .await
+                .unwrap_or_else(|e| panic!("GET {id}: {e}"));
+            let text = expect_status(response, 200, "GET a document").await;
+            let got: Value = serde_json::from_str(&text).expect("a document");
+            assert_eq!(got["_id"], json!(id), "GET {id}");
+        }
+    });
+    futures_util::future::join_all(tasks).await;
+    rate(clients * rounds * 2, started.elapsed())
+}
+
+/// The whole workload on one running server.
+async fn run(
+    http: &reqwest::Client,
+    server: &Server,
+    options: &Options,
+    bodies: &[String],
+) -> (Figures, ClientLimits) {
+    let n = options.docs;
+    let mut figures = Figures::default();
+    let mut limits = ClientLimits::default();
+    create_db(http, server, "bench").await;
+    figures.bulk_docs = load(http, server, bodies).await;
+    eprintln!("http_bench:   _bulk_docs: {:.0} docs/s", figures.bulk_docs);
+    figures.rss_before_reads = proc_status_mib(server.pid(), "VmRSS:");
+
+    let all_docs = "/bench/_all_docs?include_docs=true";
+    (
+        figures.all_docs,
+        figures.peak_all_docs,
+        limits.parse_all_docs,
+    ) = read(http, server, all_docs, "rows", n).await;
+    (figures.changes, figures.peak_changes, limits.parse_changes) =
+        read(http, server, "/bench/_changes", "results", n).await;
+    let changes_docs = "/bench/_changes?include_docs=true";
+    (
+        figures.changes_docs,
+        figures.peak_changes_docs,
+        limits.parse_changes_docs,
+    ) = read(http, server, changes_docs, "results", n).await;
+
+    figures.single_docs = single_docs(http, server, options.clients, options.rounds).await;
+    eprintln!(
+        "http_bench:   single documents: {:.0} requests/s",
+        figures.single_docs
+    );
+    (figures, limits)
+}
+
+fn mib(value: Option<f64>) -> String {
+    value.map_or("n/a".into(), |v| format!("{v:.0} MiB"))
+}
+
+fn ratio(recliner: f64, pouchdb: Option<f64>) -> String {
+    match pouchdb {
+        Some(p) if p > 0.0 => format!("{:.2}", recliner / p),
+        _ => "n/a".into(),
+    }
+}
+
+/// One table row: Recliner, PouchDB Server, Recliner / PouchDB Server.
+fn row(what: &str, unit: &str, recliner: f64, pouchdb: Option<f64>) {
+    let shown = pouchdb.map_or("not run".into(), |p| format!("{p:.0} {unit}"));
+    println!(
+        "| {what} | {recliner:.0} {unit} | {shown} | {} |",
+        ratio(recliner, pouchdb)
+    );
+}
+
+fn memory_row(what: &str, recliner: Option<f64>, pouchdb: Option<&Option<f64>>) {
+    let shown = pouchdb.map_or("not run".into(), |p| mib(*p));
+    let r = match (recliner, pouchdb) {
+        (Some(r), Some(Some(p))) => ratio(r, Some(*p)),
+        _ => "n/a".into(),
+    };
+    println!("| {what} | {} | {shown} | {r} |", mib(recliner));
+}
+
+fn goal(what: &str, met: bool, detail: String) {
+    let verdict = if met { "met" } else { "**not met**" };
+    println!("| {what} | {verdict}: {detail} |");
+}
+
+fn report(options: &Options, recliner: &Figures, limits: &ClientLimits, pouchdb: Option<&Figures>) {
+    let n = options.docs;
+    let p = |f: fn(&Figures) -> f64| pouchdb.map(f);
+    println!();
+    println!("| measurement | Recliner | PouchDB Server | Recliner / PouchDB Server |");
+    println!("| --- | --- | --- | --- |");
+    row(
+        &format!("`_bulk_docs`, {n} docs of 1 KiB, batches of {BATCH}"),
+        "docs/s",
+        recliner.bulk_docs,
+        p(|f| f.bulk_docs),
+    );
+    row(
+        "`_all_docs?include_docs=true`, full read",
+        "rows/s",
+        recliner.all_docs,
+        p(|f| f.all_docs),
+    );
+    row(
+        "`_changes`, full read",
+        "rows/s",
+        recliner.changes,
+        p(|f| f.changes),
+    );
+    row(
+        "`_changes?include_docs=true`, full read",
+        "rows/s",
+        recliner.changes_docs,
+        p(|f| f.changes_docs),
+    );
+    row(
+        &format!(
+            "{} clients x {} single-document PUT then GET",
+            options.clients, options.rounds
+        ),
+        "requests/s",
+        recliner.single_docs,
+        p(|f| f.single_docs),
+    );
+    memory_row(
+        "server RSS after the load, before the reads",
+        recliner.rss_before_reads,
+        pouchdb.map(|f| &f.rss_before_reads),
+    );
+    memory_row(
+        "peak server memory (VmHWM) during the `_all_docs` read",
+        recliner.peak_all_docs,
+        pouchdb.map(|f| &f.peak_all_docs),
+    );
+    memory_row(
+        "peak server memory (VmHWM) during the `_changes` read",
+        recliner.peak_changes,
+        pouchdb.map(|f| &f.peak_changes),
+    );
+    memory_row(
+        "peak server memory (VmHWM) during the `_changes?include_docs=true` read",
+        recliner.peak_changes_docs,
+        pouchdb.map(|f| &f.peak_changes_docs),
+    );
+
+    println!();
+    println!("| the client's own limit (one core, from memory) | result |");
+    println!("| --- | --- |");
+    println!(
+        "| serialize the `_bulk_docs` bodies (before timing) | {:.0} docs/s |",
+        limits.serialize_bulk
+    );
+    for (what, value) in [
+        ("`_all_docs?include_docs=true`", limits.parse_all_docs),
+        ("`_changes`", limits.parse_changes),
+        ("`_changes?include_docs=true`", limits.parse_changes_docs),
+    ] {
+        println!("| parse Recliner's {what} body into `serde_json::Value` | {value:.0} rows/s |");
+    }
+
+    println!();
+    println!("| goal | result |");
+    println!("| --- | --- |");
+    goal(
+        "`_bulk_docs` >= 50,000 docs/s",
+        recliner.bulk_docs >= 50_000.0,
+        format!("{:.0} docs/s", recliner.bulk_docs),
+    );
+    let times = |r: f64, f: fn(&Figures) -> f64, wanted: f64, what: &str| match pouchdb {
+        Some(pouch) => goal(
+            &format!("{what} >= {wanted}x PouchDB Server"),
+            r >= wanted * f(pouch),
+            format!("{:.2}x", r / f(pouch)),
+        ),
+        None => println!("| {what} >= {wanted}x PouchDB Server | not measured |"),
+    };
+    times(recliner.bulk_docs, |f| f.bulk_docs, 5.0, "`_bulk_docs`");
+    times(recliner.all_docs, |f| f.all_docs, 3.0, "`_all_docs` read");
+    times(recliner.changes, |f| f.changes, 3.0, "`_changes` read");
+    times(
+        recliner.changes_docs,
+        |f| f.changes_docs,
+        3.0,
+        "`_changes?include_docs=true` read",
+    );
+    match recliner.peak_reads() {
+        Some(peak) => goal(
+            &format!("peak server memory during a full read of {n} documents < 100 MiB"),
+            peak < 100.0,
+            format!("{peak:.0} MiB"),
+        ),
+        None => println!("| peak server memory < 100 MiB | not measured (no /proc) |"),
+    }
+}
+
+fn main() {
+    let options = options();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    // The workspace's reqwest has no default TLS provider; these requests
+    // are plain HTTP, but a client cannot be built without one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .pool_max_idle_per_host(options.clients * 2)
+        .build()
+        .expect("an HTTP client");
+
+    eprintln!("http_bench: building {} documents", options.docs);
+    let (bodies, serialize_bulk) = bulk_bodies(options.docs);
+
+    runtime.block_on(async {
+        eprintln!("http_bench: Recliner ({})", recliner_bin().display());
+        let dir = TempDir::new("bench-recliner");
+        // Request logging off, as for PouchDB Server.
+        let server = TestServer::start(dir.path(), &["--log-level", "warn"]);
+        let mut server = Server::Recliner(server, dir);
+        wait_until_up(&http, &mut server).await;
+        let (recliner, mut limits) = run(&http, &server, &options, &bodies).await;
+        server.stop();
+        limits.serialize_bulk = serialize_bulk;
+
+        let pouchdb = match &options.pouchdb_server {
+            Some(script) => {
+                eprintln!("http_bench: PouchDB Server ({})", script.display());
+                let mut server = Server::PouchDb(PouchDbServer::start(&options.node, script));
+                wait_until_up(&http, &mut server).await;
+                let (figures, _) = run(&http, &server, &options, &bodies).await;
+                server.stop();
+                Some(figures)
+            }
+            None => None,
+        };
+        report(&options, &recliner, &limits, pouchdb.as_ref());
+    });
+}
