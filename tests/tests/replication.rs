@@ -440,3 +440,34 @@ async fn documents_the_target_refuses_are_counted_and_the_checkpoint_moves_past_
         "the refused documents are not retried: {again}"
     );
 }
+
+#[tokio::test]
+async fn winning_revs_only_leaves_conflicts_behind() {
+    let data = TempDir::new("repl-winners");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    fill(&c, "src").await;
+    let reply = c
+        .post("/_replicate", json!({"source": "src", "target": "winners", "create_target": true, "winning_revs_only": true}))
+        .await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let leaves = c.get("/winners/conflicted?open_revs=all").await.json();
+    assert_eq!(
+        leaves.as_array().unwrap().len(),
+        1,
+        "only the winner: {leaves}"
+    );
+    assert_eq!(
+        leaves[0]["ok"]["_rev"],
+        c.get("/src/conflicted").await.json()["_rev"]
+    );
+    assert_eq!(
+        c.get("/src/conflicted?open_revs=all")
+            .await
+            .json()
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+}

@@ -220,10 +220,16 @@ pub async fn run(
             continue;
         }
         moved = true;
+        // With `winning_revs_only` only the winner (first in `style=all_docs`) travels.
+        let keep = if spec.winning_revs_only {
+            1
+        } else {
+            usize::MAX
+        };
         let asked: Vec<(String, Vec<String>)> = batch
             .changes
             .iter()
-            .map(|c| (c.id.clone(), c.revs.clone()))
+            .map(|c| (c.id.clone(), c.revs.iter().take(keep).cloned().collect()))
             .collect();
         stats.missing_checked += asked.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
         let missing = target.revs_diff(&asked).await?;
