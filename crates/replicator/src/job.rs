@@ -149,12 +149,17 @@ pub async fn run(
         parse_log(&target_log).as_ref(),
     );
     let mut since = spec.since_seq.clone().unwrap_or(resume.since.clone());
-    let start_seq = since.clone();
-    let mut source_rev = source_log.as_ref().and_then(|d| d.get("_rev").cloned());
-    let mut target_rev = target_log.as_ref().and_then(|d| d.get("_rev").cloned());
-
-    let session_id = uuid::Uuid::new_v4().simple().to_string();
-    let start_time = http_date(SystemTime::now());
+    let mut checkpointer = Checkpointer {
+        source: &source,
+        target: &target,
+        log_id: &log_id,
+        source_rev: source_log.as_ref().and_then(|d| d.get("_rev").cloned()),
+        target_rev: target_log.as_ref().and_then(|d| d.get("_rev").cloned()),
+        previous: &resume.history,
+        session_id: uuid::Uuid::new_v4().simple().to_string(),
+        start_time: http_date(SystemTime::now()),
+        start_seq: since.clone(),
+    };
     // Counters continue from the checkpoint's newest session, as CouchDB's do.
     let mut stats = resume
         .history
@@ -201,16 +206,7 @@ pub async fn run(
             }
             // Caught up: record progress, then sleep until the source moves.
             if moved && spec.use_checkpoints && last_checkpoint.elapsed() >= interval {
-                target.ensure_full_commit().await?;
-                checkpoint(
-                    &source,
-                    &target,
-                    &log_id,
-                    (&mut source_rev, &mut target_rev),
-                    &resume.history,
-                    entry(&session_id, &start_time, &start_seq, &written, &stats),
-                )
-                .await?;
+                checkpointer.record(&written, &stats).await?;
                 last_checkpoint = Instant::now();
                 progress.update(|p| p.checkpointed_source_seq = written.clone());
             }
@@ -250,16 +246,7 @@ pub async fn run(
             p.through_seq = written.clone();
         });
         if spec.use_checkpoints && last_checkpoint.elapsed() >= interval {
-            target.ensure_full_commit().await?;
-            checkpoint(
-                &source,
-                &target,
-                &log_id,
-                (&mut source_rev, &mut target_rev),
-                &resume.history,
-                entry(&session_id, &start_time, &start_seq, &written, &stats),
-            )
-            .await?;
+            checkpointer.record(&written, &stats).await?;
             last_checkpoint = Instant::now();
             progress.update(|p| p.checkpointed_source_seq = written.clone());
         }
@@ -271,7 +258,7 @@ pub async fn run(
         let mut answer = json!({
             "ok": true,
             "no_changes": true,
-            "session_id": session_id,
+            "session_id": checkpointer.session_id,
             "source_last_seq": since,
             "replication_id_version": REP_ID_VERSION,
             "history": resume.history,
@@ -281,23 +268,16 @@ pub async fn run(
         }
         return Ok(answer);
     }
-    target.ensure_full_commit().await?;
     let history = if spec.use_checkpoints {
-        checkpoint(
-            &source,
-            &target,
-            &log_id,
-            (&mut source_rev, &mut target_rev),
-            &resume.history,
-            entry(&session_id, &start_time, &start_seq, &since, &stats),
-        )
-        .await?
+        checkpointer.record(&since, &stats).await?
     } else {
-        vec![entry(&session_id, &start_time, &start_seq, &since, &stats)]
+        // No checkpoint, but the written documents are made durable all the same.
+        target.ensure_full_commit().await?;
+        vec![checkpointer.entry(&since, &stats)]
     };
     Ok(json!({
         "ok": true,
-        "session_id": session_id,
+        "session_id": checkpointer.session_id,
         "source_last_seq": since,
         "replication_id_version": REP_ID_VERSION,
         "history": history,
@@ -335,62 +315,83 @@ async fn settle(
     Ok(())
 }
 
-fn entry(
-    session_id: &str,
-    start_time: &str,
-    start: &Value,
-    end: &Value,
-    stats: &Stats,
-) -> HistoryEntry {
-    HistoryEntry {
-        session_id: session_id.to_string(),
-        start_time: start_time.to_string(),
-        end_time: http_date(SystemTime::now()),
-        start_last_seq: start.clone(),
-        end_last_seq: end.clone(),
-        recorded_seq: end.clone(),
-        missing_checked: stats.missing_checked,
-        missing_found: stats.missing_found,
-        docs_read: stats.docs_read,
-        docs_written: stats.docs_written,
-        doc_write_failures: stats.doc_write_failures,
-    }
+/// Writes the replication log to both peers for one session.
+struct Checkpointer<'a> {
+    source: &'a Endpoint,
+    target: &'a Endpoint,
+    log_id: &'a str,
+    source_rev: Option<Value>,
+    target_rev: Option<Value>,
+    /// The history carried forward from the compared checkpoints.
+    previous: &'a [HistoryEntry],
+    session_id: String,
+    start_time: String,
+    start_seq: Value,
 }
 
-/// Writes the checkpoint on the target, then on the source; a source that
-/// refuses it (401/403: read-only access) only costs re-checking on resume.
-async fn checkpoint(
-    source: &Endpoint,
-    target: &Endpoint,
-    log_id: &str,
-    revs: (&mut Option<Value>, &mut Option<Value>),
-    previous: &[HistoryEntry],
-    entry: HistoryEntry,
-) -> Result<Vec<HistoryEntry>, ReplicationError> {
-    let seq = entry.recorded_seq.clone();
-    let log = ReplicationLog::with_session(previous, entry, seq, REP_ID_VERSION);
-    let body = |rev: &Option<Value>| {
-        let mut doc = serde_json::to_value(&log).unwrap_or(Value::Null);
-        if let Some(rev) = rev {
-            doc["_rev"] = rev.clone();
+impl Checkpointer<'_> {
+    /// This session's history entry, recorded through `seq`.
+    fn entry(&self, seq: &Value, stats: &Stats) -> HistoryEntry {
+        HistoryEntry {
+            session_id: self.session_id.clone(),
+            start_time: self.start_time.clone(),
+            end_time: http_date(SystemTime::now()),
+            start_last_seq: self.start_seq.clone(),
+            end_last_seq: seq.clone(),
+            recorded_seq: seq.clone(),
+            missing_checked: stats.missing_checked,
+            missing_found: stats.missing_found,
+            docs_read: stats.docs_read,
+            docs_written: stats.docs_written,
+            doc_write_failures: stats.doc_write_failures,
         }
-        doc
-    };
-    let (source_rev, target_rev) = revs;
-    if let Some(rev) = target.put_local(log_id, &body(target_rev)).await? {
-        *target_rev = Some(Value::String(rev));
     }
-    match source.put_local(log_id, &body(source_rev)).await {
-        Ok(Some(rev)) => *source_rev = Some(Value::String(rev)),
-        Ok(None) => {}
-        Err(EndpointError::Http {
-            status: 401 | 403, ..
-        }) => {
-            tracing::warn!(source = %source.display(), "the source refused the checkpoint; only the target records it");
+
+    /// Makes the target durable, then writes the checkpoint on the target
+    /// and on the source; a source that refuses it (401/403: read-only
+    /// access) only costs re-checking on resume. Returns the new history.
+    async fn record(
+        &mut self,
+        seq: &Value,
+        stats: &Stats,
+    ) -> Result<Vec<HistoryEntry>, ReplicationError> {
+        self.target.ensure_full_commit().await?;
+        let log = ReplicationLog::with_session(
+            self.previous,
+            self.entry(seq, stats),
+            seq.clone(),
+            REP_ID_VERSION,
+        );
+        let body = |rev: &Option<Value>| {
+            let mut doc = serde_json::to_value(&log).unwrap_or(Value::Null);
+            if let Some(rev) = rev {
+                doc["_rev"] = rev.clone();
+            }
+            doc
+        };
+        if let Some(rev) = self
+            .target
+            .put_local(self.log_id, &body(&self.target_rev))
+            .await?
+        {
+            self.target_rev = Some(Value::String(rev));
         }
-        Err(e) => return Err(e.into()),
+        match self
+            .source
+            .put_local(self.log_id, &body(&self.source_rev))
+            .await
+        {
+            Ok(Some(rev)) => self.source_rev = Some(Value::String(rev)),
+            Ok(None) => {}
+            Err(EndpointError::Http {
+                status: 401 | 403, ..
+            }) => {
+                tracing::warn!(source = %self.source.display(), "the source refused the checkpoint; only the target records it");
+            }
+            Err(e) => return Err(e.into()),
+        }
+        Ok(log.history)
     }
-    Ok(log.history)
 }
 
 #[cfg(test)]
