@@ -168,7 +168,7 @@ async fn get(
 }
 
 /// The document to change as an edit of revision `rev` (or a new document
-/// when there is none): its body, with every attachment kept as a stub.
+/// when there is none), as stored (attachments as stubs).
 async fn base_doc(
     database: &Database,
     id: &str,
@@ -204,6 +204,32 @@ async fn base_doc(
             "stored document is not an object".into(),
         )),
     }
+}
+
+/// The edit that keeps every attachment of `body` as a stub except `drop`;
+/// also says whether `drop` was there.
+fn keep_attachments_except(
+    mut body: Map<String, Value>,
+    drop: &str,
+) -> Result<(DocInput, bool), ApiError> {
+    let atts = match body.remove("_attachments") {
+        Some(Value::Object(atts)) => atts,
+        _ => Map::new(),
+    };
+    let mut doc = DocInput::from_json(Value::Object(body))?;
+    let had = atts.contains_key(drop);
+    for (name, _) in atts {
+        if name != drop {
+            doc.attachments.push((
+                name,
+                AttachmentInput::Stub {
+                    digest: None,
+                    revpos: None,
+                },
+            ));
+        }
+    }
+    Ok((doc, had))
 }
 
 fn request_rev(query: &Query, headers: &HeaderMap) -> Option<String> {
@@ -245,7 +271,7 @@ async fn put(
     }
     store::validate_doc_id(&id)?;
     let rev = request_rev(query, request.headers());
-    let mut body = base_doc(database, &id, rev.as_deref()).await?;
+    let body = base_doc(database, &id, rev.as_deref()).await?;
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -265,28 +291,7 @@ async fn put(
         upload.write(&chunk).await?;
     }
     let staged = upload.finish().await?;
-    let atts = body.remove("_attachments");
-    body.retain(|k, _| {
-        !k.starts_with('_')
-            || k == "_id"
-            || k == "_rev"
-            || k.starts_with("_replication")
-            || k == "_access"
-    });
-    let mut doc = DocInput::from_json(Value::Object(body))?;
-    if let Some(Value::Object(atts)) = atts {
-        for (existing, _) in atts {
-            if existing != name {
-                doc.attachments.push((
-                    existing,
-                    AttachmentInput::Stub {
-                        digest: None,
-                        revpos: None,
-                    },
-                ));
-            }
-        }
-    }
+    let (mut doc, _) = keep_attachments_except(body, &name)?;
     doc.attachments.push((
         name,
         AttachmentInput::Staged {
@@ -318,32 +323,10 @@ async fn delete(
     let Some(rev) = request_rev(query, headers) else {
         return Err(ApiError::Conflict);
     };
-    let mut body = base_doc(database, &id, Some(&rev)).await?;
-    let atts = body.remove("_attachments");
-    let Some(Value::Object(atts)) = atts else {
+    let body = base_doc(database, &id, Some(&rev)).await?;
+    let (doc, had) = keep_attachments_except(body, &name)?;
+    if !had {
         return Err(ApiError::not_found("Document is missing attachment"));
-    };
-    if !atts.contains_key(&name) {
-        return Err(ApiError::not_found("Document is missing attachment"));
-    }
-    body.retain(|k, _| {
-        !k.starts_with('_')
-            || k == "_id"
-            || k == "_rev"
-            || k.starts_with("_replication")
-            || k == "_access"
-    });
-    let mut doc = DocInput::from_json(Value::Object(body))?;
-    for (existing, _) in atts {
-        if existing != name {
-            doc.attachments.push((
-                existing,
-                AttachmentInput::Stub {
-                    digest: None,
-                    revpos: None,
-                },
-            ));
-        }
     }
     let new_rev = write(database, doc).await?;
     let mut response = json_response(
