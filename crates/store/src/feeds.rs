@@ -7,7 +7,7 @@ use revtree::RevId;
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, params_from_iter};
 
-use crate::read::{self, DocJson, DocRow, GetOptions, RevRequest};
+use crate::read::{self, DocJson, DocRow, GetOptions};
 use crate::{Database, StoreError};
 
 /// A changes-feed query for one page.
@@ -91,16 +91,7 @@ fn change_row(
             attachments: q.attachments,
             ..Default::default()
         };
-        read::rev_json(
-            conn,
-            RevRequest {
-                id: &id,
-                row,
-                rev: &winner.rev,
-                opts: &opts,
-                follows: false,
-            },
-        )?
+        read::doc_at(conn, &id, row, &winner.rev, &opts)?
     } else {
         None
     };
@@ -336,25 +327,13 @@ fn all_docs_row(
     include_docs: bool,
     conflicts: bool,
 ) -> Result<AllDocsRow, StoreError> {
-    let winner = row.tree.winner().ok_or_else(|| StoreError::Corrupt {
-        db: String::new(),
-        detail: format!("document {id} has an empty revision tree"),
-    })?;
+    let winner = read::winner_of(&id, row)?;
     let doc = if include_docs && !winner.deleted {
         let opts = GetOptions {
             conflicts,
             ..Default::default()
         };
-        read::rev_json(
-            conn,
-            RevRequest {
-                id: &id,
-                row,
-                rev: &winner.rev,
-                opts: &opts,
-                follows: false,
-            },
-        )?
+        read::doc_at(conn, &id, row, &winner.rev, &opts)?
     } else {
         None
     };

@@ -362,6 +362,34 @@ pub(crate) fn rev_json(
     .map(Some)
 }
 
+/// One revision of a document in a plain JSON answer (no `follows`).
+pub(crate) fn doc_at(
+    conn: &Connection,
+    id: &str,
+    row: &DocRow,
+    rev: &RevId,
+    opts: &GetOptions,
+) -> Result<Option<DocJson>, StoreError> {
+    rev_json(
+        conn,
+        RevRequest {
+            id,
+            row,
+            rev,
+            opts,
+            follows: false,
+        },
+    )
+}
+
+/// The winning leaf of a stored document; a document row always has one.
+pub(crate) fn winner_of(id: &str, row: &DocRow) -> Result<revtree::Leaf, StoreError> {
+    row.tree.winner().ok_or_else(|| StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("document {id} has an empty revision tree"),
+    })
+}
+
 fn rev_list(revs: &[RevId]) -> Value {
     Value::Array(revs.iter().map(|r| Value::String(r.to_string())).collect())
 }
