@@ -15,12 +15,14 @@
 //!
 //! Each server is started on its own (never both at once, so they do not
 //! share the two cores), on a loopback ephemeral port with a temporary data
-//! folder, and stopped afterwards. Per server: `_bulk_docs` load, full reads
-//! of `_all_docs?include_docs=true` and `_changes` (with and without docs)
-//! with the server's peak memory, then concurrent single-document writers and
-//! readers on a fresh database. Read timings stop at the last byte received;
-//! parsing the bodies with serde_json is timed apart, as the client's own
-//! limit, so a server faster than that limit is visibly client-bound.
+//! folder, and stopped afterwards. Per server: `_bulk_docs` load; full reads
+//! of `_all_docs?include_docs=true` and `_changes` (with and without docs),
+//! each three times (medians, and the server's highest memory peak); then
+//! concurrent single-document writers and readers on a fresh database.
+//!
+//! Read timings stop at the last byte received. Parsing the same bodies with
+//! serde_json is timed apart, as the client's own limit: a client that parses
+//! what it reads cannot go faster than that, whatever the server does.
 //!
 //! The client runs on a single-threaded runtime: it takes at most one core
 //! and leaves the other to the server.
@@ -39,6 +41,9 @@ const BATCH: usize = 1000;
 /// No single request may take longer: keeps the whole run bounded even
 /// when a server stalls.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(180);
+/// Each full read is repeated this many times and the median kept: on a
+/// small shared machine single runs vary by a factor of two.
+const READ_REPEATS: usize = 3;
 /// How long a server may take to answer `GET /` after it was started.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -262,6 +267,19 @@ fn proc_status_mib(pid: u32, field: &str) -> Option<f64> {
     Some(kib / 1024.0)
 }
 
+/// CPU time (user + system) the process has used so far (Linux only): shows
+/// whether a slow read was the server working or waiting for a core.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses: utime and
+    // stime are the 12th and 13th of them, in clock ticks (100 per second).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
 /// Resets the process's peak-RSS mark (VmHWM) to its current RSS.
 fn reset_peak(pid: u32) {
     if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
@@ -330,7 +348,7 @@ async fn load(http: &reqwest::Client, server: &Server, bodies: &[String]) -> f64
 
 /// One full read: rows/s to the last byte, the server's peak RSS during it,
 /// and the client's parse rate on the same body; checks the row count.
-async fn read(
+async fn read_once(
     http: &reqwest::Client,
     server: &Server,
     path: &str,
@@ -338,6 +356,7 @@ async fn read(
     expected_rows: usize,
 ) -> (f64, Option<f64>, f64) {
     reset_peak(server.pid());
+    let cpu_before = cpu_seconds(server.pid());
     let started = Instant::now();
     let response = http
         .get(server.url(path))
@@ -351,6 +370,9 @@ async fn read(
         .unwrap_or_else(|e| panic!("GET {path}: body: {e}"));
     let elapsed = started.elapsed();
     let peak = proc_status_mib(server.pid(), "VmHWM:");
+    let cpu = cpu_seconds(server.pid())
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
 
     let parse_started = Instant::now();
     let parsed: Value = serde_json::from_slice(&body).expect("a JSON body");
@@ -361,10 +383,42 @@ async fn read(
         "GET {path}: {rows_field} holds {rows} rows"
     );
     eprintln!(
-        "http_bench:   GET {path}: {} MiB in {elapsed:.2?}, parsed in {parse_elapsed:.2?}",
-        body.len() / (1 << 20)
+        "http_bench:   GET {path}: {} MiB in {elapsed:.2?} (server CPU {}), parsed in \
+         {parse_elapsed:.2?}",
+        body.len() / (1 << 20),
+        cpu.map_or("n/a".into(), |c| format!("{c:.2}s")),
     );
     (rate(rows, elapsed), peak, rate(rows, parse_elapsed))
+}
+
+/// [`read_once`] `READ_REPEATS` times: the median rates and the highest peak,
+/// so one run disturbed by the machine does not make the figure.
+async fn read(
+    http: &reqwest::Client,
+    server: &Server,
+    path: &str,
+    rows_field: &str,
+    expected_rows: usize,
+) -> (f64, Option<f64>, f64) {
+    let mut rates = Vec::new();
+    let mut peaks = Vec::new();
+    let mut parses = Vec::new();
+    for _ in 0..READ_REPEATS {
+        let (rate, peak, parse) = read_once(http, server, path, rows_field, expected_rows).await;
+        rates.push(rate);
+        peaks.push(peak);
+        parses.push(parse);
+    }
+    let peak = peaks
+        .into_iter()
+        .collect::<Option<Vec<f64>>>()
+        .map(|p| p.into_iter().fold(0.0, f64::max));
+    (median(rates), peak, median(parses))
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// `clients` tasks, each doing `rounds` times: PUT a new document, GET it.
@@ -487,19 +541,19 @@ fn report(options: &Options, recliner: &Figures, limits: &ClientLimits, pouchdb:
         p(|f| f.bulk_docs),
     );
     row(
-        "`_all_docs?include_docs=true`, full read",
+        "`_all_docs?include_docs=true`, full read (median of 3)",
         "rows/s",
         recliner.all_docs,
         p(|f| f.all_docs),
     );
     row(
-        "`_changes`, full read",
+        "`_changes`, full read (median of 3)",
         "rows/s",
         recliner.changes,
         p(|f| f.changes),
     );
     row(
-        "`_changes?include_docs=true`, full read",
+        "`_changes?include_docs=true`, full read (median of 3)",
         "rows/s",
         recliner.changes_docs,
         p(|f| f.changes_docs),
@@ -535,7 +589,7 @@ fn report(options: &Options, recliner: &Figures, limits: &ClientLimits, pouchdb:
     );
 
     println!();
-    println!("| the client's own limit (one core, from memory) | result |");
+    println!("| the client's own limit (one core, from memory, median of 3) | result |");
     println!("| --- | --- |");
     println!(
         "| serialize the `_bulk_docs` bodies (before timing) | {:.0} docs/s |",
