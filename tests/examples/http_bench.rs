@@ -280,6 +280,14 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) / 100.0)
 }
 
+/// The CPU time used since `before`, for the progress lines.
+fn cpu_since(pid: u32, before: Option<f64>) -> String {
+    match (cpu_seconds(pid), before) {
+        (Some(after), Some(before)) => format!("{:.2}s", after - before),
+        _ => "n/a".into(),
+    }
+}
+
 /// Resets the process's peak-RSS mark (VmHWM) to its current RSS.
 fn reset_peak(pid: u32) {
     if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
@@ -370,9 +378,7 @@ async fn read_once(
         .unwrap_or_else(|e| panic!("GET {path}: body: {e}"));
     let elapsed = started.elapsed();
     let peak = proc_status_mib(server.pid(), "VmHWM:");
-    let cpu = cpu_seconds(server.pid())
-        .zip(cpu_before)
-        .map(|(after, before)| after - before);
+    let cpu = cpu_since(server.pid(), cpu_before);
 
     let parse_started = Instant::now();
     let parsed: Value = serde_json::from_slice(&body).expect("a JSON body");
@@ -386,7 +392,7 @@ async fn read_once(
         "http_bench:   GET {path}: {} MiB in {elapsed:.2?} (server CPU {}), parsed in \
          {parse_elapsed:.2?}",
         body.len() / (1 << 20),
-        cpu.map_or("n/a".into(), |c| format!("{c:.2}s")),
+        cpu,
     );
     (rate(rows, elapsed), peak, rate(rows, parse_elapsed))
 }
@@ -467,8 +473,13 @@ async fn run(
     let mut figures = Figures::default();
     let mut limits = ClientLimits::default();
     create_db(http, server, "bench").await;
+    let cpu_before = cpu_seconds(server.pid());
     figures.bulk_docs = load(http, server, bodies).await;
-    eprintln!("http_bench:   _bulk_docs: {:.0} docs/s", figures.bulk_docs);
+    eprintln!(
+        "http_bench:   _bulk_docs: {:.0} docs/s (server CPU {})",
+        figures.bulk_docs,
+        cpu_since(server.pid(), cpu_before)
+    );
     figures.rss_before_reads = proc_status_mib(server.pid(), "VmRSS:");
 
     let all_docs = "/bench/_all_docs?include_docs=true";
@@ -486,10 +497,12 @@ async fn run(
         limits.parse_changes_docs,
     ) = read(http, server, changes_docs, "results", n).await;
 
+    let cpu_before = cpu_seconds(server.pid());
     figures.single_docs = single_docs(http, server, options.clients, options.rounds).await;
     eprintln!(
-        "http_bench:   single documents: {:.0} requests/s",
-        figures.single_docs
+        "http_bench:   single documents: {:.0} requests/s (server CPU {})",
+        figures.single_docs,
+        cpu_since(server.pid(), cpu_before)
     );
     (figures, limits)
 }
