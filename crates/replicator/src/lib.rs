@@ -20,7 +20,7 @@ use std::sync::Once;
 
 pub use checkpoint::{HistoryEntry, ReplicationLog, Resume, SeqTracker, compare_logs};
 pub use endpoint::{Endpoint, EndpointError};
-pub use job::{Progress, ProgressSnapshot, ReplicationError, Stats, run, run_once};
+pub use job::{Progress, ProgressSnapshot, ReplicationError, Stats, rfc3339, run, run_once};
 pub use registry::{JobInfo, Replications, Tracked};
 pub use rep_id::{REP_ID_VERSION, job_id, replication_id};
 pub use spec::{BasicAuth, ChangesFilter, Peer, RemoteDb, ReplicationSpec, SpecError};
