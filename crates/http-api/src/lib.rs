@@ -156,8 +156,8 @@ pub fn validate_config(config: &ApiConfig) -> Result<(), String> {
 pub struct AppState {
     pub store: Store,
     pub config: ApiConfig,
-    /// Replications running in the background (continuous `/_replicate`).
-    pub replications: replicator::Replications,
+    /// Every replication job of the server (`/_replicate` and `_replicator` documents).
+    pub scheduler: replicator::Scheduler,
 }
 
 impl AppState {
@@ -166,11 +166,19 @@ impl AppState {
     }
 
     pub fn with_config(store: Store, config: ApiConfig) -> AppState {
-        let replications = replicator::Replications::new(store.clone());
+        let scheduler = replicator::Scheduler::new(store.clone(), Default::default());
+        AppState::with_scheduler(store, config, scheduler)
+    }
+
+    pub fn with_scheduler(
+        store: Store,
+        config: ApiConfig,
+        scheduler: replicator::Scheduler,
+    ) -> AppState {
         AppState {
             store,
             config,
-            replications,
+            scheduler,
         }
     }
 }

@@ -34,6 +34,22 @@ pub(crate) fn routes() -> Router<AppState> {
             "/_scheduler/jobs",
             only(get(crate::tasks::scheduler_jobs), "GET,HEAD"),
         )
+        .route(
+            "/_scheduler/jobs/{id}",
+            only(get(crate::tasks::scheduler_job), "GET,HEAD"),
+        )
+        .route(
+            "/_scheduler/docs",
+            only(get(crate::tasks::scheduler_docs), "GET,HEAD"),
+        )
+        .route(
+            "/_scheduler/docs/{*rest}",
+            only(get(crate::tasks::scheduler_docs), "GET,HEAD"),
+        )
+        .route(
+            "/_scheduler/{*rest}",
+            only(get(crate::tasks::scheduler_unknown), "GET,HEAD"),
+        )
 }
 
 /// A route that refuses other methods with CouchDB's 405 `method_not_allowed`.
@@ -144,7 +160,9 @@ async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Res
 }
 
 /// # POST /_replicate
-/// Runs a one-shot replication and answers with its log, as CouchDB does.
+/// A one-shot replication answers with its final log once it ends; a
+/// continuous one answers 202 at once and keeps running in the scheduler;
+/// `cancel: true` removes a job.
 async fn replicate(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
     let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
@@ -153,12 +171,14 @@ async fn replicate(State(state): State<AppState>, request: Request) -> Result<Re
         let id = match body.get("replication_id").and_then(Value::as_str) {
             Some(id) => id.to_string(),
             None => {
-                let spec = replicator::ReplicationSpec::parse(&body)
+                let spec = state
+                    .scheduler
+                    .parse_spec(&body)
                     .map_err(|e| ApiError::bad_request(e.0))?;
                 replicator::job_id(state.store.server_uuid(), &spec)
             }
         };
-        if state.replications.cancel(&id) {
+        if state.scheduler.remove(&id).await {
             return Ok(json_response(
                 StatusCode::OK,
                 &json!({"ok": true, "_local_id": id}),
@@ -168,31 +188,32 @@ async fn replicate(State(state): State<AppState>, request: Request) -> Result<Re
             "No replication with id {id} is running"
         )));
     }
-    let spec = replicator::ReplicationSpec::parse(&body).map_err(|e| ApiError::bad_request(e.0))?;
-    if spec.continuous {
-        let id = state.replications.start(spec);
+    let spec = state
+        .scheduler
+        .parse_spec(&body)
+        .map_err(|e| ApiError::bad_request(e.0))?;
+    let continuous = spec.continuous;
+    let mut added = state.scheduler.add(spec, replicator::Owner::Transient);
+    if continuous {
         return Ok(json_response(
             StatusCode::ACCEPTED,
-            &json!({"ok": true, "_local_id": id}),
+            &json!({"ok": true, "_local_id": added.id}),
         ));
     }
-    tracing::info!(source = %spec.source, target = %spec.target, "replication started");
-    match replicator::run_once(&state.store, &spec).await {
-        Ok(log) => {
-            tracing::info!(source = %spec.source, target = %spec.target, "replication completed");
-            Ok(json_response(StatusCode::OK, &log))
+    // The same one-shot replication asked twice: both wait for the one job.
+    let outcome = match added.done.wait_for(Option::is_some).await {
+        Ok(outcome) => outcome.clone(),
+        Err(_) => None,
+    };
+    match outcome {
+        Some(replicator::Outcome::Completed(log)) => Ok(json_response(StatusCode::OK, &log)),
+        Some(replicator::Outcome::Failed { error, reason }) => {
+            Err(ApiError::Failed { error, reason })
         }
-        Err(replicator::ReplicationError::DbNotFound(what)) => Err(ApiError::Failed {
-            error: "db_not_found",
-            reason: format!("could not open {what}"),
+        None => Err(ApiError::Failed {
+            error: "replication_failed",
+            reason: "the replication ended without a result".into(),
         }),
-        Err(e) => {
-            tracing::warn!(error = %e, "replication failed");
-            Err(ApiError::Failed {
-                error: "replication_failed",
-                reason: e.to_string(),
-            })
-        }
     }
 }
 

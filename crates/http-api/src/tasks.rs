@@ -1,14 +1,16 @@
-//! `GET /_active_tasks` and `GET /_scheduler/jobs`: the running
-//! replications with their progress, in CouchDB 3's shapes. Sources and
-//! targets are shown without credentials.
+//! `GET /_active_tasks`, `/_scheduler/jobs[/{id}]` and
+//! `/_scheduler/docs[/{db}[/{docid}]]`: the server's replications with
+//! their state and progress, in CouchDB 3's shapes. Sources and targets are
+//! shown without credentials (the scheduler never holds them in its display
+//! forms).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use replicator::JobInfo;
-use serde_json::{Value, json};
+use replicator::{DOC_STATES, DocInfo, EventKind, JobInfo, JobState, Owner, progress_json};
+use serde_json::{Map, Value, json};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -18,64 +20,110 @@ use crate::query::Query;
 /// The node name CouchDB clients see in task listings.
 const NODE: &str = "recliner@127.0.0.1";
 
-fn unix(t: Option<SystemTime>) -> u64 {
-    t.and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_secs())
+/// The replicator database every path defaults to.
+const REPLICATOR_DB: &str = "_replicator";
+
+/// CouchDB's default page of `_scheduler/jobs`.
+const DEFAULT_JOBS_LIMIT: u64 = 100;
+
+fn unix(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
-fn counters(job: &JobInfo) -> serde_json::Map<String, Value> {
-    let p = &job.progress;
-    let mut m = serde_json::Map::new();
-    m.insert("revisions_checked".into(), json!(p.stats.missing_checked));
-    m.insert(
-        "missing_revisions_found".into(),
-        json!(p.stats.missing_found),
-    );
-    m.insert("docs_read".into(), json!(p.stats.docs_read));
-    m.insert("docs_written".into(), json!(p.stats.docs_written));
-    m.insert(
-        "doc_write_failures".into(),
-        json!(p.stats.doc_write_failures),
-    );
-    m.insert("changes_pending".into(), Value::Null);
-    m.insert(
-        "checkpointed_source_seq".into(),
-        p.checkpointed_source_seq.clone(),
-    );
-    m.insert("source_seq".into(), p.source_seq.clone());
-    m.insert("through_seq".into(), p.through_seq.clone());
-    m
+fn iso(t: SystemTime) -> Value {
+    Value::String(replicator::rfc3339(t))
+}
+
+fn owner_fields(owner: &Owner) -> (Value, Value) {
+    match owner {
+        Owner::Transient => (Value::Null, Value::Null),
+        Owner::Doc { db, doc_id } => (json!(db), json!(doc_id)),
+    }
 }
 
 /// # GET /_active_tasks
+/// Running replications only, as CouchDB lists its running job processes.
 pub(crate) async fn active_tasks(State(state): State<AppState>) -> Response {
     let tasks: Vec<Value> = state
-        .replications
-        .list()
+        .scheduler
+        .jobs()
         .iter()
+        .filter(|job| job.state == JobState::Running)
         .map(|job| {
-            let mut task = counters(job);
-            task.insert("type".into(), json!("replication"));
-            task.insert("node".into(), json!(NODE));
-            task.insert("replication_id".into(), json!(job.id));
-            task.insert("doc_id".into(), json!(job.doc_id));
-            task.insert(
-                "database".into(),
-                json!(job.doc_id.as_ref().map(|_| "_replicator")),
-            );
-            task.insert("user".into(), Value::Null);
-            task.insert("continuous".into(), json!(job.continuous));
-            task.insert("source".into(), json!(job.source));
-            task.insert("target".into(), json!(job.target));
-            task.insert("started_on".into(), json!(unix(Some(job.started))));
-            task.insert(
-                "updated_on".into(),
-                json!(unix(job.progress.updated.or(Some(job.started)))),
-            );
+            let Value::Object(mut task) = progress_json(&job.progress) else {
+                return Value::Null;
+            };
+            let (database, doc_id) = owner_fields(&job.owner);
+            let started = job.started.unwrap_or(job.start_time);
+            let extra = json!({
+                "type": "replication",
+                "node": NODE,
+                "pid": job.pid,
+                "replication_id": job.id,
+                "doc_id": doc_id,
+                "database": database,
+                "user": null,
+                "continuous": job.continuous,
+                "source": job.source,
+                "target": job.target,
+                "process_status": "waiting",
+                "started_on": unix(started),
+                "updated_on": unix(job.progress.updated.unwrap_or(started)),
+            });
+            if let Value::Object(extra) = extra {
+                task.extend(extra);
+            }
             Value::Object(task)
         })
         .collect();
     json_response(StatusCode::OK, &tasks)
+}
+
+fn history_json(job: &JobInfo) -> Value {
+    job.history
+        .iter()
+        .map(|event| match &event.kind {
+            EventKind::Crashed(reason) => {
+                json!({"timestamp": iso(event.at), "type": "crashed", "reason": reason})
+            }
+            kind => {
+                let name = match kind {
+                    EventKind::Added => "added",
+                    EventKind::Started => "started",
+                    _ => "stopped",
+                };
+                json!({"timestamp": iso(event.at), "type": name})
+            }
+        })
+        .collect()
+}
+
+fn job_json(job: &JobInfo) -> Value {
+    let (database, doc_id) = owner_fields(&job.owner);
+    json!({
+        "id": job.id,
+        "pid": job.pid,
+        "source": job.source,
+        "target": job.target,
+        "database": database,
+        "user": null,
+        "doc_id": doc_id,
+        "info": progress_json(&job.progress),
+        "history": history_json(job),
+        "node": NODE,
+        "start_time": iso(job.start_time),
+    })
+}
+
+/// A non-negative integer parameter, refused as CouchDB refuses it.
+fn int_param(query: &Query, key: &str, default: u64) -> Result<u64, ApiError> {
+    match query.get(key) {
+        None => Ok(default),
+        Some(text) => text.trim().parse().map_err(|_| ApiError::Invalid {
+            error: "query_parse_error",
+            reason: format!("{key} must be a non-negative integer"),
+        }),
+    }
 }
 
 /// # GET /_scheduler/jobs
@@ -84,31 +132,189 @@ pub(crate) async fn scheduler_jobs(
     request: Request,
 ) -> Result<Response, ApiError> {
     let query = Query::parse(request.uri());
-    let skip = query.u64("skip")?.unwrap_or(0) as usize;
-    let limit = query.u64("limit")?.map_or(usize::MAX, |n| n as usize);
-    let all = state.replications.list();
-    let jobs: Vec<Value> = all
-        .iter()
-        .skip(skip)
-        .take(limit)
-        .map(|job| {
-            let started = unix(Some(job.started));
-            json!({
-                "id": job.id,
-                "database": job.doc_id.as_ref().map(|_| "_replicator"),
-                "doc_id": job.doc_id,
-                "user": null,
-                "node": NODE,
-                "source": job.source,
-                "target": job.target,
-                "info": Value::Object(counters(job)),
-                "history": [{"timestamp": started, "type": "started"}, {"timestamp": started, "type": "added"}],
-                "start_time": started,
-            })
-        })
-        .collect();
+    let skip = int_param(&query, "skip", 0)? as usize;
+    let limit = int_param(&query, "limit", DEFAULT_JOBS_LIMIT)? as usize;
+    let all = state.scheduler.jobs();
+    let offset = skip.min(all.len());
+    let jobs: Vec<Value> = all.iter().skip(offset).take(limit).map(job_json).collect();
     Ok(json_response(
         StatusCode::OK,
-        &json!({"total_rows": all.len(), "offset": skip, "jobs": jobs}),
+        &json!({"total_rows": all.len(), "offset": offset, "jobs": jobs}),
     ))
+}
+
+/// # GET /_scheduler/jobs/{id}
+pub(crate) async fn scheduler_job(
+    State(state): State<AppState>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Response, ApiError> {
+    match state.scheduler.job(&id) {
+        Some(job) => Ok(json_response(StatusCode::OK, &job_json(&job))),
+        None => Err(ApiError::not_found("missing")),
+    }
+}
+
+fn doc_json(doc: &DocInfo) -> Value {
+    let mut out = Map::new();
+    out.insert("database".into(), json!(doc.db));
+    out.insert("doc_id".into(), json!(doc.doc_id));
+    out.insert("id".into(), json!(doc.id));
+    out.insert("node".into(), json!(NODE));
+    if doc.id.is_some() && matches!(doc.state, "pending" | "running" | "crashing") {
+        out.insert("source".into(), json!(doc.source));
+        out.insert("target".into(), json!(doc.target));
+        out.insert("source_proxy".into(), Value::Null);
+        out.insert("target_proxy".into(), Value::Null);
+    }
+    out.insert("state".into(), json!(doc.state));
+    out.insert("info".into(), doc.info.clone());
+    out.insert("error_count".into(), json!(doc.error_count));
+    out.insert("last_updated".into(), iso(doc.last_updated));
+    out.insert("start_time".into(), iso(doc.start_time));
+    Value::Object(out)
+}
+
+/// Which documents a `_scheduler/docs` path names.
+#[derive(Debug, PartialEq, Eq)]
+enum DocsPath {
+    Db(String),
+    Doc(String, String),
+}
+
+fn is_replicator_db(name: &str) -> bool {
+    name == REPLICATOR_DB || name.ends_with("/_replicator")
+}
+
+/// Parses the segments after `/_scheduler/docs` (each already
+/// percent-decoded). A database may be given encoded (`a%2F_replicator`)
+/// or not (`a/_replicator`): `_replicator` is never a document id, so it
+/// marks where the database name ends.
+fn parse_docs_path(segments: &[String]) -> Option<DocsPath> {
+    match segments {
+        [] => Some(DocsPath::Db(REPLICATOR_DB.into())),
+        [db] if is_replicator_db(db) => Some(DocsPath::Db(db.clone())),
+        [db, doc] if is_replicator_db(db) => Some(DocsPath::Doc(db.clone(), doc.clone())),
+        _ => {
+            let at = segments.iter().position(|s| s == REPLICATOR_DB)?;
+            let db = segments[..=at].join("/");
+            match &segments[at + 1..] {
+                [] => Some(DocsPath::Db(db)),
+                [doc] => Some(DocsPath::Doc(db, doc.clone())),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// `?states=running,crashing`: CouchDB's states, case-insensitive.
+fn parse_states(query: &Query) -> Result<Vec<String>, ApiError> {
+    let Some(text) = query.get("states") else {
+        return Ok(Vec::new());
+    };
+    let states: Vec<String> = text
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(unknown) = states.iter().find(|s| !DOC_STATES.contains(&s.as_str())) {
+        return Err(ApiError::Invalid {
+            error: "query_parse_error",
+            reason: format!(
+                "Unknown states [{unknown}]. Choose from: [{}]",
+                DOC_STATES.join(",")
+            ),
+        });
+    }
+    Ok(states)
+}
+
+/// # GET /_scheduler/docs[/{db}[/{docid}]]
+pub(crate) async fn scheduler_docs(
+    State(state): State<AppState>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let raw = request.uri().path();
+    let rest = raw
+        .strip_prefix("/_scheduler/docs")
+        .unwrap_or("")
+        .trim_start_matches('/');
+    let segments: Vec<String> = if rest.is_empty() {
+        Vec::new()
+    } else {
+        rest.split('/')
+            .map(|s| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            })
+            .collect()
+    };
+    let path = parse_docs_path(&segments).ok_or_else(|| ApiError::bad_request("Invalid path"))?;
+    let query = Query::parse(request.uri());
+    match path {
+        DocsPath::Doc(db, doc_id) => match state.scheduler.doc(&db, &doc_id) {
+            Some(doc) => Ok(json_response(StatusCode::OK, &doc_json(&doc))),
+            None => Err(ApiError::not_found("missing")),
+        },
+        DocsPath::Db(db) => {
+            let states = parse_states(&query)?;
+            let skip = int_param(&query, "skip", 0)? as usize;
+            let limit = int_param(&query, "limit", u64::MAX)?;
+            let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+            let docs: Vec<DocInfo> = state
+                .scheduler
+                .docs(Some(&db))
+                .into_iter()
+                .filter(|d| states.is_empty() || states.iter().any(|s| s == d.state))
+                .collect();
+            let total = docs.len();
+            let offset = skip.min(total);
+            let page: Vec<Value> = docs.iter().skip(offset).take(limit).map(doc_json).collect();
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({"total_rows": total, "offset": offset, "docs": page}),
+            ))
+        }
+    }
+}
+
+/// # GET /_scheduler/... (anything else)
+pub(crate) async fn scheduler_unknown() -> Response {
+    json_response(StatusCode::NOT_FOUND, &json!({"error": "not found"}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segs(parts: &[&str]) -> Vec<String> {
+        parts.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn docs_paths_accept_encoded_and_unencoded_database_names() {
+        let db = |s: &str| Some(DocsPath::Db(s.into()));
+        let doc = |d: &str, id: &str| Some(DocsPath::Doc(d.into(), id.into()));
+        assert_eq!(parse_docs_path(&[]), db("_replicator"));
+        assert_eq!(parse_docs_path(&segs(&["_replicator"])), db("_replicator"));
+        assert_eq!(
+            parse_docs_path(&segs(&["a/_replicator"])),
+            db("a/_replicator")
+        );
+        assert_eq!(
+            parse_docs_path(&segs(&["a", "_replicator"])),
+            db("a/_replicator")
+        );
+        assert_eq!(
+            parse_docs_path(&segs(&["_replicator", "x"])),
+            doc("_replicator", "x")
+        );
+        assert_eq!(
+            parse_docs_path(&segs(&["a", "_replicator", "x"])),
+            doc("a/_replicator", "x")
+        );
+        assert_eq!(parse_docs_path(&segs(&["foo"])), None);
+        assert_eq!(parse_docs_path(&segs(&["a", "b"])), None);
+        assert_eq!(parse_docs_path(&segs(&["_replicator", "z", "w"])), None);
+    }
 }

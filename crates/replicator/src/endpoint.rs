@@ -62,6 +62,8 @@ pub struct Change {
 pub struct ChangesBatch {
     pub changes: Vec<Change>,
     pub last_seq: Value,
+    /// Changes left after this page, when the source said (or was asked).
+    pub pending: Option<u64>,
 }
 
 /// What a target lacks of one document.
@@ -340,6 +342,7 @@ impl Endpoint {
         since: &Value,
         limit: u64,
         filter: &ChangesFilter,
+        count_pending: bool,
     ) -> Result<ChangesBatch, EndpointError> {
         match self {
             Endpoint::Local { .. } => {
@@ -375,10 +378,11 @@ impl Endpoint {
                         all_leaves: true,
                         include_docs: selector.is_some(),
                         doc_ids,
-                        count_pending: false,
+                        count_pending,
                         ..Default::default()
                     })
                     .await?;
+                let pending = count_pending.then_some(page.pending);
                 let changes = page
                     .rows
                     .into_iter()
@@ -399,6 +403,7 @@ impl Endpoint {
                 Ok(ChangesBatch {
                     changes,
                     last_seq: Value::from(page.last_seq),
+                    pending,
                 })
             }
             Endpoint::Remote { .. } => {
@@ -465,7 +470,12 @@ impl Endpoint {
                     .get("last_seq")
                     .cloned()
                     .unwrap_or_else(|| since.clone());
-                Ok(ChangesBatch { changes, last_seq })
+                let pending = page.get("pending").and_then(Value::as_u64);
+                Ok(ChangesBatch {
+                    changes,
+                    last_seq,
+                    pending,
+                })
             }
         }
     }

@@ -47,6 +47,8 @@ pub struct ProgressSnapshot {
     pub through_seq: Value,
     /// The last sequence recorded in a checkpoint.
     pub checkpointed_source_seq: Value,
+    /// Changes the source still has after `through_seq`, when known.
+    pub changes_pending: Option<u64>,
     pub updated: Option<SystemTime>,
 }
 
@@ -118,6 +120,9 @@ pub async fn run_once(store: &Store, spec: &ReplicationSpec) -> Result<Value, Re
     let (_keep, stop) = tokio::sync::watch::channel(false);
     run(store, spec, stop, &Progress::default()).await
 }
+
+/// How often a local source counts the changes left (`changes_pending`).
+const PENDING_EVERY: Duration = Duration::from_secs(1);
 
 /// How long a continuous replication waits on an idle source before asking again.
 const IDLE_WAIT: Duration = Duration::from_secs(30);
@@ -196,13 +201,20 @@ pub async fn run(
     // is written (what checkpoints record).
     let mut written = since.clone();
     let mut in_flight: Option<PendingWrite> = None;
+    let mut last_pending_count: Option<Instant> = None;
     loop {
         if *stop.borrow() {
             break;
         }
+        // Counting what is left costs a scan on a local source: at most once a second.
+        let count_pending = last_pending_count.is_none_or(|t| t.elapsed() >= PENDING_EVERY);
         let batch = source
-            .changes(&since, spec.worker_batch_size, &spec.filter)
+            .changes(&since, spec.worker_batch_size, &spec.filter, count_pending)
             .await?;
+        if let Some(pending) = batch.pending {
+            last_pending_count = Some(Instant::now());
+            progress.update(|p| p.changes_pending = Some(pending));
+        }
         let advanced = batch.last_seq != since;
         if batch.changes.is_empty() {
             settle(&mut in_flight, &mut stats, &mut written).await?;
@@ -215,6 +227,7 @@ pub async fn run(
             progress.update(|p| {
                 p.stats = stats.clone();
                 p.through_seq = written.clone();
+                p.changes_pending = Some(0);
             });
             if !spec.continuous {
                 break;

@@ -4,16 +4,16 @@
 //!
 //! This crate owns the replication spec and its validation ([`spec`]), the
 //! replication id ([`rep_id`]), checkpoints and their comparison
-//! ([`checkpoint`]); next come the changes reader, `revs_diff`, document
-//! fetching (`_bulk_get`, `open_revs`, multipart), the writer (`_bulk_docs`,
-//! multipart `PUT`), statistics and retries. It knows nothing of axum or of
-//! the `_replicator` database; the server drives it.
+//! ([`checkpoint`]), the peers ([`endpoint`]: changes, `revs_diff`,
+//! `_bulk_get`, `_bulk_docs`, retries), one run of a replication ([`job`])
+//! and the [`scheduler`] that runs a server's jobs within its limits. It
+//! knows nothing of axum or of the `_replicator` database; the server drives it.
 
 pub mod checkpoint;
 pub mod endpoint;
 pub mod job;
-pub mod registry;
 pub mod rep_id;
+pub mod scheduler;
 pub mod spec;
 
 use std::sync::Once;
@@ -21,9 +21,14 @@ use std::sync::Once;
 pub use checkpoint::{HistoryEntry, ReplicationLog, Resume, SeqTracker, compare_logs};
 pub use endpoint::{Endpoint, EndpointError};
 pub use job::{Progress, ProgressSnapshot, ReplicationError, Stats, rfc3339, run, run_once};
-pub use registry::{JobInfo, Replications, Tracked};
 pub use rep_id::{REP_ID_VERSION, job_id, replication_id};
-pub use spec::{BasicAuth, ChangesFilter, Peer, RemoteDb, ReplicationSpec, SpecError};
+pub use scheduler::{
+    Added, DOC_STATES, DocCompleted, DocInfo, DocPhase, Event, EventKind, JobInfo, JobState,
+    Outcome, Owner, Scheduler, SchedulerConfig, progress_json,
+};
+pub use spec::{
+    BasicAuth, ChangesFilter, Peer, RemoteDb, ReplicationSpec, SpecDefaults, SpecError,
+};
 
 /// A `reqwest` client builder ready for HTTPS peers.
 ///

@@ -232,9 +232,44 @@ fn number(map: &Map<String, Value>, field: &str, default: u64) -> Result<u64, Sp
     }
 }
 
+/// The values a replication takes when its request leaves them out: a
+/// server's configured replicator defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecDefaults {
+    pub checkpoint_interval: u64,
+    pub worker_processes: u64,
+    pub worker_batch_size: u64,
+    pub http_connections: u64,
+    pub connection_timeout: u64,
+    pub retries_per_request: u64,
+    pub use_bulk_get: bool,
+}
+
+impl Default for SpecDefaults {
+    fn default() -> SpecDefaults {
+        SpecDefaults {
+            checkpoint_interval: defaults::CHECKPOINT_INTERVAL_MS,
+            worker_processes: defaults::WORKER_PROCESSES,
+            worker_batch_size: defaults::WORKER_BATCH_SIZE,
+            http_connections: defaults::HTTP_CONNECTIONS,
+            connection_timeout: defaults::CONNECTION_TIMEOUT_MS,
+            retries_per_request: defaults::RETRIES_PER_REQUEST,
+            use_bulk_get: true,
+        }
+    }
+}
+
 impl ReplicationSpec {
-    /// Parses a `/_replicate` body or `_replicator` document.
+    /// Parses a `/_replicate` body or `_replicator` document with CouchDB's defaults.
     pub fn parse(value: &Value) -> Result<ReplicationSpec, SpecError> {
+        ReplicationSpec::parse_with(value, &SpecDefaults::default())
+    }
+
+    /// Parses a request, filling what it leaves out from `defaults`.
+    pub fn parse_with(
+        value: &Value,
+        defaults: &SpecDefaults,
+    ) -> Result<ReplicationSpec, SpecError> {
         let Value::Object(map) = value else {
             return Err(bad("a replication request must be a JSON object"));
         };
@@ -318,20 +353,16 @@ impl ReplicationSpec {
             since_seq,
             winning_revs_only: flag(map, "winning_revs_only", false)?,
             use_checkpoints: flag(map, "use_checkpoints", true)?,
-            checkpoint_interval: number(
-                map,
-                "checkpoint_interval",
-                defaults::CHECKPOINT_INTERVAL_MS,
-            )?,
-            worker_processes: number(map, "worker_processes", defaults::WORKER_PROCESSES)?,
-            worker_batch_size: number(map, "worker_batch_size", defaults::WORKER_BATCH_SIZE)?,
-            http_connections: number(map, "http_connections", defaults::HTTP_CONNECTIONS)?,
-            connection_timeout: number(map, "connection_timeout", defaults::CONNECTION_TIMEOUT_MS)?,
+            checkpoint_interval: number(map, "checkpoint_interval", defaults.checkpoint_interval)?,
+            worker_processes: number(map, "worker_processes", defaults.worker_processes)?,
+            worker_batch_size: number(map, "worker_batch_size", defaults.worker_batch_size)?,
+            http_connections: number(map, "http_connections", defaults.http_connections)?,
+            connection_timeout: number(map, "connection_timeout", defaults.connection_timeout)?,
             retries_per_request: match map.get("retries_per_request") {
                 Some(Value::Number(n)) if n.as_u64() == Some(0) => 0,
-                _ => number(map, "retries_per_request", defaults::RETRIES_PER_REQUEST)?,
+                _ => number(map, "retries_per_request", defaults.retries_per_request)?,
             },
-            use_bulk_get: flag(map, "use_bulk_get", true)?,
+            use_bulk_get: flag(map, "use_bulk_get", defaults.use_bulk_get)?,
         })
     }
 }

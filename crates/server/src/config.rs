@@ -50,6 +50,23 @@ pub struct Config {
     /// Request headers allowed on cross-origin requests.
     #[serde(deserialize_with = "string_or_list")]
     pub cors_headers: Vec<String>,
+    /// Replications running at once; the others wait as `pending` and take
+    /// turns (CouchDB's default: 500).
+    pub replicator_max_jobs: usize,
+    /// Milliseconds between turns of waiting and running replications.
+    pub replicator_interval_ms: u64,
+    /// Replications stopped and started per turn, at most.
+    pub replicator_max_churn: usize,
+    /// Events kept in each job's history (`_scheduler/jobs`).
+    pub replicator_max_history: usize,
+    /// Default milliseconds between a replication's checkpoints.
+    pub replicator_checkpoint_interval_ms: u64,
+    /// Default changes read per batch.
+    pub replicator_worker_batch_size: u64,
+    /// Default milliseconds before a request to a peer is abandoned.
+    pub replicator_connection_timeout_ms: u64,
+    /// Default retries of a failed request to a peer before the job crashes.
+    pub replicator_retries_per_request: u64,
 }
 
 /// How hard each commit works to reach the disk.
@@ -112,8 +129,48 @@ impl Config {
         }
     }
 
+    /// The replication scheduler's share of the configuration.
+    pub fn scheduler_config(&self) -> replicator::SchedulerConfig {
+        replicator::SchedulerConfig {
+            max_jobs: self.replicator_max_jobs,
+            interval: std::time::Duration::from_millis(self.replicator_interval_ms),
+            max_churn: self.replicator_max_churn,
+            max_history: self.replicator_max_history,
+            spec_defaults: replicator::SpecDefaults {
+                checkpoint_interval: self.replicator_checkpoint_interval_ms,
+                worker_batch_size: self.replicator_worker_batch_size,
+                connection_timeout: self.replicator_connection_timeout_ms,
+                retries_per_request: self.replicator_retries_per_request,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
     /// Checks what the type system cannot: one line naming the setting.
     pub fn validate(&self) -> Result<(), String> {
+        let positive = [
+            ("replicator_max_jobs", self.replicator_max_jobs as u64),
+            ("replicator_interval_ms", self.replicator_interval_ms),
+            ("replicator_max_history", self.replicator_max_history as u64),
+            (
+                "replicator_checkpoint_interval_ms",
+                self.replicator_checkpoint_interval_ms,
+            ),
+            (
+                "replicator_worker_batch_size",
+                self.replicator_worker_batch_size,
+            ),
+            (
+                "replicator_connection_timeout_ms",
+                self.replicator_connection_timeout_ms,
+            ),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
+            return Err(format!(
+                "invalid configuration: setting `{name}`: must be positive"
+            ));
+        }
         if self.max_document_size == 0 {
             return Err(
                 "invalid configuration: setting `max_document_size`: must be positive".into(),
@@ -142,6 +199,8 @@ pub enum LogFormat {
 
 impl Default for Config {
     fn default() -> Config {
+        let scheduler = replicator::SchedulerConfig::default();
+        let spec = replicator::SpecDefaults::default();
         Config {
             bind: IpAddr::from([127, 0, 0, 1]),
             port: 5984,
@@ -156,6 +215,14 @@ impl Default for Config {
             cors_credentials: false,
             cors_methods: Vec::new(),
             cors_headers: Vec::new(),
+            replicator_max_jobs: scheduler.max_jobs,
+            replicator_interval_ms: scheduler.interval.as_millis() as u64,
+            replicator_max_churn: scheduler.max_churn,
+            replicator_max_history: scheduler.max_history,
+            replicator_checkpoint_interval_ms: spec.checkpoint_interval,
+            replicator_worker_batch_size: spec.worker_batch_size,
+            replicator_connection_timeout_ms: spec.connection_timeout,
+            replicator_retries_per_request: spec.retries_per_request,
         }
     }
 }

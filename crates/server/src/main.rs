@@ -118,12 +118,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     for system in store::name::SYSTEM_DATABASES {
         store.ensure_db(system).await?;
     }
-    let state = http_api::AppState::with_config(store.clone(), config.api_config());
-    let replications = state.replications.clone();
+    let scheduler = replicator::Scheduler::new(store.clone(), config.scheduler_config());
+    let state =
+        http_api::AppState::with_scheduler(store.clone(), config.api_config(), scheduler.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let manager = tokio::spawn(
-        manager::ReplicatorManager::new(store.clone(), replications.clone()).run(shutdown_rx),
+        manager::ReplicatorManager::new(store.clone(), scheduler.clone()).run(shutdown_rx.clone()),
     );
+    let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx));
     let app = http_api::router(state);
     let addr = SocketAddr::new(config.bind, config.port);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -148,7 +150,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // Running replications checkpoint before the databases close.
     let _ = shutdown_tx.send(true);
     let _ = manager.await;
-    replications.stop_all().await;
+    // The scheduler stops every job, each writing its checkpoint.
+    let _ = rotation.await;
     store.close_all().await;
     tracing::info!("stopped");
     Ok(())

@@ -7,13 +7,12 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use replicator::{ReplicationSpec, Replications, Tracked};
+use replicator::{DocCompleted, DocPhase, Owner, Scheduler};
 use serde_json::{Map, Value, json};
 use store::{ChangesQuery, Database, DocInput, Store};
 use tokio::sync::watch;
-use tokio::task::JoinHandle;
 
 /// The database CouchDB's users write replication documents into.
 pub const REPLICATOR_DB: &str = "_replicator";
@@ -21,25 +20,21 @@ pub const REPLICATOR_DB: &str = "_replicator";
 /// Changes read per page while following `_replicator`.
 const PAGE: usize = 500;
 
-/// First wait before restarting a job that failed; doubles up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_secs(30);
-const MAX_BACKOFF: Duration = Duration::from_secs(8 * 60);
-
-/// A job started from a document.
-struct DocJob {
+/// What the manager remembers of a document it has seen.
+struct DocEntry {
     /// The document's spec fields, to tell a user's edit from our own state writes.
     fingerprint: String,
-    /// Its id in the server's registry of replications (how it is stopped).
-    job_id: String,
-    task: JoinHandle<()>,
+    /// Its job in the scheduler, while it has one.
+    job_id: Option<String>,
 }
 
-/// Runs the `_replicator` documents of one server.
+/// Runs the `_replicator` documents of one server: hands their jobs to the
+/// scheduler and records their final states.
 #[derive(Clone)]
 pub struct ReplicatorManager {
     store: Store,
-    replications: Replications,
-    jobs: Arc<Mutex<HashMap<String, DocJob>>>,
+    scheduler: Scheduler,
+    docs: Arc<Mutex<HashMap<String, DocEntry>>>,
 }
 
 /// The parts of a document that describe the replication: everything but
@@ -60,19 +55,20 @@ fn now_iso() -> String {
 }
 
 impl ReplicatorManager {
-    pub fn new(store: Store, replications: Replications) -> ReplicatorManager {
+    pub fn new(store: Store, scheduler: Scheduler) -> ReplicatorManager {
         ReplicatorManager {
             store,
-            replications,
-            jobs: Arc::new(Mutex::new(HashMap::new())),
+            scheduler,
+            docs: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, DocJob>> {
-        self.jobs.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, DocEntry>> {
+        self.docs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Follows `_replicator` until `shutdown` turns true, then stops every job.
+    /// Follows `_replicator` until `shutdown` turns true. Jobs belong to the
+    /// scheduler, which stops them at shutdown.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let db = match self.store.ensure_db(REPLICATOR_DB).await {
             Ok(db) => db,
@@ -81,6 +77,7 @@ impl ReplicatorManager {
                 return;
             }
         };
+        let mut completed = self.scheduler.completed_docs();
         let mut updates = db.subscribe();
         let mut since = 0;
         loop {
@@ -110,12 +107,37 @@ impl ReplicatorManager {
                 }
                 Err(e) => tracing::error!(error = %e, "reading _replicator failed"),
             }
-            tokio::select! {
-                changed = updates.changed() => if changed.is_err() { break },
-                _ = shutdown.changed() => break,
+            loop {
+                tokio::select! {
+                    changed = updates.changed() => {
+                        if changed.is_err() { return; }
+                        break;
+                    }
+                    Some(done) = completed.recv() => self.record_completion(&db, done).await,
+                    _ = shutdown.changed() => return,
+                }
             }
         }
-        self.stop_all().await;
+    }
+
+    /// A one-shot job finished: its document says so (unless it changed meanwhile).
+    async fn record_completion(&self, db: &Database, done: DocCompleted) {
+        let DocCompleted { doc_id, stats, .. } = done;
+        let finished_job = match self.lock().get_mut(&doc_id) {
+            Some(entry) => entry.job_id.take(),
+            None => None,
+        };
+        if finished_job.is_none() {
+            return;
+        }
+        tracing::info!(doc = %doc_id, "replication completed");
+        write_state(
+            db,
+            &doc_id,
+            "completed",
+            json!({"_replication_stats": stats}),
+        )
+        .await;
     }
 
     async fn handle(&self, db: &Database, id: &str, deleted: bool, doc: Option<Value>) {
@@ -125,126 +147,105 @@ impl ReplicatorManager {
         let doc = match (deleted, doc) {
             (false, Some(Value::Object(doc))) => doc,
             _ => {
-                if let Some(job) = self.lock().remove(id) {
-                    tracing::info!(doc = %id, "replication document deleted; job cancelled");
-                    self.replications.cancel(&job.job_id);
+                let entry = self.lock().remove(id);
+                if let Some(job_id) = entry.and_then(|e| e.job_id) {
+                    tracing::info!(doc = %id, job = %job_id, "replication document deleted; job cancelled");
+                    self.scheduler.remove(&job_id).await;
                 }
+                self.scheduler.forget_doc(REPLICATOR_DB, id);
                 return;
             }
         };
         let print = fingerprint(&doc);
-        if let Some(job) = self.lock().get(id)
-            && job.fingerprint == print
-        {
+        if self.lock().get(id).is_some_and(|e| e.fingerprint == print) {
             // Our own state write, or an edit of fields that do not matter.
             return;
         }
         let previous = self.lock().remove(id);
-        if let Some(old) = previous {
-            tracing::info!(doc = %id, "replication document edited; job restarted");
-            self.replications.cancel(&old.job_id);
-            // Let it checkpoint and leave the registry before its successor starts.
-            let _ = old.task.await;
+        if let Some(job_id) = previous.and_then(|e| e.job_id) {
+            tracing::info!(doc = %id, job = %job_id, "replication document edited; job restarted");
+            // Waits for its checkpoint before its successor starts.
+            self.scheduler.remove(&job_id).await;
         }
-        if matches!(
-            doc.get("_replication_state").and_then(Value::as_str),
-            Some("completed" | "failed")
-        ) {
-            // Finished before: CouchDB does not start these again.
-            return;
-        }
-        let spec = match ReplicationSpec::parse(&Value::Object(doc.clone())) {
-            Ok(spec) => spec,
-            Err(e) => {
-                tracing::warn!(doc = %id, reason = %e, "invalid replication document");
-                write_state(db, id, "failed", json!({"_replication_state_reason": e.0})).await;
-                return;
-            }
-        };
-        let Some(tracked) = self.replications.track(&spec, id) else {
-            let rep_id = replicator::job_id(self.store.server_uuid(), &spec);
-            let reason = format!(
-                "Replication `{rep_id}` specified by document `{id}` already started by another document"
-            );
-            write_state(
-                db,
-                id,
-                "failed",
-                json!({"_replication_state_reason": reason}),
-            )
-            .await;
-            return;
-        };
-        let job_id = tracked.id.clone();
-        let task = tokio::spawn(run_job(
-            self.store.clone(),
-            db.clone(),
-            id.to_string(),
-            spec,
-            tracked,
-        ));
+        let job_id = self.schedule(db, id, &doc).await;
         self.lock().insert(
             id.to_string(),
-            DocJob {
+            DocEntry {
                 fingerprint: print,
                 job_id,
-                task,
             },
         );
     }
 
-    async fn stop_all(&self) {
-        let jobs: Vec<DocJob> = self.lock().drain().map(|(_, j)| j).collect();
-        for job in &jobs {
-            self.replications.cancel(&job.job_id);
-        }
-        for job in jobs {
-            let _ = job.task.await;
-        }
-    }
-}
-
-/// One document's job: run it, restart it with backoff after failures,
-/// and record a one-shot's completion in its document.
-async fn run_job(store: Store, db: Database, id: String, spec: ReplicationSpec, tracked: Tracked) {
-    let mut backoff = FIRST_BACKOFF;
-    let mut stop = tracked.stop.clone();
-    loop {
-        tracing::info!(doc = %id, job = %tracked.id, source = %spec.source, target = %spec.target, "replication started");
-        match replicator::run(&store, &spec, stop.clone(), &tracked.progress).await {
-            Ok(log) => {
-                if *stop.borrow() || spec.continuous {
-                    return;
-                }
-                let stats = log["history"].get(0).map(|h| {
-                    json!({
-                        "revisions_checked": h["missing_checked"],
-                        "missing_revisions_found": h["missing_found"],
-                        "docs_read": h["docs_read"],
-                        "docs_written": h["docs_written"],
-                        "doc_write_failures": h["doc_write_failures"],
-                        "checkpointed_source_seq": log["source_last_seq"],
-                    })
-                });
-                tracing::info!(doc = %id, "replication completed");
-                write_state(
-                    &db,
-                    &id,
-                    "completed",
-                    json!({"_replication_stats": stats.unwrap_or(json!({}))}),
+    /// Turns a document into a job, or records why it cannot be one.
+    async fn schedule(&self, db: &Database, id: &str, doc: &Map<String, Value>) -> Option<String> {
+        let recorded = doc.get("_replication_state").and_then(Value::as_str);
+        if let Some(state @ ("completed" | "failed")) = recorded {
+            // Finished before: CouchDB does not start these again.
+            let phase = if state == "completed" {
+                DocPhase::Completed(doc.get("_replication_stats").cloned().unwrap_or(json!({})))
+            } else {
+                DocPhase::Failed(
+                    doc.get("_replication_state_reason")
+                        .and_then(Value::as_str)
+                        .unwrap_or("failed")
+                        .to_string(),
                 )
-                .await;
-                return;
-            }
-            Err(e) => {
-                tracing::warn!(doc = %id, error = %e, retry_in = ?backoff, "replication crashed");
-                tokio::select! {
-                    _ = tokio::time::sleep(backoff) => {}
-                    _ = stop.changed() => return,
-                }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
-            }
+            };
+            self.scheduler.set_doc(REPLICATOR_DB, id, phase, None, None);
+            return None;
         }
+        let spec = match self.scheduler.parse_spec(&Value::Object(doc.clone())) {
+            Ok(spec) => spec,
+            Err(e) => {
+                tracing::warn!(doc = %id, reason = %e, "invalid replication document");
+                self.fail(db, id, e.0, None).await;
+                return None;
+            }
+        };
+        let source = spec.source.to_string();
+        let target = spec.target.to_string();
+        let added = self.scheduler.add(
+            spec,
+            Owner::Doc {
+                db: REPLICATOR_DB.into(),
+                doc_id: id.into(),
+            },
+        );
+        if !added.new {
+            let reason = format!(
+                "Replication `{}` specified by document `{id}` already started by another document",
+                added.id
+            );
+            self.fail(db, id, reason, Some((source, target))).await;
+            return None;
+        }
+        self.scheduler.set_doc(
+            REPLICATOR_DB,
+            id,
+            DocPhase::Scheduled(added.id.clone()),
+            Some(source),
+            Some(target),
+        );
+        Some(added.id)
+    }
+
+    async fn fail(&self, db: &Database, id: &str, reason: String, peers: Option<(String, String)>) {
+        let (source, target) = peers.unzip();
+        self.scheduler.set_doc(
+            REPLICATOR_DB,
+            id,
+            DocPhase::Failed(reason.clone()),
+            source,
+            target,
+        );
+        write_state(
+            db,
+            id,
+            "failed",
+            json!({"_replication_state_reason": reason}),
+        )
+        .await;
     }
 }
 

@@ -1,0 +1,926 @@
+//! The scheduler: every replication job of one server, whoever asked for it
+//! (`/_replicate` or a `_replicator` document), with at most `max_jobs`
+//! running at once. Jobs over the limit wait as `pending`; every `interval`
+//! the longest-running jobs make room for the longest-waiting ones, at most
+//! `max_churn` at a time, so that all jobs make progress. A job that fails
+//! is `crashing` and waits an exponential backoff before it runs again.
+//!
+//! The scheduler also keeps what `_scheduler/docs` shows of each
+//! `_replicator` document (its state, including the final `completed` and
+//! `failed` ones the documents manager records).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{Value, json};
+use store::Store;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::job::{self, Progress, ProgressSnapshot, ReplicationError};
+use crate::rep_id::job_id;
+use crate::spec::{ReplicationSpec, SpecDefaults, SpecError};
+
+/// The scheduler's limits; the defaults are CouchDB's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchedulerConfig {
+    /// Jobs running at once; the others wait as `pending`.
+    pub max_jobs: usize,
+    /// How often waiting jobs take turns with running ones.
+    pub interval: Duration,
+    /// Jobs stopped and started per turn, so rotation never thrashes.
+    pub max_churn: usize,
+    /// Events kept in each job's history.
+    pub max_history: usize,
+    /// The first wait after a crash; doubles with each consecutive crash.
+    pub backoff_base: Duration,
+    /// The backoff stops doubling after this many consecutive crashes.
+    pub max_backoff_doublings: u32,
+    /// A job that ran this long before crashing is healthy again: its
+    /// backoff starts over.
+    pub health_threshold: Duration,
+    /// What replications take for the options their requests leave out.
+    pub spec_defaults: SpecDefaults,
+}
+
+impl Default for SchedulerConfig {
+    fn default() -> SchedulerConfig {
+        SchedulerConfig {
+            max_jobs: 500,
+            interval: Duration::from_secs(60),
+            max_churn: 20,
+            max_history: 20,
+            backoff_base: Duration::from_secs(30),
+            max_backoff_doublings: 10,
+            health_threshold: Duration::from_secs(120),
+            spec_defaults: SpecDefaults::default(),
+        }
+    }
+}
+
+/// Who asked for a job.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Owner {
+    /// `POST /_replicate`: a crash ends it (CouchDB does not retry these).
+    Transient,
+    /// A `_replicator` document: retried after crashes until removed.
+    Doc { db: String, doc_id: String },
+}
+
+/// What happened to a job, newest first in its history.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EventKind {
+    Added,
+    Started,
+    Stopped,
+    Crashed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub at: SystemTime,
+    /// The same moment on the monotonic clock, for backoff arithmetic.
+    at_instant: Instant,
+    pub kind: EventKind,
+}
+
+/// A job's state as CouchDB 3 names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobState {
+    Pending,
+    Running,
+    Crashing,
+}
+
+impl JobState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            JobState::Pending => "pending",
+            JobState::Running => "running",
+            JobState::Crashing => "crashing",
+        }
+    }
+}
+
+/// How a job ended, for whoever waits on it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// A one-shot job reached the end: its final log.
+    Completed(Value),
+    /// A transient job crashed (`error` is CouchDB's error name), or was cancelled.
+    Failed { error: &'static str, reason: String },
+}
+
+/// A one-shot `_replicator` job that reached the end: the documents manager
+/// records it in the document.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocCompleted {
+    pub db: String,
+    pub doc_id: String,
+    /// `_replication_stats`.
+    pub stats: Value,
+}
+
+/// A job as `_scheduler/jobs` and `_active_tasks` show it (no credentials).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobInfo {
+    pub id: String,
+    pub owner: Owner,
+    pub source: String,
+    pub target: String,
+    pub continuous: bool,
+    pub state: JobState,
+    /// When the job was added.
+    pub start_time: SystemTime,
+    /// When its current run started (running jobs only).
+    pub started: Option<SystemTime>,
+    /// A token for the running task, CouchDB's `pid`.
+    pub pid: Option<String>,
+    pub error_count: u32,
+    /// The newest crash's reason while crashing.
+    pub last_error: Option<String>,
+    pub history: Vec<Event>,
+    pub progress: ProgressSnapshot,
+}
+
+impl JobInfo {
+    /// The time of the newest event.
+    pub fn last_updated(&self) -> SystemTime {
+        self.history.first().map_or(self.start_time, |e| e.at)
+    }
+}
+
+/// What the documents manager knows of a `_replicator` document.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DocPhase {
+    /// Handed to the scheduler as this job.
+    Scheduled(String),
+    /// A one-shot replication finished, with its stats.
+    Completed(Value),
+    /// Not a valid replication, or a duplicate: the reason.
+    Failed(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+struct DocRecord {
+    phase: DocPhase,
+    source: Option<String>,
+    target: Option<String>,
+    start_time: SystemTime,
+    last_updated: SystemTime,
+}
+
+/// A `_replicator` document as `_scheduler/docs` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DocInfo {
+    pub db: String,
+    pub doc_id: String,
+    /// The job id, once known.
+    pub id: Option<String>,
+    /// `initializing`, `pending`, `running`, `crashing`, `completed` or `failed`.
+    pub state: &'static str,
+    /// Progress counters, or `{"error": reason}`, or null.
+    pub info: Value,
+    pub error_count: u32,
+    pub source: Option<String>,
+    pub target: Option<String>,
+    pub start_time: SystemTime,
+    pub last_updated: SystemTime,
+}
+
+/// Every state `_scheduler/docs?states=` accepts.
+pub const DOC_STATES: [&str; 7] = [
+    "initializing",
+    "error",
+    "pending",
+    "running",
+    "crashing",
+    "completed",
+    "failed",
+];
+
+/// The running task of a job.
+struct Run {
+    generation: u64,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<()>>,
+    started: SystemTime,
+    /// Asked to stop (rotation, cancel, shutdown); still checkpointing.
+    stopping: bool,
+}
+
+struct Job {
+    id: String,
+    owner: Owner,
+    spec: Arc<ReplicationSpec>,
+    start_time: SystemTime,
+    history: VecDeque<Event>,
+    progress: Arc<Progress>,
+    run: Option<Run>,
+    last_started: Option<Instant>,
+    done: watch::Sender<Option<Outcome>>,
+}
+
+#[derive(Default)]
+struct Table {
+    jobs: HashMap<String, Job>,
+    docs: BTreeMap<(String, String), DocRecord>,
+    next_generation: u64,
+    shutting_down: bool,
+}
+
+struct Inner {
+    store: Store,
+    config: SchedulerConfig,
+    table: Mutex<Table>,
+    completed_docs: Mutex<Option<mpsc::UnboundedSender<DocCompleted>>>,
+}
+
+/// The replication jobs of one server. Cheap to clone.
+#[derive(Clone)]
+pub struct Scheduler {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler")
+            .field("jobs", &self.table().jobs.len())
+            .finish()
+    }
+}
+
+/// The job a request was given: a new one, or the same replication already scheduled.
+#[derive(Debug)]
+pub struct Added {
+    pub id: String,
+    /// False when the same replication was already scheduled.
+    pub new: bool,
+    /// The owner of the job that was already scheduled (when `!new`).
+    pub existing_owner: Option<Owner>,
+    /// Turns `Some` when the job ends.
+    pub done: watch::Receiver<Option<Outcome>>,
+}
+
+impl Scheduler {
+    pub fn new(store: Store, config: SchedulerConfig) -> Scheduler {
+        Scheduler {
+            inner: Arc::new(Inner {
+                store,
+                config,
+                table: Mutex::new(Table::default()),
+                completed_docs: Mutex::new(None),
+            }),
+        }
+    }
+
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.inner.config
+    }
+
+    /// Parses a replication request with this server's defaults.
+    pub fn parse_spec(&self, request: &Value) -> Result<ReplicationSpec, SpecError> {
+        ReplicationSpec::parse_with(request, &self.inner.config.spec_defaults)
+    }
+
+    fn table(&self) -> MutexGuard<'_, Table> {
+        self.inner
+            .table
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Where completed `_replicator` jobs are announced (one receiver: the
+    /// documents manager).
+    pub fn completed_docs(&self) -> mpsc::UnboundedReceiver<DocCompleted> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        *self
+            .inner
+            .completed_docs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        rx
+    }
+
+    /// Schedules a replication; it starts at once if a slot is free. When the
+    /// same replication (same job id) is already scheduled, nothing changes
+    /// and the answer names that job.
+    pub fn add(&self, spec: ReplicationSpec, owner: Owner) -> Added {
+        let id = job_id(self.inner.store.server_uuid(), &spec);
+        let mut table = self.table();
+        if let Some(job) = table.jobs.get(&id) {
+            return Added {
+                id,
+                new: false,
+                existing_owner: Some(job.owner.clone()),
+                done: job.done.subscribe(),
+            };
+        }
+        let (done, done_rx) = watch::channel(None);
+        let now = SystemTime::now();
+        let mut history = VecDeque::new();
+        history.push_front(Event {
+            at: now,
+            at_instant: Instant::now(),
+            kind: EventKind::Added,
+        });
+        tracing::info!(job = %id, source = %spec.source, target = %spec.target, "replication job added");
+        table.jobs.insert(
+            id.clone(),
+            Job {
+                id: id.clone(),
+                owner,
+                spec: Arc::new(spec),
+                start_time: now,
+                history,
+                progress: Arc::new(Progress::default()),
+                run: None,
+                last_started: None,
+                done,
+            },
+        );
+        self.fill(&mut table, usize::MAX);
+        Added {
+            id,
+            new: true,
+            existing_owner: None,
+            done: done_rx,
+        }
+    }
+
+    /// Removes a job: stops it, waits for its last checkpoint, and tells any
+    /// waiter it was cancelled. False when no such job exists.
+    pub async fn remove(&self, id: &str) -> bool {
+        let (task, done) = {
+            let mut table = self.table();
+            let Some(mut job) = table.jobs.remove(id) else {
+                return false;
+            };
+            let task = job.run.as_mut().and_then(|run| {
+                let _ = run.stop.send(true);
+                run.task.take()
+            });
+            self.fill(&mut table, usize::MAX);
+            (task, job.done)
+        };
+        tracing::info!(job = %id, "replication job removed");
+        if let Some(task) = task {
+            let _ = task.await;
+        }
+        done.send_replace(Some(Outcome::Failed {
+            error: "cancelled",
+            reason: "the replication was cancelled".into(),
+        }));
+        true
+    }
+
+    /// Every job, by id.
+    pub fn jobs(&self) -> Vec<JobInfo> {
+        let table = self.table();
+        let mut jobs: Vec<JobInfo> = table.jobs.values().map(|job| self.info(job)).collect();
+        jobs.sort_by(|a, b| a.id.cmp(&b.id));
+        jobs
+    }
+
+    /// One job.
+    pub fn job(&self, id: &str) -> Option<JobInfo> {
+        let table = self.table();
+        table.jobs.get(id).map(|job| self.info(job))
+    }
+
+    fn info(&self, job: &Job) -> JobInfo {
+        let error_count = consecutive_crashes(&job.history, self.inner.config.health_threshold);
+        let last_error = match job.history.front().map(|e| &e.kind) {
+            Some(EventKind::Crashed(reason)) if job.run.is_none() => Some(reason.clone()),
+            _ => None,
+        };
+        let state = if job.run.as_ref().is_some_and(|r| !r.stopping) {
+            JobState::Running
+        } else if last_error.is_some() {
+            JobState::Crashing
+        } else {
+            JobState::Pending
+        };
+        JobInfo {
+            id: job.id.clone(),
+            owner: job.owner.clone(),
+            source: job.spec.source.to_string(),
+            target: job.spec.target.to_string(),
+            continuous: job.spec.continuous,
+            state,
+            start_time: job.start_time,
+            started: job.run.as_ref().map(|r| r.started),
+            pid: job
+                .run
+                .as_ref()
+                .map(|r| format!("<recliner.{}.0>", r.generation)),
+            error_count,
+            last_error,
+            history: job.history.iter().cloned().collect(),
+            progress: job.progress.snapshot(),
+        }
+    }
+
+    /// Records what the documents manager knows of a document: scheduled as
+    /// a job, completed, or failed.
+    pub fn set_doc(
+        &self,
+        db: &str,
+        doc_id: &str,
+        phase: DocPhase,
+        source: Option<String>,
+        target: Option<String>,
+    ) {
+        let now = SystemTime::now();
+        let mut table = self.table();
+        let key = (db.to_string(), doc_id.to_string());
+        let start_time = table.docs.get(&key).map_or(now, |d| d.start_time);
+        table.docs.insert(
+            key,
+            DocRecord {
+                phase,
+                source,
+                target,
+                start_time,
+                last_updated: now,
+            },
+        );
+    }
+
+    /// Forgets a deleted document.
+    pub fn forget_doc(&self, db: &str, doc_id: &str) {
+        self.table()
+            .docs
+            .remove(&(db.to_string(), doc_id.to_string()));
+    }
+
+    /// Every known document of `db` (all databases when `None`), by id.
+    pub fn docs(&self, db: Option<&str>) -> Vec<DocInfo> {
+        let table = self.table();
+        table
+            .docs
+            .iter()
+            .filter(|((d, _), _)| db.is_none_or(|db| db == d))
+            .map(|((d, id), record)| self.doc_info(&table, d, id, record))
+            .collect()
+    }
+
+    /// One document.
+    pub fn doc(&self, db: &str, doc_id: &str) -> Option<DocInfo> {
+        let table = self.table();
+        let record = table.docs.get(&(db.to_string(), doc_id.to_string()))?;
+        Some(self.doc_info(&table, db, doc_id, record))
+    }
+
+    fn doc_info(&self, table: &Table, db: &str, doc_id: &str, record: &DocRecord) -> DocInfo {
+        let mut info = DocInfo {
+            db: db.to_string(),
+            doc_id: doc_id.to_string(),
+            id: None,
+            state: "initializing",
+            info: Value::Null,
+            error_count: 0,
+            source: record.source.clone(),
+            target: record.target.clone(),
+            start_time: record.start_time,
+            last_updated: record.last_updated,
+        };
+        match &record.phase {
+            DocPhase::Scheduled(id) => {
+                info.id = Some(id.clone());
+                match table.jobs.get(id) {
+                    Some(job) => {
+                        let job = self.info(job);
+                        info.state = job.state.as_str();
+                        info.error_count = job.error_count;
+                        info.last_updated = job.last_updated();
+                        info.start_time = job.start_time;
+                        info.info = match &job.last_error {
+                            Some(reason) => json!({"error": reason}),
+                            None => progress_json(&job.progress),
+                        };
+                    }
+                    // Between the end of a job and its document's update.
+                    None => info.state = "pending",
+                }
+            }
+            DocPhase::Completed(stats) => {
+                info.state = "completed";
+                info.info = stats.clone();
+            }
+            DocPhase::Failed(reason) => {
+                info.state = "failed";
+                info.info = json!({"error": reason});
+            }
+        }
+        info
+    }
+
+    /// Rotates jobs every `interval` until `shutdown` turns true, then stops
+    /// every job and waits for their checkpoints.
+    pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let mut ticker = tokio::time::interval(self.inner.config.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = ticker.tick() => self.reschedule(),
+                _ = shutdown.changed() => break,
+            }
+        }
+        self.stop_all().await;
+    }
+
+    /// One turn: start jobs whose backoff is over, then let waiting jobs
+    /// take the place of the longest-running ones.
+    pub fn reschedule(&self) {
+        let mut table = self.table();
+        let churn = self.inner.config.max_churn;
+        let started = self.fill(&mut table, churn);
+        let running = table.jobs.values().filter(|j| j.run.is_some()).count();
+        if running < self.inner.config.max_jobs {
+            return;
+        }
+        let waiting = self.eligible(&table).len();
+        let turn = churn.saturating_sub(started).min(waiting);
+        if turn == 0 {
+            return;
+        }
+        let mut oldest: Vec<(Instant, String)> = table
+            .jobs
+            .values()
+            .filter(|j| j.run.as_ref().is_some_and(|r| !r.stopping))
+            .map(|j| (j.last_started.unwrap_or_else(Instant::now), j.id.clone()))
+            .collect();
+        oldest.sort();
+        for (_, id) in oldest.into_iter().take(turn) {
+            if let Some(job) = table.jobs.get_mut(&id) {
+                stop_run(job, self.inner.config.max_history);
+                tracing::info!(job = %id, "replication job paused to let a waiting one run");
+            }
+        }
+    }
+
+    /// Stops every job, waiting for their checkpoints.
+    pub async fn stop_all(&self) {
+        let tasks: Vec<JoinHandle<()>> = {
+            let mut table = self.table();
+            table.shutting_down = true;
+            let max_history = self.inner.config.max_history;
+            table
+                .jobs
+                .values_mut()
+                .filter_map(|job| {
+                    stop_run(job, max_history);
+                    job.run.as_mut().and_then(|r| r.task.take())
+                })
+                .collect()
+        };
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+
+    /// Jobs ready to run (not running, backoff over), most deserving first:
+    /// never started, then the longest since their last start.
+    fn eligible(&self, table: &Table) -> Vec<String> {
+        let now = Instant::now();
+        let config = &self.inner.config;
+        let mut ready: Vec<(Option<Instant>, String)> = table
+            .jobs
+            .values()
+            .filter(|job| job.run.is_none())
+            .filter(|job| {
+                let crashes = consecutive_crashes(&job.history, config.health_threshold);
+                let last_crash = job.history.iter().find_map(|e| match e.kind {
+                    EventKind::Crashed(_) => Some(e.at_instant),
+                    _ => None,
+                });
+                match last_crash {
+                    Some(at) if crashes > 0 => now.duration_since(at) >= backoff(config, crashes),
+                    _ => true,
+                }
+            })
+            .map(|job| (job.last_started, job.id.clone()))
+            .collect();
+        ready.sort();
+        ready.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// Starts ready jobs while slots are free, at most `limit`; returns how many.
+    fn fill(&self, table: &mut Table, limit: usize) -> usize {
+        if table.shutting_down {
+            return 0;
+        }
+        let running = table.jobs.values().filter(|j| j.run.is_some()).count();
+        let free = self
+            .inner
+            .config
+            .max_jobs
+            .saturating_sub(running)
+            .min(limit);
+        if free == 0 {
+            return 0;
+        }
+        let ready = self.eligible(table);
+        let mut started = 0;
+        for id in ready.into_iter().take(free) {
+            self.start(table, &id);
+            started += 1;
+        }
+        started
+    }
+
+    fn start(&self, table: &mut Table, id: &str) {
+        table.next_generation += 1;
+        let generation = table.next_generation;
+        let max_history = self.inner.config.max_history;
+        let Some(job) = table.jobs.get_mut(id) else {
+            return;
+        };
+        let (stop, stop_rx) = watch::channel(false);
+        let scheduler = self.clone();
+        let store = self.inner.store.clone();
+        let spec = job.spec.clone();
+        let progress = job.progress.clone();
+        let job_id = id.to_string();
+        tracing::info!(job = %id, source = %spec.source, target = %spec.target, "replication started");
+        let task = tokio::spawn(async move {
+            let result = job::run(&store, &spec, stop_rx, &progress).await;
+            scheduler.exited(&job_id, generation, result);
+        });
+        push_event(job, EventKind::Started, max_history);
+        job.last_started = Some(Instant::now());
+        job.run = Some(Run {
+            generation,
+            stop,
+            task: Some(task),
+            started: SystemTime::now(),
+            stopping: false,
+        });
+    }
+
+    /// A job's task ended: record why, then give its slot to a waiting job.
+    fn exited(&self, id: &str, generation: u64, result: Result<Value, ReplicationError>) {
+        let mut table = self.table();
+        let max_history = self.inner.config.max_history;
+        let Some(job) = table.jobs.get_mut(id) else {
+            return;
+        };
+        let Some(run) = job.run.take_if(|r| r.generation == generation) else {
+            return;
+        };
+        match result {
+            Ok(log) if !run.stopping && !job.spec.continuous => {
+                tracing::info!(job = %id, "replication completed");
+                let Some(job) = table.jobs.remove(id) else {
+                    return;
+                };
+                if let Owner::Doc { db, doc_id } = &job.owner {
+                    let stats = completion_stats(&log);
+                    let key = (db.clone(), doc_id.clone());
+                    if let Some(record) = table.docs.get_mut(&key) {
+                        record.phase = DocPhase::Completed(stats.clone());
+                        record.last_updated = SystemTime::now();
+                    }
+                    let sender = self
+                        .inner
+                        .completed_docs
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .clone();
+                    if let Some(sender) = sender {
+                        let _ = sender.send(DocCompleted {
+                            db: db.clone(),
+                            doc_id: doc_id.clone(),
+                            stats,
+                        });
+                    }
+                }
+                job.done.send_replace(Some(Outcome::Completed(log)));
+            }
+            Ok(_) => tracing::info!(job = %id, "replication stopped"),
+            Err(e) if run.stopping => {
+                tracing::info!(job = %id, error = %e, "replication stopped with an error");
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                match job.owner {
+                    Owner::Transient => {
+                        tracing::warn!(job = %id, error = %reason, "replication failed");
+                        if let Some(job) = table.jobs.remove(id) {
+                            let error = match e {
+                                ReplicationError::DbNotFound(_) => "db_not_found",
+                                _ => "replication_failed",
+                            };
+                            job.done
+                                .send_replace(Some(Outcome::Failed { error, reason }));
+                        }
+                    }
+                    Owner::Doc { .. } => {
+                        push_event(job, EventKind::Crashed(reason.clone()), max_history);
+                        let crashes =
+                            consecutive_crashes(&job.history, self.inner.config.health_threshold);
+                        tracing::warn!(job = %id, error = %reason, retry_in = ?backoff(&self.inner.config, crashes), "replication crashed");
+                    }
+                }
+            }
+        }
+        self.fill(&mut table, usize::MAX);
+    }
+}
+
+/// Asks a running job to stop (it checkpoints first).
+fn stop_run(job: &mut Job, max_history: usize) {
+    let Some(run) = job.run.as_mut() else {
+        return;
+    };
+    if run.stopping {
+        return;
+    }
+    run.stopping = true;
+    let _ = run.stop.send(true);
+    push_event(job, EventKind::Stopped, max_history);
+}
+
+fn push_event(job: &mut Job, kind: EventKind, max_history: usize) {
+    job.history.push_front(Event {
+        at: SystemTime::now(),
+        at_instant: Instant::now(),
+        kind,
+    });
+    job.history.truncate(max_history.max(1));
+}
+
+/// How many times in a row a job crashed: crashes that each came soon
+/// (within the health threshold) after the event before them. A normal stop
+/// after a start ends the streak.
+fn consecutive_crashes(history: &VecDeque<Event>, health_threshold: Duration) -> u32 {
+    let mut count = 0;
+    let events: Vec<&Event> = history.iter().collect();
+    for (i, event) in events.iter().enumerate() {
+        let older = events.get(i + 1);
+        match (&event.kind, older) {
+            (EventKind::Crashed(_), Some(older)) => {
+                if event.at_instant.duration_since(older.at_instant) > health_threshold {
+                    return count;
+                }
+                count += 1;
+            }
+            (EventKind::Crashed(_), None) => count += 1,
+            (EventKind::Stopped, Some(older)) if older.kind == EventKind::Started => {
+                return count;
+            }
+            _ => {}
+        }
+    }
+    count
+}
+
+/// The wait before a job that crashed `crashes` times in a row runs again.
+fn backoff(config: &SchedulerConfig, crashes: u32) -> Duration {
+    if crashes == 0 {
+        return Duration::ZERO;
+    }
+    let doublings = (crashes - 1).min(config.max_backoff_doublings);
+    config.backoff_base.saturating_mul(1 << doublings)
+}
+
+/// A finished one-shot's `_replication_stats`, from its final log.
+fn completion_stats(log: &Value) -> Value {
+    match log["history"].get(0) {
+        Some(h) => json!({
+            "revisions_checked": h["missing_checked"],
+            "missing_revisions_found": h["missing_found"],
+            "docs_read": h["docs_read"],
+            "docs_written": h["docs_written"],
+            "doc_write_failures": h["doc_write_failures"],
+            "checkpointed_source_seq": log["source_last_seq"],
+        }),
+        None => json!({
+            "revisions_checked": 0,
+            "missing_revisions_found": 0,
+            "docs_read": 0,
+            "docs_written": 0,
+            "doc_write_failures": 0,
+            "checkpointed_source_seq": log["source_last_seq"],
+        }),
+    }
+}
+
+/// A job's counters as CouchDB shows them in `info` and `_active_tasks`.
+pub fn progress_json(p: &ProgressSnapshot) -> Value {
+    json!({
+        "revisions_checked": p.stats.missing_checked,
+        "missing_revisions_found": p.stats.missing_found,
+        "docs_read": p.stats.docs_read,
+        "docs_written": p.stats.docs_written,
+        "changes_pending": p.changes_pending,
+        "doc_write_failures": p.stats.doc_write_failures,
+        "checkpointed_source_seq": p.checkpointed_source_seq,
+        "source_seq": p.source_seq,
+        "through_seq": p.through_seq,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn history(events: &[(u64, EventKind)]) -> VecDeque<Event> {
+        // `events` oldest first, at seconds from a base instant.
+        let base = Instant::now();
+        let mut h = VecDeque::new();
+        for (secs, kind) in events {
+            h.push_front(Event {
+                at: SystemTime::now(),
+                at_instant: base + Duration::from_secs(*secs),
+                kind: kind.clone(),
+            });
+        }
+        h
+    }
+
+    fn crashed() -> EventKind {
+        EventKind::Crashed("boom".into())
+    }
+
+    #[test]
+    fn quick_crashes_in_a_row_count_and_a_healthy_run_resets_them() {
+        let t = Duration::from_secs(120);
+        use EventKind::*;
+        assert_eq!(consecutive_crashes(&history(&[(0, Added)]), t), 0);
+        assert_eq!(
+            consecutive_crashes(&history(&[(0, Added), (1, Started), (2, crashed())]), t),
+            1
+        );
+        assert_eq!(
+            consecutive_crashes(
+                &history(&[
+                    (0, Added),
+                    (1, Started),
+                    (2, crashed()),
+                    (40, Started),
+                    (41, crashed()),
+                    (100, Started),
+                    (101, crashed()),
+                ]),
+                t
+            ),
+            3
+        );
+        // Ran 1000 s before crashing: healthy, the streak is over.
+        assert_eq!(
+            consecutive_crashes(
+                &history(&[
+                    (0, Added),
+                    (1, Started),
+                    (2, crashed()),
+                    (40, Started),
+                    (1040, crashed())
+                ]),
+                t
+            ),
+            0
+        );
+        // A normal stop after a start ends the streak.
+        assert_eq!(
+            consecutive_crashes(
+                &history(&[
+                    (0, Added),
+                    (1, Started),
+                    (2, crashed()),
+                    (40, Started),
+                    (50, Stopped)
+                ]),
+                t
+            ),
+            0
+        );
+    }
+
+    #[test]
+    fn backoff_starts_at_the_base_doubles_and_is_capped() {
+        let config = SchedulerConfig::default();
+        assert_eq!(backoff(&config, 0), Duration::ZERO);
+        assert_eq!(backoff(&config, 1), Duration::from_secs(30));
+        assert_eq!(backoff(&config, 2), Duration::from_secs(60));
+        assert_eq!(backoff(&config, 3), Duration::from_secs(120));
+        assert_eq!(backoff(&config, 11), Duration::from_secs(30 * 1024));
+        assert_eq!(backoff(&config, 50), Duration::from_secs(30 * 1024));
+    }
+
+    #[test]
+    fn completion_stats_come_from_the_newest_history_entry() {
+        let log = json!({"source_last_seq": 7, "history": [
+            {"missing_checked": 5, "missing_found": 4, "docs_read": 4, "docs_written": 3, "doc_write_failures": 1},
+            {"missing_checked": 1, "missing_found": 1, "docs_read": 1, "docs_written": 1, "doc_write_failures": 0},
+        ]});
+        assert_eq!(
+            completion_stats(&log),
+            json!({"revisions_checked": 5, "missing_revisions_found": 4, "docs_read": 4,
+                   "docs_written": 3, "doc_write_failures": 1, "checkpointed_source_seq": 7})
+        );
+    }
+}
