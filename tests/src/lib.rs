@@ -77,6 +77,8 @@ pub struct TestServer {
     child: Child,
     /// Base URL without a trailing slash, e.g. `http://127.0.0.1:41234`.
     pub url: String,
+    /// Everything the server logged so far (its stderr), also echoed to ours.
+    logs: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl TestServer {
@@ -102,9 +104,22 @@ impl TestServer {
             .env_remove("RECLINER_CONFIG")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("start recliner");
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let stderr = child.stderr.take().expect("piped stderr");
+        let sink = logs.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("{line}");
+                if let Ok(mut logs) = sink.lock() {
+                    logs.push_str(&line);
+                    logs.push('\n');
+                }
+            }
+        });
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -130,7 +145,12 @@ impl TestServer {
                 panic!("recliner did not report its address within {STARTUP_TIMEOUT:?}");
             }
         };
-        TestServer { child, url }
+        TestServer { child, url, logs }
+    }
+
+    /// What the server has logged so far.
+    pub fn logs(&self) -> String {
+        self.logs.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// The URL of `path` on this server (`path` starts with `/`).

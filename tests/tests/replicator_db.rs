@@ -129,6 +129,17 @@ async fn a_continuous_document_runs_until_deleted_and_survives_a_kill() {
     let cr = Client::new(&runner);
     assert!(eventually(10, async || cr.get("/mirror/c").await.status == 200).await);
     compare_dbs(&cs, "live", &cr, "mirror").await;
+    // Resumed from its checkpoint: the counters carry on from it (3 written
+    // in all). Started from scratch, it would count only `c` (1).
+    assert!(
+        eventually(5, async || {
+            let info = cr.get("/_scheduler/docs/_replicator/live").await.json()["info"].clone();
+            info["docs_written"] == 3 && info["missing_revisions_found"] == 3
+        })
+        .await,
+        "{}",
+        cr.get("/_scheduler/docs/_replicator/live").await.text
+    );
 
     // Deleting the document stops the job.
     let rev = cr.get("/_replicator/live").await.json()["_rev"]

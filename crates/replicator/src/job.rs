@@ -194,6 +194,8 @@ pub async fn run(
         .unwrap_or_default();
     let mut moved = false;
     let mut last_checkpoint = Instant::now();
+    // The sequence the newest checkpoint records.
+    let mut recorded = since.clone();
     let interval = Duration::from_millis(spec.checkpoint_interval);
 
     // One write may run while the next batch is read, diffed and fetched:
@@ -232,15 +234,21 @@ pub async fn run(
             if !spec.continuous {
                 break;
             }
-            // Caught up: record progress, then sleep until the source moves.
-            if moved && spec.use_checkpoints && last_checkpoint.elapsed() >= interval {
-                checkpointer.record(&written, &stats).await?;
-                last_checkpoint = Instant::now();
-                progress.update(|p| p.checkpointed_source_seq = written.clone());
+            // Caught up: record progress once the interval allows, then sleep
+            // until the source moves (or the next checkpoint is due).
+            let mut wait = IDLE_WAIT;
+            if spec.use_checkpoints && written != recorded {
+                let since_last = last_checkpoint.elapsed();
+                if since_last >= interval {
+                    checkpointer.record(&written, &stats).await?;
+                    last_checkpoint = Instant::now();
+                    recorded = written.clone();
+                    progress.update(|p| p.checkpointed_source_seq = written.clone());
+                } else {
+                    wait = interval - since_last;
+                }
             }
-            source
-                .wait_for_changes(&since, IDLE_WAIT, &mut stop)
-                .await?;
+            source.wait_for_changes(&since, wait, &mut stop).await?;
             continue;
         }
         moved = true;
@@ -274,7 +282,10 @@ pub async fn run(
             p.through_seq = written.clone();
         });
         if spec.use_checkpoints && last_checkpoint.elapsed() >= interval {
+            // The counters must match the recorded sequence: let the write finish.
+            settle(&mut in_flight, &mut stats, &mut written).await?;
             checkpointer.record(&written, &stats).await?;
+            recorded = written.clone();
             last_checkpoint = Instant::now();
             progress.update(|p| p.checkpointed_source_seq = written.clone());
         }

@@ -102,8 +102,11 @@ fn toml_string(config: &Config) -> anyhow::Result<String> {
 fn init_logging(config: &Config) -> Result<(), String> {
     let filter = EnvFilter::try_new(&config.log_level)
         .map_err(|e| format!("invalid configuration: setting `log_level`: {e}"))?;
+    // Colours only on a terminal: log files and collectors get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     let result = match config.log_format {
         LogFormat::Human => builder.try_init(),
