@@ -6,6 +6,7 @@
 
 mod config;
 mod manager;
+mod replicate_cmd;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -18,30 +19,46 @@ use tracing_subscriber::EnvFilter;
 
 /// Recliner: a CouchDB-compatible database server with a built-in replicator.
 ///
-/// Run without a subcommand to start the server. Every flag can also be set
-/// as an environment variable (RECLINER_PORT, RECLINER_BIND,
-/// RECLINER_DATA_DIR, RECLINER_LOG_LEVEL) or in recliner.toml.
+/// Run without a subcommand to start the server (on 127.0.0.1:5984 with its
+/// data in ./data unless told otherwise). Every setting can also be given as
+/// an environment variable (RECLINER_PORT, RECLINER_BIND, RECLINER_DATA_DIR,
+/// RECLINER_LOG_LEVEL, RECLINER_REPLICATOR_MAX_JOBS, ...) or in
+/// recliner.toml; `--print-config` shows them all.
+///
+/// `recliner replicate SOURCE TARGET` runs one replication between two
+/// database URLs with the server's replicator and reports its progress.
 #[derive(Debug, Parser)]
 #[command(name = "recliner", version, about, long_about)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Address to listen on [default: 127.0.0.1]
-    #[arg(long)]
+    #[arg(long, global = true)]
     bind: Option<std::net::IpAddr>,
     /// Port to listen on; 0 picks a free one [default: 5984]
-    #[arg(long)]
+    #[arg(long, global = true)]
     port: Option<u16>,
     /// Folder for the server's data [default: ./data]
-    #[arg(long)]
+    #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
     /// Log filter, e.g. info or debug [default: info]
-    #[arg(long)]
+    #[arg(long, global = true)]
     log_level: Option<String>,
     /// Configuration file [default: recliner.toml in the data folder, if present]
-    #[arg(long, env = "RECLINER_CONFIG")]
+    #[arg(long, env = "RECLINER_CONFIG", global = true)]
     config: Option<PathBuf>,
     /// Print the effective configuration as TOML and exit
     #[arg(long)]
     print_config: bool,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Replicate SOURCE to TARGET (database URLs) and exit: status 0 only on
+    /// success. Shows progress (docs read and written, changes pending, rate)
+    /// and a final summary. Checkpoints are shared with this data folder's
+    /// server, so a second run resumes where the first stopped.
+    Replicate(replicate_cmd::ReplicateArgs),
 }
 
 fn main() -> ExitCode {
@@ -74,7 +91,12 @@ fn main() -> ExitCode {
             }
         };
     }
-    if let Err(line) = init_logging(&config) {
+    let mut log_config = config.clone();
+    if cli.command.is_some() && cli.log_level.is_none() {
+        // A command's output is its progress and summary: only problems are logged.
+        log_config.log_level = "warn".into();
+    }
+    if let Err(line) = init_logging(&log_config) {
         eprintln!("recliner: {line}");
         return ExitCode::from(2);
     }
@@ -85,6 +107,17 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(Command::Replicate(args)) = cli.command {
+        let store = match store::Store::open_with(&config.data_dir, config.store_options()) {
+            Ok(store) => store,
+            Err(e) => {
+                eprintln!("recliner: cannot open the data folder: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let defaults = config.scheduler_config().spec_defaults;
+        return runtime.block_on(replicate_cmd::run(args, store, &defaults));
+    }
     match runtime.block_on(serve(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
