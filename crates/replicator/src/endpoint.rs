@@ -92,6 +92,8 @@ pub enum Endpoint {
     Remote {
         client: reqwest::Client,
         db: RemoteDb,
+        /// Total time allowed for one JSON request.
+        timeout: Duration,
         /// Retries of a request that failed transiently.
         retries: u64,
         /// Whether the peer answers `_bulk_get` (learned on first use).
@@ -124,8 +126,10 @@ impl Endpoint {
                 name: name.clone(),
             }),
             Peer::Remote(db) => {
+                // No total timeout on the client: attachment transfers may
+                // take long. JSON calls set one per request; every read has one.
                 let client = crate::http_client_builder()
-                    .timeout(timeout)
+                    .read_timeout(timeout)
                     .connect_timeout(timeout)
                     .pool_max_idle_per_host(32)
                     .build()
@@ -136,6 +140,7 @@ impl Endpoint {
                 Ok(Endpoint::Remote {
                     client,
                     db: db.clone(),
+                    timeout,
                     retries,
                     bulk_get: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
                         BULK_GET_UNKNOWN,
@@ -153,7 +158,7 @@ impl Endpoint {
         }
     }
 
-    async fn local(&self) -> Result<store::Database, EndpointError> {
+    pub(crate) async fn local(&self) -> Result<store::Database, EndpointError> {
         match self {
             Endpoint::Local { store, name } => store.db(name).await.map_err(|e| match e {
                 store::StoreError::DbNotFound(_) => EndpointError::NotFound(name.clone()),
@@ -200,25 +205,10 @@ impl Endpoint {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(StatusCode, Value), EndpointError> {
-        let Endpoint::Remote { client, db, .. } = self else {
-            return Err(EndpointError::Protocol {
-                url: self.display(),
-                detail: "not remote".into(),
-            });
-        };
-        let url = db.url.join(path).map_err(|e| EndpointError::Protocol {
-            url: db.url.to_string(),
-            detail: e.to_string(),
-        })?;
-        let shown = url.to_string();
-        let mut request = client
-            .request(method, url)
-            .header("accept", "application/json");
-        for (k, v) in &db.headers {
-            request = request.header(k, v);
-        }
-        if let Some(auth) = &db.auth {
-            request = request.basic_auth(&auth.username, Some(&auth.password));
+        let (request, shown) = self.request(method, path, "application/json")?;
+        let mut request = request;
+        if let Endpoint::Remote { timeout, .. } = self {
+            request = request.timeout(*timeout);
         }
         if let Some(body) = body {
             request = request
@@ -261,6 +251,130 @@ impl Endpoint {
             status: status.as_u16(),
             error: text("error"),
             reason: text("reason"),
+        })
+    }
+
+    /// A request to a remote peer with its headers and credentials, and the
+    /// URL as it may be shown.
+    fn request(
+        &self,
+        method: Method,
+        path: &str,
+        accept: &str,
+    ) -> Result<(reqwest::RequestBuilder, String), EndpointError> {
+        let Endpoint::Remote { client, db, .. } = self else {
+            return Err(EndpointError::Protocol {
+                url: self.display(),
+                detail: "not remote".into(),
+            });
+        };
+        let url = db.url.join(path).map_err(|e| EndpointError::Protocol {
+            url: db.url.to_string(),
+            detail: e.to_string(),
+        })?;
+        let shown = url.to_string();
+        let mut request = client.request(method, url).header("accept", accept);
+        for (k, v) in &db.headers {
+            request = request.header(k, v);
+        }
+        if let Some(auth) = &db.auth {
+            request = request.basic_auth(&auth.username, Some(&auth.password));
+        }
+        Ok((request, shown))
+    }
+
+    /// Turns an unsuccessful answer into its CouchDB error.
+    async fn error_of(response: reqwest::Response, shown: String) -> EndpointError {
+        let status = response.status().as_u16();
+        let value: Value = response.json().await.unwrap_or(Value::Null);
+        let text = |k: &str| {
+            value
+                .get(k)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        EndpointError::Http {
+            url: shown,
+            status,
+            error: text("error"),
+            reason: text("reason"),
+        }
+    }
+
+    /// A request whose answer is read as a stream (attachments), retried
+    /// while it fails transiently before the answer starts.
+    pub(crate) async fn send_with_retries(
+        &self,
+        method: Method,
+        path: &str,
+        accept: &str,
+        body: Option<&Value>,
+    ) -> Result<reqwest::Response, EndpointError> {
+        let retries = match self {
+            Endpoint::Remote { retries, .. } => *retries,
+            Endpoint::Local { .. } => 0,
+        };
+        let mut wait = RETRY_START;
+        let mut attempt = 0;
+        loop {
+            let result = async {
+                let (mut request, shown) = self.request(method.clone(), path, accept)?;
+                if let Some(body) = body {
+                    request = request
+                        .header("content-type", "application/json")
+                        .body(body.to_string());
+                }
+                let response = request.send().await.map_err(|e| EndpointError::Transport {
+                    url: shown.clone(),
+                    detail: e.without_url().to_string(),
+                })?;
+                if response.status().is_success() {
+                    Ok(response)
+                } else {
+                    Err(Endpoint::error_of(response, shown).await)
+                }
+            }
+            .await;
+            match result {
+                Err(e) if e.is_transient() && attempt < retries => {
+                    attempt += 1;
+                    tracing::warn!(error = %e, attempt, "retrying a failed request");
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(RETRY_MAX);
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One request with a streamed body of `length` bytes (not retried: the
+    /// caller starts the whole transfer again).
+    pub(crate) async fn send_streaming(
+        &self,
+        method: Method,
+        path: &str,
+        content_type: &str,
+        body: reqwest::Body,
+        length: u64,
+    ) -> Result<Value, EndpointError> {
+        let (request, shown) = self.request(method, path, "application/json")?;
+        let response = request
+            .header("content-type", content_type)
+            .header("content-length", length)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| EndpointError::Transport {
+                url: shown.clone(),
+                detail: e.without_url().to_string(),
+            })?;
+        if !response.status().is_success() {
+            return Err(Endpoint::error_of(response, shown).await);
+        }
+        response.json().await.map_err(|e| EndpointError::Transport {
+            url: shown,
+            detail: e.without_url().to_string(),
         })
     }
 
@@ -591,17 +705,11 @@ impl Endpoint {
         }
     }
 
-    /// The missing revisions of one document with their history, and
-    /// attachment bytes inline except those the target already has
-    /// (`atts_since` = its possible ancestors).
+    /// The missing revisions of one document with their history and
+    /// attachment stubs (bytes travel separately: see `transfer`).
     pub async fn fetch(&self, missing: &Missing) -> Result<Vec<Value>, EndpointError> {
         let revs: Vec<revtree::RevId> = missing
             .revs
-            .iter()
-            .filter_map(|r| revtree::RevId::parse(r).ok())
-            .collect();
-        let since: Vec<revtree::RevId> = missing
-            .possible_ancestors
             .iter()
             .filter_map(|r| revtree::RevId::parse(r).ok())
             .collect();
@@ -611,8 +719,6 @@ impl Endpoint {
                 let opts = GetOptions {
                     revs: true,
                     latest: true,
-                    attachments: true,
-                    atts_since: since,
                     ..Default::default()
                 };
                 let found = db
@@ -628,16 +734,11 @@ impl Endpoint {
             }
             Endpoint::Remote { .. } => {
                 let list = serde_json::to_string(&missing.revs).unwrap_or_default();
-                let mut path = format!(
-                    "{}?revs=true&latest=true&attachments=true&open_revs={}",
+                let path = format!(
+                    "{}?revs=true&latest=true&open_revs={}",
                     encode_doc_id(&missing.id),
                     form_encode(&list)
                 );
-                if !missing.possible_ancestors.is_empty() {
-                    let since =
-                        serde_json::to_string(&missing.possible_ancestors).unwrap_or_default();
-                    path.push_str(&format!("&atts_since={}", form_encode(&since)));
-                }
                 let (_, answer) = self.call(Method::GET, &path, None).await?;
                 let items = answer.as_array().ok_or_else(|| EndpointError::Protocol {
                     url: self.display(),
@@ -666,16 +767,14 @@ impl Endpoint {
             let requests: Vec<Value> = missing
                 .iter()
                 .flat_map(|m| {
-                    m.revs.iter().map(move |rev| json!({"id": m.id, "rev": rev, "atts_since": m.possible_ancestors}))
+                    m.revs
+                        .iter()
+                        .map(move |rev| json!({"id": m.id, "rev": rev}))
                 })
                 .collect();
             let body = json!({"docs": requests});
             match self
-                .call(
-                    Method::POST,
-                    "_bulk_get?revs=true&latest=true&attachments=true",
-                    Some(&body),
-                )
+                .call(Method::POST, "_bulk_get?revs=true&latest=true", Some(&body))
                 .await
             {
                 Ok((_, answer)) => {
@@ -716,24 +815,19 @@ impl Endpoint {
             let requests = missing
                 .iter()
                 .flat_map(|m| {
-                    let since: Vec<revtree::RevId> = m
-                        .possible_ancestors
-                        .iter()
-                        .filter_map(|r| revtree::RevId::parse(r).ok())
-                        .collect();
                     m.revs
                         .iter()
                         .filter_map(|r| revtree::RevId::parse(r).ok())
                         .map(move |rev| store::BulkGetRequest {
                             id: m.id.clone(),
                             rev: Some(rev),
-                            atts_since: since.clone(),
+                            atts_since: Vec::new(),
                         })
                 })
                 .collect();
             let mut seen = std::collections::HashSet::new();
             let mut docs = Vec::new();
-            for result in db.bulk_get(requests, true, true, true).await? {
+            for result in db.bulk_get(requests, true, true, false).await? {
                 for doc in result.docs.into_iter().flatten() {
                     let value = doc.to_value()?;
                     if seen.insert((value.get("_id").cloned(), value.get("_rev").cloned())) {
@@ -895,12 +989,12 @@ fn seq_number(seq: &Value) -> u64 {
     }
 }
 
-fn form_encode(s: &str) -> String {
+pub(crate) fn form_encode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
 /// A document id as a URL path: `_design/x` keeps its slash, as CouchDB expects.
-fn encode_doc_id(id: &str) -> String {
+pub(crate) fn encode_doc_id(id: &str) -> String {
     match id.strip_prefix("_design/") {
         Some(rest) => format!("_design/{}", form_encode(rest)),
         None => form_encode(id),

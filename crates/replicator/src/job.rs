@@ -268,6 +268,9 @@ pub async fn run(
         stats.missing_found += missing.iter().map(|m| m.revs.len() as u64).sum::<u64>();
         let docs = source.fetch_many(&missing, spec.use_bulk_get).await?;
         stats.docs_read += docs.len() as u64;
+        // Revisions carrying attachment bytes the target lacks are streamed
+        // one by one (several at a time); the rest go in one `_bulk_docs`.
+        let docs = copy_attachment_docs(&source, &target, spec, &missing, docs, &mut stats).await?;
         settle(&mut in_flight, &mut stats, &mut written).await?;
         let writer = target.clone();
         let count = docs.len() as u64;
@@ -321,6 +324,55 @@ pub async fn run(
         "replication_id_version": REP_ID_VERSION,
         "history": history,
     }))
+}
+
+/// Copies the revisions whose attachments must travel (streamed, up to
+/// `worker_processes` at once) and returns the others.
+async fn copy_attachment_docs(
+    source: &Endpoint,
+    target: &Endpoint,
+    spec: &ReplicationSpec,
+    missing: &[crate::endpoint::Missing],
+    docs: Vec<Value>,
+    stats: &mut Stats,
+) -> Result<Vec<Value>, ReplicationError> {
+    use futures_util::StreamExt;
+    let ancestors: std::collections::HashMap<&str, &[String]> = missing
+        .iter()
+        .map(|m| (m.id.as_str(), m.possible_ancestors.as_slice()))
+        .collect();
+    let mut plain = Vec::with_capacity(docs.len());
+    let mut heavy = Vec::new();
+    for doc in docs {
+        let id = doc.get("_id").and_then(Value::as_str).unwrap_or("");
+        let since = ancestors.get(id).copied().unwrap_or(&[]);
+        let names = crate::transfer::attachments_to_send(&doc, since);
+        if names.is_empty() {
+            plain.push(doc);
+        } else {
+            heavy.push((doc, names, since.to_vec()));
+        }
+    }
+    if heavy.is_empty() {
+        return Ok(plain);
+    }
+    let workers = spec.worker_processes.max(1) as usize;
+    let retries = spec.retries_per_request;
+    let mut copies = futures_util::stream::iter(heavy)
+        .map(|(doc, names, since)| async move {
+            crate::transfer::copy(source, target, doc, &names, &since, retries).await
+        })
+        .buffer_unordered(workers);
+    while let Some(result) = copies.next().await {
+        match result? {
+            None => stats.docs_written += 1,
+            Some(failure) => {
+                tracing::warn!(id = %failure.id, error = %failure.error, reason = %failure.reason, "the target refused a document");
+                stats.doc_write_failures += 1;
+            }
+        }
+    }
+    Ok(plain)
 }
 
 /// A `_bulk_docs` write running while the next batch is prepared.

@@ -15,6 +15,7 @@ pub mod job;
 pub mod rep_id;
 pub mod scheduler;
 pub mod spec;
+pub mod transfer;
 
 use std::sync::Once;
 
