@@ -150,6 +150,10 @@ impl Endpoint {
         }
     }
 
+    pub fn is_local(&self) -> bool {
+        matches!(self, Endpoint::Local { .. })
+    }
+
     /// The endpoint as it may be shown: never with credentials.
     pub fn display(&self) -> String {
         match self {

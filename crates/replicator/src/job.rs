@@ -18,6 +18,10 @@ pub enum ReplicationError {
     /// A peer database is missing: CouchDB's `db_not_found`.
     #[error("could not open {0}")]
     DbNotFound(String),
+    /// A peer was recreated or restored while the replication ran: no
+    /// checkpoint is recorded, and the next run resumes from the last safe one.
+    #[error("{0}; restarting from the last checkpoint")]
+    PeerChanged(String),
     #[error(transparent)]
     Endpoint(#[from] EndpointError),
 }
@@ -124,6 +128,10 @@ pub async fn run_once(store: &Store, spec: &ReplicationSpec) -> Result<Value, Re
 /// How often a local source counts the changes left (`changes_pending`).
 const PENDING_EVERY: Duration = Duration::from_secs(1);
 
+/// How often an idle continuous replication checks that a remote source is
+/// still the database it started with.
+const IDENTITY_EVERY: Duration = Duration::from_secs(5);
+
 /// How long a continuous replication waits on an idle source before asking again.
 const IDLE_WAIT: Duration = Duration::from_secs(30);
 
@@ -143,12 +151,12 @@ pub async fn run(
         EndpointError::NotFound(_) => ReplicationError::DbNotFound(side.display()),
         other => other.into(),
     };
-    let (source_seq, _) = source.info().await.map_err(|e| not_found(e, &source))?;
+    let (source_seq, source_instance) = source.info().await.map_err(|e| not_found(e, &source))?;
     progress.update(|p| p.source_seq = source_seq);
     if spec.create_target {
         target.create().await?;
     }
-    target.info().await.map_err(|e| not_found(e, &target))?;
+    let (_, target_instance) = target.info().await.map_err(|e| not_found(e, &target))?;
 
     let rep_id = replication_id(store.server_uuid(), spec);
     let log_id = format!("_local/{rep_id}");
@@ -173,6 +181,8 @@ pub async fn run(
         source: &source,
         target: &target,
         log_id: &log_id,
+        source_instance,
+        target_instance,
         source_rev: source_log.as_ref().and_then(|d| d.get("_rev").cloned()),
         target_rev: target_log.as_ref().and_then(|d| d.get("_rev").cloned()),
         previous: &resume.history,
@@ -204,6 +214,7 @@ pub async fn run(
     let mut written = since.clone();
     let mut in_flight: Option<PendingWrite> = None;
     let mut last_pending_count: Option<Instant> = None;
+    let mut last_identity_check = Instant::now();
     loop {
         if *stop.borrow() {
             break;
@@ -247,6 +258,12 @@ pub async fn run(
                 } else {
                     wait = interval - since_last;
                 }
+            }
+            // A source deleted and recreated may never show new changes
+            // after our sequence: look at its identity while idle.
+            if last_identity_check.elapsed() >= IDENTITY_EVERY || source.is_local() {
+                checkpointer.verify_peers(false).await?;
+                last_identity_check = Instant::now();
             }
             source.wait_for_changes(&since, wait, &mut stop).await?;
             continue;
@@ -410,6 +427,11 @@ async fn settle(
 struct Checkpointer<'a> {
     source: &'a Endpoint,
     target: &'a Endpoint,
+    /// The peers' `instance_start_time` when the replication started: a
+    /// change means the database was recreated (or restored) and the
+    /// sequence about to be recorded may skip its data.
+    source_instance: String,
+    target_instance: String,
     log_id: &'a str,
     source_rev: Option<Value>,
     target_rev: Option<Value>,
@@ -421,6 +443,25 @@ struct Checkpointer<'a> {
 }
 
 impl Checkpointer<'_> {
+    /// Fails when the source (and the target, if asked) is no longer the
+    /// database the replication started with (its `instance_start_time` changed).
+    async fn verify_peers(&self, target_too: bool) -> Result<(), ReplicationError> {
+        let sides = [
+            ("source", self.source, &self.source_instance),
+            ("target", self.target, &self.target_instance),
+        ];
+        for (side, endpoint, started) in sides.into_iter().take(if target_too { 2 } else { 1 }) {
+            let (_, now) = endpoint.info().await?;
+            if &now != started {
+                return Err(ReplicationError::PeerChanged(format!(
+                    "the {side} {} changed its instance_start_time since the replication started",
+                    endpoint.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// This session's history entry, recorded through `seq`.
     fn entry(&self, seq: &Value, stats: &Stats) -> HistoryEntry {
         HistoryEntry {
@@ -447,6 +488,7 @@ impl Checkpointer<'_> {
         stats: &Stats,
     ) -> Result<Vec<HistoryEntry>, ReplicationError> {
         self.target.ensure_full_commit().await?;
+        self.verify_peers(true).await?;
         let log = ReplicationLog::with_session(
             self.previous,
             self.entry(seq, stats),

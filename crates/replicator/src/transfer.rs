@@ -115,7 +115,11 @@ impl Parts {
                     detail: format!("reading attachments: {e}"),
                 };
                 if current.is_none() {
-                    *current = multipart.next_field().await.map_err(transport)?.map(Box::new);
+                    *current = multipart
+                        .next_field()
+                        .await
+                        .map_err(transport)?
+                        .map(Box::new);
                     if current.is_none() {
                         return Err(EndpointError::Transport {
                             url: url.clone(),
