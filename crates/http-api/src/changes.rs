@@ -71,6 +71,8 @@ struct FeedRun {
     limit: usize,
     heartbeat: Option<Duration>,
     timeout: Duration,
+    /// Turns true when the server stops: waiting feeds end then.
+    shutdown: watch::Receiver<bool>,
 }
 
 fn parse_since(text: &str, db: &Database) -> Result<u64, ApiError> {
@@ -206,6 +208,7 @@ pub(crate) async fn changes(
         limit,
         heartbeat,
         timeout: duration_ms(&query, "timeout")?.unwrap_or(DEFAULT_TIMEOUT),
+        shutdown: state.shutdown.subscribe(),
     };
     let content_type = if feed == Feed::EventSource {
         "text/event-stream"
@@ -310,6 +313,7 @@ fn feed_stream(run: FeedRun) -> impl futures_util::Stream<Item = Result<Bytes, s
                                 s.phase = Phase::Read;
                             }
                         }
+                        _ = shutting_down(&mut s.run.shutdown) => s.phase = Phase::Close,
                         _ = tokio::time::sleep_until(sleep_until) => {
                             if heartbeat.is_some() {
                                 let beat = if s.run.feed == Feed::EventSource {
@@ -326,6 +330,13 @@ fn feed_stream(run: FeedRun) -> impl futures_util::Stream<Item = Result<Bytes, s
             }
         }
     })
+}
+
+/// Resolves once the server is stopping (never if it never does).
+async fn shutting_down(rx: &mut watch::Receiver<bool>) {
+    if rx.wait_for(|stopping| *stopping).await.is_err() {
+        std::future::pending::<()>().await;
+    }
 }
 
 /// Reads the next page; returns output to send, or `None` after changing phase.

@@ -158,6 +158,9 @@ pub struct AppState {
     pub config: ApiConfig,
     /// Every replication job of the server (`/_replicate` and `_replicator` documents).
     pub scheduler: replicator::Scheduler,
+    /// Set to true when the server stops, so long-running answers (changes
+    /// feeds) end and the graceful shutdown is not held up by them.
+    pub shutdown: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 impl AppState {
@@ -179,6 +182,7 @@ impl AppState {
             store,
             config,
             scheduler,
+            shutdown: std::sync::Arc::new(tokio::sync::watch::channel(false).0),
         }
     }
 }

@@ -626,13 +626,19 @@ impl Endpoint {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
+                // The feed must answer before the request's own timeout.
+                let limit = match self {
+                    Endpoint::Remote { timeout: t, .. } => *t * 3 / 4,
+                    Endpoint::Local { .. } => timeout,
+                };
                 let path = format!(
                     "_changes?feed=longpoll&limit=1&since={}&timeout={}",
                     form_encode(&since_text),
-                    timeout.as_millis()
+                    timeout.min(limit).as_millis()
                 );
+                // Retried like any request: a source restarting drops the feed.
                 tokio::select! {
-                    answer = self.call_once(Method::GET, &path, None) => answer.map(|_| ()),
+                    answer = self.call(Method::GET, &path, None) => answer.map(|_| ()),
                     _ = stop.changed() => Ok(()),
                 }
             }

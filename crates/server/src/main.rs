@@ -162,6 +162,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         manager::ReplicatorManager::new(store.clone(), scheduler.clone()).run(shutdown_rx.clone()),
     );
     let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx));
+    let stopping = state.shutdown.clone();
     let app = http_api::router(state);
     let addr = SocketAddr::new(config.bind, config.port);
     let listener = tokio::net::TcpListener::bind(addr)
@@ -179,10 +180,25 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
     });
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("server error")?;
+    let signal = {
+        let stopping = stopping.clone();
+        async move {
+            shutdown_signal().await;
+            // Waiting feeds end now; other requests may finish within the grace period.
+            stopping.send_replace(true);
+        }
+    };
+    let server = axum::serve(listener, app)
+        .with_graceful_shutdown(signal)
+        .into_future();
+    let mut stop_rx = stopping.subscribe();
+    tokio::select! {
+        result = server => result.context("server error")?,
+        _ = async {
+            let _ = stop_rx.wait_for(|s| *s).await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        } => tracing::warn!(grace = ?SHUTDOWN_GRACE, "requests still running after the grace period are cut"),
+    }
     // Running replications checkpoint before the databases close.
     let _ = shutdown_tx.send(true);
     let _ = manager.await;
@@ -192,6 +208,9 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!("stopped");
     Ok(())
 }
+
+/// How long requests in flight at shutdown may take to finish.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Resolves on SIGINT or SIGTERM.
 async fn shutdown_signal() {
