@@ -94,8 +94,24 @@ impl TestServer {
         extra_args: &[&str],
         env: &[(&str, &str)],
     ) -> TestServer {
+        TestServer::spawn(data_dir, 0, extra_args, env)
+    }
+
+    /// [`TestServer::start`] on a given port instead of any free one, e.g.
+    /// to restart a server at the address its peers already know.
+    pub fn start_on_port(data_dir: &Path, port: u16, extra_args: &[&str]) -> TestServer {
+        TestServer::spawn(data_dir, port, extra_args, &[])
+    }
+
+    fn spawn(data_dir: &Path, port: u16, extra_args: &[&str], env: &[(&str, &str)]) -> TestServer {
         let mut child = Command::new(recliner_bin())
-            .args(["--bind", "127.0.0.1", "--port", "0", "--data-dir"])
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--data-dir",
+            ])
             .arg(data_dir)
             .args(extra_args)
             .env_remove("RECLINER_PORT")
@@ -225,9 +241,15 @@ impl Reply {
 
 impl Client {
     pub fn new(server: &TestServer) -> Client {
+        Client::at(&server.url)
+    }
+
+    /// A client for any CouchDB-compatible server at `base` (without a
+    /// trailing slash), such as another product used as a replication peer.
+    pub fn at(base: &str) -> Client {
         Client {
             http: http_client(),
-            base: server.url.clone(),
+            base: base.trim_end_matches('/').to_string(),
         }
     }
 

@@ -2,10 +2,13 @@
 //! the same on every machine.
 //!
 //! - `test`: everything the test suite needs (the `recliner` binary, the npm
-//!   clients of the interop tests), then the whole suite.
+//!   clients of the interop tests, PouchDB Server for the replication
+//!   tests), then the whole suite.
 //! - `bench store`: the store's throughput and memory figures (BENCHMARKS.md).
 //! - `bench http`: Recliner against PouchDB Server over HTTP, same workload,
 //!   same run (BENCHMARKS.md).
+//! - `bench replicate`: Recliner's replicator (HTTP, local, attachments)
+//!   against a PouchDB Server pair replicating with PouchDB (BENCHMARKS.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -23,6 +26,10 @@ fn main() -> ExitCode {
             );
             eprintln!(
                 "  bench http [--recliner-only] [--docs N]  Recliner against PouchDB Server over HTTP"
+            );
+            eprintln!(
+                "  bench replicate [--recliner-only] [--docs N] [--pouchdb-docs N]  replication \
+                 throughput and memory, against a PouchDB Server pair"
             );
             return ExitCode::from(2);
         }
@@ -64,15 +71,40 @@ fn run(mut cmd: Command) -> Result<(), String> {
 
 /// The whole test suite. The end-to-end tests start the real `recliner`
 /// binary, so it is built first, in the same profile as the tests; the
-/// interop tests run real npm clients, installed here when needed.
+/// interop tests run real npm clients, and the replication tests replicate
+/// with PouchDB Server, all installed here when needed.
 fn test(extra: &[String]) -> Result<(), String> {
     interop_packages()?;
+    let pouchdb_server = pouchdb_server_for_tests()?;
     let mut build = cargo();
     build.args(["build", "--package", "server", "--bin", "recliner"]);
     run(build)?;
     let mut tests = cargo();
-    tests.args(["test", "--workspace"]).args(extra);
+    tests
+        .args(["test", "--workspace"])
+        .args(extra)
+        .env("RECLINER_POUCHDB_SERVER", pouchdb_server);
     run(tests)
+}
+
+/// PouchDB Server, a peer of the replication tests, from `bench/node`
+/// (pinned by its package-lock.json, shared with `bench http`), installed
+/// when needed; returns the path of its `bin/pouchdb-server` script.
+fn pouchdb_server_for_tests() -> Result<PathBuf, String> {
+    // --ignore-scripts, as for the HTTP benchmark: leveldown loads its
+    // prebuilt binaries at run time and no other install script is needed.
+    let dir = workspace_root().join("bench").join("node");
+    npm_packages(
+        &dir,
+        "the replication tests run PouchDB Server",
+        "cargo xtask test",
+        &["--ignore-scripts"],
+    )?;
+    Ok(dir
+        .join("node_modules")
+        .join("pouchdb-server")
+        .join("bin")
+        .join("pouchdb-server"))
 }
 
 /// The interop tests' npm packages (PouchDB, nano), pinned by
@@ -139,8 +171,23 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
 fn bench(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("store") => bench_store(),
-        Some("http") => bench_http(&args[1..]),
-        _ => Err("usage: cargo xtask bench <store|http [--recliner-only] [--docs N]>".into()),
+        Some("http") => bench_against_pouchdb_server(
+            "http_bench",
+            "the HTTP benchmark runs PouchDB Server",
+            "cargo xtask bench http",
+            &args[1..],
+        ),
+        Some("replicate") => bench_against_pouchdb_server(
+            "replicate_bench",
+            "the replication benchmark runs PouchDB Server",
+            "cargo xtask bench replicate",
+            &args[1..],
+        ),
+        _ => Err(
+            "usage: cargo xtask bench <store|http [--recliner-only] [--docs N]|\
+                  replicate [--recliner-only] [--docs N] [--pouchdb-docs N]>"
+                .into(),
+        ),
     }
 }
 
@@ -173,12 +220,19 @@ fn bench_store() -> Result<(), String> {
     Ok(())
 }
 
-/// Recliner against PouchDB Server over HTTP: the release `recliner` and the
-/// benchmark client (`tests/examples/http_bench.rs`), PouchDB Server from
-/// `bench/node`, then one run that starts, measures and stops each server in
-/// turn. Prints Markdown tables for BENCHMARKS.md. `--recliner-only` skips
-/// PouchDB Server (no Node.js needed); other arguments go to the client.
-fn bench_http(args: &[String]) -> Result<(), String> {
+/// Recliner against PouchDB Server: the release `recliner` and a benchmark
+/// client (`tests/examples/<example>.rs`: `http_bench` over HTTP,
+/// `replicate_bench` replicating), PouchDB Server from `bench/node`, then one
+/// run that starts, measures and stops the servers. Prints Markdown tables
+/// for BENCHMARKS.md. `--recliner-only` skips PouchDB Server (no Node.js
+/// needed); other arguments go to the client. `why` and `again` word the
+/// error when Node.js is missing.
+fn bench_against_pouchdb_server(
+    example: &str,
+    why: &str,
+    again: &str,
+    args: &[String],
+) -> Result<(), String> {
     let recliner_only = args.iter().any(|a| a == "--recliner-only");
     let client_args = args.iter().filter(|a| *a != "--recliner-only");
     let mut build = cargo();
@@ -198,11 +252,14 @@ fn bench_http(args: &[String]) -> Result<(), String> {
         "--package",
         "recliner-tests",
         "--example",
-        "http_bench",
+        example,
     ]);
     run(build)?;
     let root = workspace_root();
-    let mut bench = Command::new(root.join("target/release/examples/http_bench"));
+    let mut bench = Command::new(
+        root.join("target/release/examples")
+            .join(format!("{example}{}", std::env::consts::EXE_SUFFIX)),
+    );
     bench
         .env(
             "RECLINER_BIN",
@@ -216,12 +273,7 @@ fn bench_http(args: &[String]) -> Result<(), String> {
         // time; the only other install script is sqlite3's (for `--sqlite`,
         // unused), which downloads binaries and fails offline.
         let dir = root.join("bench").join("node");
-        npm_packages(
-            &dir,
-            "the HTTP benchmark runs PouchDB Server",
-            "cargo xtask bench http",
-            &["--ignore-scripts"],
-        )?;
+        npm_packages(&dir, why, again, &["--ignore-scripts"])?;
         bench.arg("--pouchdb-server").arg(
             dir.join("node_modules")
                 .join("pouchdb-server")

@@ -1,0 +1,825 @@
+//! Replication throughput and memory of Recliner's replicator, against
+//! PouchDB Server replicating with PouchDB's own replicator, in one run,
+//! printed as Markdown tables for BENCHMARKS.md.
+//!
+//! `cargo xtask bench replicate` builds it (release), installs PouchDB Server
+//! from `bench/node` and runs it:
+//!
+//! ```text
+//! replicate_bench [--pouchdb-server PATH/bin/pouchdb-server] [--node node]
+//!                 [--docs 100000] [--pouchdb-docs N]
+//! ```
+//!
+//! The `recliner` binary is `RECLINER_BIN`, else the one beside this
+//! example's target folder (`target/release/recliner`); without
+//! `--pouchdb-server` only Recliner is measured.
+//!
+//! Runs, one after the other, each on fresh servers (loopback, ephemeral
+//! ports, temporary data folders, request logging off):
+//!
+//! 1. two `recliner` servers; the source is loaded with `--docs` ~1 KiB
+//!    documents (`_bulk_docs`, batches of 1,000); then `POST /_replicate` on
+//!    the target pulls them (`create_target`), then on the source pushes them
+//!    to a second database of the target, then on the source copies them to
+//!    a local database (local -> local, no HTTP);
+//! 2. the pull again on two fresh servers, with a 100 KiB attachment of
+//!    random bytes on every tenth document;
+//! 3. two PouchDB Server processes: the source is loaded with
+//!    `--pouchdb-docs` (default `--docs`) of the same documents, then
+//!    `POST /_replicate` on the target pulls them with PouchDB's replicator.
+//!
+//! Each replication is timed from the request to its answer (a one-shot
+//! replication answers when it is done). Meanwhile the replicating process's
+//! resident memory is sampled every 50 ms; its peak is the highest sample or
+//! its VmHWM (reset before the run), whichever is higher. Afterwards every
+//! target must hold exactly the documents of its source (`doc_count`), else
+//! the run fails after printing what it measured.
+
+#![allow(clippy::unwrap_used)] // a benchmark: a failed unwrap is a failed run
+
+use std::fs::File;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use recliner_tests::{TempDir, TestServer, recliner_bin};
+use serde_json::{Value, json};
+
+/// Documents per `_bulk_docs` request of the load.
+const BATCH: usize = 1000;
+/// Every this many documents, one carries an attachment (run 2).
+const ATTACHMENT_EVERY: usize = 10;
+/// Size of each attachment of run 2.
+const ATTACHMENT_BYTES: usize = 100 * 1024;
+/// Any request of the load may take this long.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(180);
+/// A replication may take this long before the run gives up on it.
+const REPLICATION_TIMEOUT: Duration = Duration::from_secs(3600);
+/// How long a server may take to answer `GET /` after it was started.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often the replicating process's memory is sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(50);
+
+#[derive(Debug)]
+struct Options {
+    pouchdb_server: Option<PathBuf>,
+    node: String,
+    docs: usize,
+    pouchdb_docs: usize,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: replicate_bench [--pouchdb-server PATH] [--node PATH] [--docs N] \
+         [--pouchdb-docs N]  (document counts: multiples of {BATCH})"
+    );
+    std::process::exit(2)
+}
+
+fn options() -> Options {
+    let mut options = Options {
+        pouchdb_server: None,
+        node: "node".into(),
+        docs: 100_000,
+        pouchdb_docs: 0,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().unwrap_or_else(|| usage());
+        let number = || value.parse::<usize>().unwrap_or_else(|_| usage());
+        match flag.as_str() {
+            "--pouchdb-server" => options.pouchdb_server = Some(PathBuf::from(&value)),
+            "--node" => options.node = value.clone(),
+            "--docs" => options.docs = number(),
+            "--pouchdb-docs" => options.pouchdb_docs = number(),
+            _ => usage(),
+        }
+    }
+    if options.pouchdb_docs == 0 {
+        options.pouchdb_docs = options.docs;
+    }
+    for n in [options.docs, options.pouchdb_docs] {
+        if n == 0 || !n.is_multiple_of(BATCH) {
+            usage();
+        }
+    }
+    options
+}
+
+/// About 1 KiB of JSON: the documents of the HTTP and store benchmarks.
+fn doc(id: &str, n: usize) -> Value {
+    json!({
+        "_id": id,
+        "type": "bench",
+        "n": n,
+        "title": format!("document number {n}"),
+        "pad": "x".repeat(940),
+    })
+}
+
+fn doc_id(n: usize) -> String {
+    format!("doc{n:08}")
+}
+
+/// `len` pseudo-random bytes (xorshift): incompressible.
+fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        out.extend_from_slice(&state.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// One `_bulk_docs` body of documents `first..first + BATCH`, with an inline
+/// attachment on every tenth when `attachments`; and the bytes it carries
+/// (documents' JSON without attachments, plus attachment bytes).
+fn bulk_body(first: usize, attachments: bool) -> (String, u64) {
+    let mut payload = 0u64;
+    let docs: Vec<Value> = (first..first + BATCH)
+        .map(|n| {
+            let mut d = doc(&doc_id(n), n);
+            payload += d.to_string().len() as u64;
+            if attachments && n.is_multiple_of(ATTACHMENT_EVERY) {
+                let bytes = random_bytes(n as u64 + 1, ATTACHMENT_BYTES);
+                payload += bytes.len() as u64;
+                d["_attachments"] = json!({"blob.bin": {
+                    "content_type": "application/octet-stream",
+                    "data": base64::engine::general_purpose::STANDARD.encode(&bytes),
+                }});
+            }
+            d
+        })
+        .collect();
+    (
+        json!({"docs": docs, "new_edits": true}).to_string(),
+        payload,
+    )
+}
+
+/// A server under test. Dropping it kills the process.
+#[derive(Debug)]
+enum Server {
+    Recliner(TestServer, TempDir),
+    PouchDb(PouchDbServer),
+}
+
+impl Server {
+    fn recliner() -> Server {
+        let dir = TempDir::new("bench-replicate");
+        // Request logging off, as for PouchDB Server.
+        let server = TestServer::start(dir.path(), &["--log-level", "warn"]);
+        Server::Recliner(server, dir)
+    }
+
+    fn url(&self, path: &str) -> String {
+        match self {
+            Server::Recliner(server, _) => server.url(path),
+            Server::PouchDb(server) => format!("{}{path}", server.url),
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        match self {
+            Server::Recliner(server, _) => server.pid(),
+            Server::PouchDb(server) => server.child.id(),
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Server::Recliner(server, _dir) => {
+                server.stop();
+            }
+            Server::PouchDb(server) => drop(server),
+        }
+    }
+
+    /// What PouchDB Server printed, to explain a failure (Recliner's log
+    /// is echoed on stderr as it comes).
+    fn output(&self) -> String {
+        match self {
+            Server::Recliner(..) => String::new(),
+            Server::PouchDb(server) => server.output(),
+        }
+    }
+}
+
+/// `node pouchdb-server` in a temporary folder (as in the HTTP benchmark).
+/// PouchDB Server cannot listen on port 0 (it treats 0 as unset and takes
+/// 5984), so a free port is found first.
+#[derive(Debug)]
+struct PouchDbServer {
+    child: Child,
+    url: String,
+    dir: TempDir,
+}
+
+impl PouchDbServer {
+    fn start(node: &str, script: &Path) -> PouchDbServer {
+        // The server runs in its own folder: resolve the script first.
+        let script =
+            std::fs::canonicalize(script).unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+        let dir = TempDir::new("bench-replicate-pouchdb-server");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free loopback port")
+            .port();
+        // Request logging off (level "warning", no copy on stdout).
+        let config = json!({"log": {"file": dir.path().join("log.txt"), "level": "warning"}});
+        std::fs::write(dir.path().join("config.json"), config.to_string())
+            .expect("write pouchdb-server's config.json");
+        let output = File::create(dir.path().join("output.txt")).expect("create output.txt");
+        let child = Command::new(node)
+            .arg(&script)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .arg("--dir")
+            .arg(dir.path().join("data"))
+            .arg("--config")
+            .arg(dir.path().join("config.json"))
+            .arg("--no-stdout-logs")
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .stdout(output.try_clone().expect("clone the output file"))
+            .stderr(output)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start `{node} {}`: {e}", script.display()));
+        PouchDbServer {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            dir,
+        }
+    }
+
+    fn output(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("output.txt")).unwrap_or_default()
+    }
+}
+
+impl Drop for PouchDbServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `GET /` until the server answers.
+async fn wait_until_up(http: &reqwest::Client, server: &mut Server) {
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        if let Ok(response) = http.get(server.url("/")).send().await
+            && response.status().is_success()
+        {
+            return;
+        }
+        if let Server::PouchDb(pouch) = server
+            && let Ok(Some(status)) = pouch.child.try_wait()
+        {
+            panic!(
+                "pouchdb-server exited during startup ({status}):\n{}",
+                pouch.output()
+            );
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the server did not answer within {STARTUP_TIMEOUT:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One `/proc/PID/status` field in MiB (Linux only).
+fn proc_status_mib(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// CPU time (user + system) the process has used so far (Linux only).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses: utime and
+    // stime are the 12th and 13th of them, in clock ticks (100 per second).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// Resets the process's peak-RSS mark (VmHWM) to its current RSS.
+fn reset_peak(pid: u32) {
+    if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
+        eprintln!("replicate_bench: cannot reset the peak RSS of {pid}: {e}");
+    }
+}
+
+/// Samples a process's VmRSS every [`SAMPLE_EVERY`] on a thread of its own
+/// (the client's runtime is busy waiting for the replication).
+#[derive(Debug)]
+struct MemorySampler {
+    pid: u32,
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Option<f64>>,
+}
+
+impl MemorySampler {
+    fn start(pid: u32) -> MemorySampler {
+        reset_peak(pid);
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak: Option<f64> = None;
+            loop {
+                if let Some(rss) = proc_status_mib(pid, "VmRSS:") {
+                    peak = Some(peak.map_or(rss, |p| p.max(rss)));
+                }
+                if flag.load(Ordering::Relaxed) {
+                    return peak;
+                }
+                std::thread::sleep(SAMPLE_EVERY);
+            }
+        });
+        MemorySampler { pid, stop, thread }
+    }
+
+    /// The peak in MiB: the highest sample or VmHWM, whichever is higher.
+    fn finish(self) -> Option<f64> {
+        self.stop.store(true, Ordering::Relaxed);
+        let sampled = self.thread.join().ok().flatten();
+        let hwm = proc_status_mib(self.pid, "VmHWM:");
+        match (sampled, hwm) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+async fn expect_status(response: reqwest::Response, wanted: &[u16], what: &str) -> String {
+    let status = response.status().as_u16();
+    let text = response
+        .text()
+        .await
+        .unwrap_or_else(|e| panic!("{what}: no body: {e}"));
+    assert!(wanted.contains(&status), "{what}: {status} {text}");
+    text
+}
+
+async fn create_db(http: &reqwest::Client, server: &Server, name: &str) {
+    let response = http
+        .put(server.url(&format!("/{name}")))
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("PUT /{name}: {e}"));
+    expect_status(response, &[201], &format!("PUT /{name}")).await;
+}
+
+/// Posts one `_bulk_docs` body and checks every document was saved.
+async fn post_bulk(http: &reqwest::Client, server: &Server, db: &str, body: String) {
+    let response = http
+        .post(server.url(&format!("/{db}/_bulk_docs")))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("POST _bulk_docs: {e}"));
+    let text = expect_status(response, &[201], "POST _bulk_docs").await;
+    let results: Vec<Value> = serde_json::from_str(&text).expect("_bulk_docs answers an array");
+    assert!(
+        results.len() == BATCH && results.iter().all(|r| r["ok"] == json!(true)),
+        "_bulk_docs did not save every document: {text:.400}"
+    );
+}
+
+/// Creates `db` and loads `docs` documents into it; returns the payload
+/// bytes (documents' JSON plus attachment bytes).
+async fn load(
+    http: &reqwest::Client,
+    server: &Server,
+    db: &str,
+    docs: usize,
+    attachments: bool,
+) -> u64 {
+    create_db(http, server, db).await;
+    let started = Instant::now();
+    let mut payload = 0;
+    for first in (0..docs).step_by(BATCH) {
+        let (body, bytes) = bulk_body(first, attachments);
+        payload += bytes;
+        post_bulk(http, server, db, body).await;
+    }
+    eprintln!(
+        "replicate_bench:   loaded {docs} documents ({:.0} MiB) in {:.2?}",
+        payload as f64 / MIB,
+        started.elapsed()
+    );
+    payload
+}
+
+const MIB: f64 = (1 << 20) as f64;
+
+/// A database's `doc_count`.
+async fn doc_count(http: &reqwest::Client, server: &Server, db: &str) -> Option<u64> {
+    let response = http.get(server.url(&format!("/{db}"))).send().await.ok()?;
+    let info: Value = response.json().await.ok()?;
+    info["doc_count"].as_u64()
+}
+
+/// What one replication measured.
+#[derive(Debug, Clone)]
+struct Figures {
+    what: String,
+    docs: usize,
+    payload: u64,
+    seconds: f64,
+    /// MiB, of the replicating process: before the request, and its peak.
+    rss_before: Option<f64>,
+    rss_peak: Option<f64>,
+    /// Seconds of CPU during the run: replicating process, the other peer.
+    cpu_replicator: Option<f64>,
+    cpu_peer: Option<f64>,
+}
+
+impl Figures {
+    fn docs_per_s(&self) -> f64 {
+        self.docs as f64 / self.seconds
+    }
+
+    fn mib_per_s(&self) -> f64 {
+        self.payload as f64 / MIB / self.seconds
+    }
+}
+
+/// One replication: `body` posted to `/_replicate` on `on` (the replicating
+/// process); `peer` is the other process, if any. Checks afterwards that
+/// `target_db` on `target` holds `docs` documents; a mismatch is pushed
+/// onto `failures`.
+#[allow(clippy::too_many_arguments)]
+async fn replicate(
+    http: &reqwest::Client,
+    what: &str,
+    on: &Server,
+    peer: Option<&Server>,
+    body: Value,
+    (target, target_db): (&Server, &str),
+    (docs, payload): (usize, u64),
+    failures: &mut Vec<String>,
+) -> Figures {
+    eprintln!("replicate_bench:   {what}: POST /_replicate {body}");
+    let rss_before = proc_status_mib(on.pid(), "VmRSS:");
+    let cpu_before = cpu_seconds(on.pid());
+    let peer_cpu_before = peer.and_then(|p| cpu_seconds(p.pid()));
+    let sampler = MemorySampler::start(on.pid());
+    let started = Instant::now();
+    let response = http
+        .post(on.url("/_replicate"))
+        .timeout(REPLICATION_TIMEOUT)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await;
+    let seconds = started.elapsed().as_secs_f64();
+    let rss_peak = sampler.finish();
+    let cpu_replicator = cpu_seconds(on.pid())
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
+    let cpu_peer = peer
+        .and_then(|p| cpu_seconds(p.pid()))
+        .zip(peer_cpu_before)
+        .map(|(after, before)| after - before);
+    match response {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let text = response.text().await.unwrap_or_default();
+            let answer: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            if status != 200 || answer["ok"] != json!(true) {
+                failures.push(format!(
+                    "{what}: /_replicate answered {status}: {text:.600}"
+                ));
+                let output = on.output();
+                if !output.is_empty() {
+                    eprintln!("replicate_bench:   server output:\n{output}");
+                }
+            } else {
+                let history = &answer["history"][0];
+                eprintln!(
+                    "replicate_bench:   {what}: {seconds:.2} s, docs_read {} docs_written {} \
+                     doc_write_failures {}",
+                    history["docs_read"], history["docs_written"], history["doc_write_failures"]
+                );
+            }
+        }
+        Err(e) => failures.push(format!("{what}: /_replicate failed: {e}")),
+    }
+    let count = doc_count(http, target, target_db).await;
+    if count != Some(docs as u64) {
+        failures.push(format!(
+            "{what}: the target database `{target_db}` holds {} documents, not {docs}",
+            count.map_or("an unknown number of".into(), |c| c.to_string())
+        ));
+    }
+    Figures {
+        what: what.into(),
+        docs,
+        payload,
+        seconds,
+        rss_before,
+        rss_peak,
+        cpu_replicator,
+        cpu_peer,
+    }
+}
+
+/// Checks the first document's attachment reached the target whole.
+async fn check_attachment(
+    http: &reqwest::Client,
+    source: &Server,
+    target: &Server,
+    failures: &mut Vec<String>,
+) {
+    let path = format!("/db/{}", doc_id(0));
+    let stub = |server: &Server| {
+        let url = server.url(&path);
+        async move {
+            let doc: Value = http.get(url).send().await.ok()?.json().await.ok()?;
+            Some(doc["_attachments"]["blob.bin"].clone())
+        }
+    };
+    let (a, b) = (stub(source).await, stub(target).await);
+    let ok = match (&a, &b) {
+        (Some(a), Some(b)) => {
+            a["digest"] == b["digest"] && b["length"] == json!(ATTACHMENT_BYTES) && !b.is_null()
+        }
+        _ => false,
+    };
+    if !ok {
+        failures.push(format!(
+            "attachments: {path} has attachment {b:?} on the target, {a:?} on the source"
+        ));
+    }
+}
+
+/// Runs 1 (Recliner -> Recliner over HTTP, pull and push; local -> local).
+async fn recliner_plain(
+    http: &reqwest::Client,
+    docs: usize,
+    failures: &mut Vec<String>,
+) -> Vec<Figures> {
+    eprintln!("replicate_bench: Recliner ({})", recliner_bin().display());
+    let source = Server::recliner();
+    let target = Server::recliner();
+    let payload = load(http, &source, "db", docs, false).await;
+    let pull = replicate(
+        http,
+        "Recliner -> Recliner over HTTP, pull (target replicates)",
+        &target,
+        Some(&source),
+        json!({"source": source.url("/db"), "target": "db", "create_target": true}),
+        (&target, "db"),
+        (docs, payload),
+        failures,
+    )
+    .await;
+    let push = replicate(
+        http,
+        "Recliner -> Recliner over HTTP, push (source replicates)",
+        &source,
+        Some(&target),
+        json!({"source": "db", "target": target.url("/pushed"), "create_target": true}),
+        (&target, "pushed"),
+        (docs, payload),
+        failures,
+    )
+    .await;
+    let local = replicate(
+        http,
+        "Recliner local -> local (one process)",
+        &source,
+        None,
+        json!({"source": "db", "target": "copy", "create_target": true}),
+        (&source, "copy"),
+        (docs, payload),
+        failures,
+    )
+    .await;
+    source.stop();
+    target.stop();
+    vec![pull, push, local]
+}
+
+/// Run 2: the pull with attachments, on fresh servers.
+async fn recliner_attachments(
+    http: &reqwest::Client,
+    docs: usize,
+    failures: &mut Vec<String>,
+) -> Figures {
+    eprintln!("replicate_bench: Recliner, with attachments");
+    let source = Server::recliner();
+    let target = Server::recliner();
+    let payload = load(http, &source, "db", docs, true).await;
+    let figures = replicate(
+        http,
+        &format!(
+            "Recliner -> Recliner over HTTP, pull, 1 in {ATTACHMENT_EVERY} documents with a \
+             {} KiB attachment",
+            ATTACHMENT_BYTES / 1024
+        ),
+        &target,
+        Some(&source),
+        json!({"source": source.url("/db"), "target": "db", "create_target": true}),
+        (&target, "db"),
+        (docs, payload),
+        failures,
+    )
+    .await;
+    check_attachment(http, &source, &target, failures).await;
+    source.stop();
+    target.stop();
+    figures
+}
+
+/// Run 3: PouchDB Server -> PouchDB Server, PouchDB's replicator running in
+/// the target server (express-pouchdb's `/_replicate` calls
+/// `PouchDB.replicate`; a local target is created on demand).
+async fn pouchdb_pair(
+    http: &reqwest::Client,
+    node: &str,
+    script: &Path,
+    docs: usize,
+    failures: &mut Vec<String>,
+) -> Figures {
+    eprintln!("replicate_bench: PouchDB Server ({})", script.display());
+    let mut source = Server::PouchDb(PouchDbServer::start(node, script));
+    let mut target = Server::PouchDb(PouchDbServer::start(node, script));
+    wait_until_up(http, &mut source).await;
+    wait_until_up(http, &mut target).await;
+    let payload = load(http, &source, "db", docs, false).await;
+    let figures = replicate(
+        http,
+        "PouchDB Server -> PouchDB Server over HTTP, pull (PouchDB's replicator in the target)",
+        &target,
+        Some(&source),
+        json!({"source": source.url("/db"), "target": "db"}),
+        (&target, "db"),
+        (docs, payload),
+        failures,
+    )
+    .await;
+    source.stop();
+    target.stop();
+    figures
+}
+
+fn mib(value: Option<f64>) -> String {
+    value.map_or("n/a".into(), |v| format!("{v:.0} MiB"))
+}
+
+fn secs(value: Option<f64>) -> String {
+    value.map_or("n/a".into(), |v| format!("{v:.1} s"))
+}
+
+fn goal(what: &str, met: bool, detail: String) {
+    let verdict = if met { "met" } else { "**not met**" };
+    println!("| {what} | {verdict}: {detail} |");
+}
+
+fn report(options: &Options, runs: &[Figures], pouchdb: Option<&Figures>) {
+    println!();
+    println!(
+        "| replication | documents | time | docs/s | MiB/s | replicating process RSS before | \
+         its peak RSS | its CPU | the other peer's CPU |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for f in runs.iter().chain(pouchdb) {
+        println!(
+            "| {} | {} | {:.2} s | {:.0} | {:.1} | {} | {} | {} | {} |",
+            f.what,
+            f.docs,
+            f.seconds,
+            f.docs_per_s(),
+            f.mib_per_s(),
+            mib(f.rss_before),
+            mib(f.rss_peak),
+            secs(f.cpu_replicator),
+            f.cpu_peer.map_or("-".into(), |c| format!("{c:.1} s")),
+        );
+    }
+    println!();
+    println!(
+        "MiB/s counts the documents' JSON plus attachment bytes. Documents are ~1 KiB; the \
+         source is loaded with `_bulk_docs` in batches of {BATCH} before each replication."
+    );
+    if let Some(p) = pouchdb
+        && p.docs != options.docs
+    {
+        println!(
+            "PouchDB Server replicated {} documents (`--pouchdb-docs`), Recliner {}: the \
+             comparison is of rates (docs/s).",
+            p.docs, options.docs
+        );
+    }
+
+    let http = &runs[0];
+    let local = &runs[2];
+    println!();
+    println!("| goal | result |");
+    println!("| --- | --- |");
+    goal(
+        "Recliner -> Recliner over HTTP >= 20,000 docs/s",
+        http.docs_per_s() >= 20_000.0,
+        format!(
+            "{:.0} docs/s pulled ({:.0} pushed)",
+            http.docs_per_s(),
+            runs[1].docs_per_s()
+        ),
+    );
+    goal(
+        "local -> local >= 50,000 docs/s",
+        local.docs_per_s() >= 50_000.0,
+        format!("{:.0} docs/s", local.docs_per_s()),
+    );
+    match pouchdb {
+        Some(p) => {
+            let times = http.docs_per_s() / p.docs_per_s();
+            goal(
+                "over HTTP >= 10x the PouchDB Server pair",
+                times >= 10.0,
+                format!(
+                    "{times:.1}x ({:.0} against {:.0} docs/s)",
+                    http.docs_per_s(),
+                    p.docs_per_s()
+                ),
+            );
+        }
+        None => println!("| over HTTP >= 10x the PouchDB Server pair | not measured |"),
+    }
+    let peaks: Option<Vec<f64>> = runs.iter().map(|f| f.rss_peak).collect();
+    match peaks {
+        Some(peaks) => {
+            let peak = peaks.into_iter().fold(0.0, f64::max);
+            goal(
+                "peak memory of the replicating Recliner process < 100 MiB",
+                peak < 100.0,
+                format!("{peak:.0} MiB at most, over every Recliner run"),
+            );
+        }
+        None => println!("| peak replicator memory < 100 MiB | not measured (no /proc) |"),
+    }
+}
+
+fn main() {
+    let options = options();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    // The workspace's reqwest has no default TLS provider; these requests
+    // are plain HTTP, but a client cannot be built without one.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .expect("an HTTP client");
+
+    let failures = runtime.block_on(async {
+        let mut failures = Vec::new();
+        let mut runs = recliner_plain(&http, options.docs, &mut failures).await;
+        runs.push(recliner_attachments(&http, options.docs, &mut failures).await);
+        let pouchdb = match &options.pouchdb_server {
+            Some(script) => Some(
+                pouchdb_pair(
+                    &http,
+                    &options.node,
+                    script,
+                    options.pouchdb_docs,
+                    &mut failures,
+                )
+                .await,
+            ),
+            None => None,
+        };
+        report(&options, &runs, pouchdb.as_ref());
+        failures
+    });
+    if !failures.is_empty() {
+        eprintln!();
+        for failure in &failures {
+            eprintln!("replicate_bench: FAILED: {failure}");
+        }
+        println!();
+        println!(
+            "**The run failed** ({} checks): see the FAILED lines.",
+            failures.len()
+        );
+        std::process::exit(1);
+    }
+}
