@@ -56,16 +56,42 @@ impl Database {
                 )));
             }
         }
-        let weight = docs.len().max(1);
+        // For a large batch, what needs no database state is done here, on
+        // the caller's thread, so the single writer thread only writes. Small
+        // writes go to the writer at once: many of them share one commit.
+        let early = docs.len() >= PREPARE_EARLY_MIN;
+        let (docs, prepared): (Vec<DocInput>, Vec<Prepared>) = if early {
+            let prepared = docs
+                .into_iter()
+                .map(|doc| Prepared::new(doc, new_edits))
+                .collect();
+            (Vec::new(), prepared)
+        } else {
+            (docs, Vec::new())
+        };
+        let weight = docs.len().max(prepared.len()).max(1);
         self.write(weight, move |ctx| {
-            let mut results = Vec::with_capacity(docs.len());
-            for doc in docs {
+            let prepared: Vec<Prepared> = if early {
+                prepared
+            } else {
+                docs.into_iter()
+                    .map(|doc| Prepared::new(doc, new_edits))
+                    .collect()
+            };
+            let mut results = Vec::with_capacity(prepared.len());
+            for doc in prepared {
                 let id = doc
+                    .input
                     .id
                     .clone()
                     .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
                 let result = if id.starts_with("_local/") {
-                    local::put_in_tx(ctx, &id, &doc)?
+                    let mut input = doc.input;
+                    input.body = match doc.body {
+                        Value::Object(map) => map,
+                        _ => Default::default(),
+                    };
+                    local::put_in_tx(ctx, &id, &input)?
                 } else if new_edits {
                     interactive_edit(ctx, &id, doc)?
                 } else {
@@ -76,6 +102,35 @@ impl Database {
             Ok(results)
         })
         .await
+    }
+}
+
+/// Batches from this size on are prepared before they reach the writer.
+const PREPARE_EARLY_MIN: usize = 16;
+
+/// A document with the work done before the writer: its body's JSON text
+/// and, for an edit whose revision hash cannot depend on stored state (no
+/// attachments), the new revision's hash for the parent it names.
+struct Prepared {
+    /// The input; its `body` has moved to [`Prepared::body`].
+    input: DocInput,
+    body: Value,
+    text: String,
+    hash: Option<revtree::RevHash>,
+}
+
+impl Prepared {
+    fn new(mut input: DocInput, new_edits: bool) -> Prepared {
+        let body = Value::Object(std::mem::take(&mut input.body));
+        let text = json_text(&body);
+        let hash = (new_edits && input.attachments.is_empty())
+            .then(|| new_rev_hash(input.rev.as_ref(), input.deleted, &body, &[]));
+        Prepared {
+            input,
+            body,
+            text,
+            hash,
+        }
     }
 }
 
@@ -187,8 +242,14 @@ fn new_bytes_meta(
 fn interactive_edit(
     ctx: &mut WriteCtx<'_>,
     id: &str,
-    doc: DocInput,
+    prepared: Prepared,
 ) -> Result<Result<String, DocFailure>, StoreError> {
+    let Prepared {
+        input: doc,
+        body,
+        text: body_text,
+        hash: early_hash,
+    } = prepared;
     let stored = load_doc(ctx.conn, id)?;
     let mut tree = stored.as_ref().map(|s| s.tree.clone()).unwrap_or_default();
     let Ok(parent) = tree.edit_parent(doc.rev.as_ref(), doc.deleted) else {
@@ -222,22 +283,27 @@ fn interactive_edit(
         };
         atts.push((name, meta));
     }
-    let body = Value::Object(doc.body);
-    let digests: Vec<AttachmentDigest<'_>> = atts
-        .iter()
-        .map(|(name, m)| AttachmentDigest {
-            name,
-            content_type: &m.content_type,
-            digest: &m.digest,
-        })
-        .collect();
-    let hash = new_rev_hash(parent.as_ref(), doc.deleted, &body, &digests);
+    // The early hash assumed the parent the document names; re-creating a
+    // deleted document has the deleted leaf as parent instead.
+    let hash = match early_hash {
+        Some(hash) if parent.as_ref() == doc.rev.as_ref() => hash,
+        _ => {
+            let digests: Vec<AttachmentDigest<'_>> = atts
+                .iter()
+                .map(|(name, m)| AttachmentDigest {
+                    name,
+                    content_type: &m.content_type,
+                    digest: &m.digest,
+                })
+                .collect();
+            new_rev_hash(parent.as_ref(), doc.deleted, &body, &digests)
+        }
+    };
     // `new_edit` takes the requested parent and derives the same effective one.
     let Ok(new_rev) = tree.new_edit(doc.rev.as_ref(), doc.deleted, |_| hash) else {
         return Ok(Err(DocFailure::conflict()));
     };
     let key = stored.as_ref().map_or_else(|| allocate_key(ctx), |s| s.key);
-    let body_text = json_text(&body);
     let written = write_revision(ctx.conn, key, &new_rev, &body_text, &atts)?;
     finish_update(ctx, id, key, stored.as_ref(), tree, Some(written))?;
     Ok(Ok(new_rev.to_string()))
@@ -246,8 +312,13 @@ fn interactive_edit(
 fn replicated_edit(
     ctx: &mut WriteCtx<'_>,
     id: &str,
-    doc: DocInput,
+    prepared: Prepared,
 ) -> Result<Result<String, DocFailure>, StoreError> {
+    let Prepared {
+        input: doc,
+        text: body_text,
+        ..
+    } = prepared;
     let Some(path) = doc.replicated_path() else {
         return Err(StoreError::bad_request(
             "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",
@@ -291,7 +362,6 @@ fn replicated_edit(
             };
             atts.push((name, meta));
         }
-        let body_text = json_text(&Value::Object(doc.body));
         written = Some(write_revision(ctx.conn, key, &leaf, &body_text, &atts)?);
     }
     finish_update(ctx, id, key, stored.as_ref(), tree, written)?;
