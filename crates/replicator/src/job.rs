@@ -212,7 +212,10 @@ pub async fn run(
     // `since` is how far changes were read, `written` how far every change
     // is written (what checkpoints record).
     let mut written = since.clone();
-    let mut in_flight: Option<PendingWrite> = None;
+    // Up to `worker_processes` (at most 4) writes run while the next batch
+    // is prepared; they are settled in order, so `written` only ever moves
+    // past batches whose every predecessor is written too.
+    let mut in_flight = Writes::new(spec.worker_processes.clamp(1, 4) as usize);
     let mut last_pending_count: Option<Instant> = None;
     let mut last_identity_check = Instant::now();
     loop {
@@ -230,7 +233,7 @@ pub async fn run(
         }
         let advanced = batch.last_seq != since;
         if batch.changes.is_empty() {
-            settle(&mut in_flight, &mut stats, &mut written).await?;
+            in_flight.settle_all(&mut stats, &mut written).await?;
             if advanced {
                 since = batch.last_seq;
                 moved = true;
@@ -288,10 +291,10 @@ pub async fn run(
         // Revisions carrying attachment bytes the target lacks are streamed
         // one by one (several at a time); the rest go in one `_bulk_docs`.
         let docs = copy_attachment_docs(&source, &target, spec, &missing, docs, &mut stats).await?;
-        settle(&mut in_flight, &mut stats, &mut written).await?;
+        in_flight.make_room(&mut stats, &mut written).await?;
         let writer = target.clone();
         let count = docs.len() as u64;
-        in_flight = Some(PendingWrite {
+        in_flight.queue.push_back(PendingWrite {
             task: tokio::spawn(async move { writer.write(docs).await }),
             count,
             through: batch.last_seq.clone(),
@@ -303,14 +306,14 @@ pub async fn run(
         });
         if spec.use_checkpoints && last_checkpoint.elapsed() >= interval {
             // The counters must match the recorded sequence: let the write finish.
-            settle(&mut in_flight, &mut stats, &mut written).await?;
+            in_flight.settle_all(&mut stats, &mut written).await?;
             checkpointer.record(&written, &stats).await?;
             recorded = written.clone();
             last_checkpoint = Instant::now();
             progress.update(|p| p.checkpointed_source_seq = written.clone());
         }
     }
-    settle(&mut in_flight, &mut stats, &mut written).await?;
+    in_flight.settle_all(&mut stats, &mut written).await?;
     let since = written;
 
     if !moved {
@@ -400,27 +403,66 @@ struct PendingWrite {
     through: Value,
 }
 
-/// Waits for the write in flight, counts its outcome, and moves `written`.
-async fn settle(
-    in_flight: &mut Option<PendingWrite>,
-    stats: &mut Stats,
-    written: &mut Value,
-) -> Result<(), ReplicationError> {
-    let Some(pending) = in_flight.take() else {
-        return Ok(());
-    };
-    let failures = pending.task.await.map_err(|e| EndpointError::Protocol {
-        url: String::new(),
-        detail: format!("write task failed: {e}"),
-    })??;
-    for f in &failures {
-        tracing::warn!(id = %f.id, error = %f.error, reason = %f.reason, "the target refused a document");
+/// The writes in flight, oldest first.
+struct Writes {
+    queue: std::collections::VecDeque<PendingWrite>,
+    max: usize,
+}
+
+impl Writes {
+    fn new(max: usize) -> Writes {
+        Writes {
+            queue: std::collections::VecDeque::new(),
+            max,
+        }
     }
-    stats.doc_write_failures += failures.len() as u64;
-    stats.docs_written += pending.count - failures.len() as u64;
-    // A refused document still counts as done: the checkpoint moves past it.
-    *written = pending.through;
-    Ok(())
+
+    /// Settles the oldest writes until another one may start.
+    async fn make_room(
+        &mut self,
+        stats: &mut Stats,
+        written: &mut Value,
+    ) -> Result<(), ReplicationError> {
+        while self.queue.len() >= self.max {
+            self.settle_oldest(stats, written).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for every write in flight.
+    async fn settle_all(
+        &mut self,
+        stats: &mut Stats,
+        written: &mut Value,
+    ) -> Result<(), ReplicationError> {
+        while !self.queue.is_empty() {
+            self.settle_oldest(stats, written).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the oldest write, counts its outcome, and moves `written`.
+    async fn settle_oldest(
+        &mut self,
+        stats: &mut Stats,
+        written: &mut Value,
+    ) -> Result<(), ReplicationError> {
+        let Some(pending) = self.queue.pop_front() else {
+            return Ok(());
+        };
+        let failures = pending.task.await.map_err(|e| EndpointError::Protocol {
+            url: String::new(),
+            detail: format!("write task failed: {e}"),
+        })??;
+        for f in &failures {
+            tracing::warn!(id = %f.id, error = %f.error, reason = %f.reason, "the target refused a document");
+        }
+        stats.doc_write_failures += failures.len() as u64;
+        stats.docs_written += pending.count - failures.len() as u64;
+        // A refused document still counts as done: the checkpoint moves past it.
+        *written = pending.through;
+        Ok(())
+    }
 }
 
 /// Writes the replication log to both peers for one session.
@@ -530,6 +572,58 @@ impl Checkpointer<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_checkpoint_is_refused_when_a_peer_is_not_the_database_it_was() {
+        let dir = std::env::temp_dir().join(format!("recliner-verify-{}", uuid::Uuid::new_v4()));
+        let store = Store::open(&dir).unwrap();
+        store.create_db("a").await.unwrap();
+        store.create_db("b").await.unwrap();
+        let peer = |name: &str| {
+            Endpoint::new(
+                &crate::spec::Peer::Local(name.into()),
+                &store,
+                Duration::from_secs(5),
+                0,
+            )
+            .unwrap()
+        };
+        let (source, target) = (peer("a"), peer("b"));
+        let (_, a_instance) = source.info().await.unwrap();
+        let (_, b_instance) = target.info().await.unwrap();
+        let mut checkpointer = Checkpointer {
+            source: &source,
+            target: &target,
+            source_instance: a_instance,
+            target_instance: b_instance,
+            log_id: "_local/x",
+            source_rev: None,
+            target_rev: None,
+            previous: &[],
+            session_id: "s".into(),
+            start_time: String::new(),
+            start_seq: json!(0),
+        };
+        assert!(
+            checkpointer
+                .record(&json!(0), &Stats::default())
+                .await
+                .is_ok()
+        );
+        // The target was recreated since: no checkpoint may be recorded.
+        checkpointer.target_instance = "0".into();
+        assert!(checkpointer.verify_peers(false).await.is_ok());
+        match checkpointer.record(&json!(0), &Stats::default()).await {
+            Err(ReplicationError::PeerChanged(reason)) => assert!(reason.contains("target b")),
+            other => panic!("expected PeerChanged, got {other:?}"),
+        }
+        checkpointer.source_instance = "0".into();
+        assert!(matches!(
+            checkpointer.verify_peers(false).await,
+            Err(ReplicationError::PeerChanged(_))
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn dates_are_written_as_couchdb_writes_them() {

@@ -56,11 +56,16 @@ async fn a_recreated_source_stops_the_job_instead_of_skipping_its_data() {
         .await
         .expect("the job noticed the recreated source")
         .unwrap();
+    // Either it saw the new database (`PeerChanged`) or the moment between
+    // delete and create (`db_not_found`): it stopped rather than carry on.
     match ended {
         Err(ReplicationError::PeerChanged(reason)) => {
             assert!(reason.contains("source src"), "{reason}")
         }
-        other => panic!("expected PeerChanged, got {other:?}"),
+        Err(ReplicationError::Endpoint(replicator::EndpointError::NotFound(db))) => {
+            assert_eq!(db, "src")
+        }
+        other => panic!("expected the job to stop, got {other:?}"),
     }
     // The same replication run again starts over on the new database (the
     // checkpoints no longer match): nothing is skipped.
