@@ -210,6 +210,20 @@ impl Database {
         T: Send + 'static,
         F: FnOnce(&mut WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
     {
+        self.submit_write(weight, op)?.await
+    }
+
+    /// Hands a write to the writer thread now; the returned future is its
+    /// outcome. (For callers that keep working while the writer runs it.)
+    pub(crate) fn submit_write<T, F>(
+        &self,
+        weight: usize,
+        op: F,
+    ) -> Result<impl std::future::Future<Output = Result<T, StoreError>> + use<T, F>, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
         if self.inner.deleted.load(Ordering::Acquire) {
             return Err(self.not_found());
         }
@@ -218,7 +232,11 @@ impl Database {
             .writer
             .send(Msg::Job(Box::new(job)))
             .map_err(|_| self.not_found())?;
-        rx.await.map_err(|_| self.not_found())?
+        let name = self.inner.name.clone();
+        Ok(async move {
+            rx.await
+                .map_err(|_| StoreError::DbNotFound(name))?
+        })
     }
 
     /// Runs a read on a pooled reader connection, off the async threads, in

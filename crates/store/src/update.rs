@@ -56,56 +56,97 @@ impl Database {
                 )));
             }
         }
-        // For a large batch, what needs no database state is done here, on
-        // the caller's thread, so the single writer thread only writes. Small
-        // writes go to the writer at once: many of them share one commit.
-        let early = docs.len() >= PREPARE_EARLY_MIN;
-        let (docs, prepared): (Vec<DocInput>, Vec<Prepared>) = if early {
-            let prepared = docs
-                .into_iter()
+        let weight = docs.len().max(1);
+        if docs.len() < PREPARE_EARLY_MIN {
+            // Small writes go to the writer at once: many of them share one commit.
+            return self
+                .write(weight, move |ctx| {
+                    let prepared = docs
+                        .into_iter()
+                        .map(|doc| Prepared::new(doc, new_edits));
+                    write_prepared(ctx, prepared, new_edits)
+                })
+                .await;
+        }
+        // A large batch is still one transaction, but what needs no database
+        // state (body text, revision hash) is done here, on the caller's
+        // thread, a chunk at a time, while the writer thread writes the
+        // chunks before it.
+        let (chunks, arriving) = std::sync::mpsc::channel::<Chunk>();
+        let written = self.submit_write(weight, move |ctx| {
+            let mut results = Vec::with_capacity(weight);
+            loop {
+                match arriving.recv() {
+                    Ok(Chunk::Docs(docs)) => {
+                        results.extend(write_prepared(ctx, docs.into_iter(), new_edits)?)
+                    }
+                    Ok(Chunk::End) => return Ok(results),
+                    // The caller went away mid-batch: write nothing of it.
+                    Err(_) => {
+                        return Err(StoreError::CommitFailed(
+                            "the batch ended before all of it arrived".into(),
+                        ));
+                    }
+                }
+            }
+        })?;
+        let mut docs = docs.into_iter().peekable();
+        while docs.peek().is_some() {
+            let chunk: Vec<Prepared> = docs
+                .by_ref()
+                .take(PREPARE_CHUNK)
                 .map(|doc| Prepared::new(doc, new_edits))
                 .collect();
-            (Vec::new(), prepared)
-        } else {
-            (docs, Vec::new())
-        };
-        let weight = docs.len().max(prepared.len()).max(1);
-        self.write(weight, move |ctx| {
-            let prepared: Vec<Prepared> = if early {
-                prepared
-            } else {
-                docs.into_iter()
-                    .map(|doc| Prepared::new(doc, new_edits))
-                    .collect()
-            };
-            let mut results = Vec::with_capacity(prepared.len());
-            for doc in prepared {
-                let id = doc
-                    .input
-                    .id
-                    .clone()
-                    .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-                let result = if id.starts_with("_local/") {
-                    let mut input = doc.input;
-                    input.body = match doc.body {
-                        Value::Object(map) => map,
-                        _ => Default::default(),
-                    };
-                    local::put_in_tx(ctx, &id, &input)?
-                } else if new_edits {
-                    interactive_edit(ctx, &id, doc)?
-                } else {
-                    replicated_edit(ctx, &id, doc)?
-                };
-                results.push(DocWriteResult { id, result });
+            if chunks.send(Chunk::Docs(chunk)).is_err() {
+                // The writer gave up (an error): its answer says why.
+                break;
             }
-            Ok(results)
-        })
-        .await
+        }
+        let _ = chunks.send(Chunk::End);
+        written.await
     }
 }
 
-/// Batches from this size on are prepared before they reach the writer.
+/// A piece of a large batch on its way to the writer.
+enum Chunk {
+    Docs(Vec<Prepared>),
+    End,
+}
+
+/// Documents prepared per chunk of a large batch.
+const PREPARE_CHUNK: usize = 100;
+
+/// Writes prepared documents inside the writer's transaction.
+fn write_prepared(
+    ctx: &mut WriteCtx<'_>,
+    docs: impl Iterator<Item = Prepared>,
+    new_edits: bool,
+) -> Result<Vec<DocWriteResult>, StoreError> {
+    let mut results = Vec::new();
+    for doc in docs {
+        let id = doc
+            .input
+            .id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        let result = if id.starts_with("_local/") {
+            let mut input = doc.input;
+            input.body = match doc.body {
+                Value::Object(map) => map,
+                _ => Default::default(),
+            };
+            local::put_in_tx(ctx, &id, &input)?
+        } else if new_edits {
+            interactive_edit(ctx, &id, doc)?
+        } else {
+            replicated_edit(ctx, &id, doc)?
+        };
+        results.push(DocWriteResult { id, result });
+    }
+    Ok(results)
+}
+
+/// Batches from this size on are prepared by the caller, chunk by chunk.
 const PREPARE_EARLY_MIN: usize = 16;
 
 /// A document with the work done before the writer: its body's JSON text
