@@ -190,31 +190,45 @@ pub(crate) async fn bulk_docs(
 ) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
     let database = state.store.db(&db).await?;
-    let mut body =
-        read_json_object(request.into_body(), state.config.max_http_request_size).await?;
-    let docs = match body.remove("docs") {
-        Some(Value::Array(docs)) => docs,
-        Some(_) => return Err(ApiError::bad_request("`docs` parameter must be an array.")),
+    let bytes =
+        crate::json::read_body(request.into_body(), state.config.max_http_request_size).await?;
+    // The documents stay raw JSON here: each is decoded as the store pulls
+    // it, while the writer writes the ones before.
+    let body: std::collections::HashMap<String, &serde_json::value::RawValue> =
+        serde_json::from_slice(&bytes).map_err(|_| match crate::json::parse_json(&bytes) {
+            Ok(_) => ApiError::bad_request("Request body must be a JSON object"),
+            Err(e) => e,
+        })?;
+    let docs: Vec<&serde_json::value::RawValue> = match body.get("docs") {
+        Some(raw) => serde_json::from_str(raw.get())
+            .map_err(|_| ApiError::bad_request("`docs` parameter must be an array."))?,
         None => {
             return Err(ApiError::bad_request(
                 "POST body must include `docs` parameter.",
             ));
         }
     };
-    let new_edits = match body.get("new_edits") {
+    let new_edits = match body.get("new_edits").map(|raw| raw.get().trim()) {
         None => true,
-        Some(Value::Bool(b)) => *b,
+        Some("true") => true,
+        Some("false") => false,
         Some(_) => {
             return Err(ApiError::bad_request(
                 "`new_edits` parameter must be a boolean.",
             ));
         }
     };
-    let inputs = docs
-        .into_iter()
-        .map(|d| parse_doc(&state, d))
-        .collect::<Result<Vec<_>, _>>()?;
-    let results = database.bulk_docs(inputs, new_edits).await?;
+    let count = docs.len();
+    let inputs = docs.into_iter().map(|raw| {
+        let value: Value = serde_json::from_str(raw.get())
+            .map_err(|_| ApiError::bad_request("invalid UTF-8 JSON"))?;
+        parse_doc(&state, value)
+    });
+    let results = match database.bulk_docs_streamed(inputs, count, new_edits).await {
+        Ok(results) => results,
+        Err(store::BulkError::Input(e)) => return Err(e),
+        Err(store::BulkError::Store(e)) => return Err(e.into()),
+    };
     let rows: Vec<Value> = if new_edits {
         results.iter().map(write_row).collect()
     } else {

@@ -233,10 +233,7 @@ impl Database {
             .send(Msg::Job(Box::new(job)))
             .map_err(|_| self.not_found())?;
         let name = self.inner.name.clone();
-        Ok(async move {
-            rx.await
-                .map_err(|_| StoreError::DbNotFound(name))?
-        })
+        Ok(async move { rx.await.map_err(|_| StoreError::DbNotFound(name))? })
     }
 
     /// Runs a read on a pooled reader connection, off the async threads, in

@@ -44,7 +44,7 @@ pub use read::{
 };
 pub use schema::Durability;
 pub use server_uuid::ServerUuidError;
-pub use update::DocWriteResult;
+pub use update::{BulkError, DocWriteResult};
 
 /// How the store is set up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -40,71 +40,123 @@ impl Database {
         docs: Vec<DocInput>,
         new_edits: bool,
     ) -> Result<Vec<DocWriteResult>, StoreError> {
-        for doc in &docs {
-            if !new_edits && doc.rev.is_none() && !is_local(doc) {
-                return Err(StoreError::bad_request(
-                    "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",
-                ));
-            }
-            if let Some((name, _)) = doc
-                .attachments
-                .iter()
-                .find(|(_, a)| matches!(a, AttachmentInput::Follows { .. }))
-            {
-                return Err(StoreError::bad_request(format!(
-                    "Attachment {name} is marked `follows` but its bytes were not supplied"
-                )));
-            }
+        let count = docs.len();
+        let docs = docs.into_iter().map(Ok::<_, std::convert::Infallible>);
+        match self.bulk_docs_streamed(docs, count, new_edits).await {
+            Ok(results) => Ok(results),
+            Err(BulkError::Store(e)) => Err(e),
+            Err(BulkError::Input(never)) => match never {},
         }
-        let weight = docs.len().max(1);
-        if docs.len() < PREPARE_EARLY_MIN {
+    }
+
+    /// [`Database::bulk_docs`] for documents still being decoded (an HTTP
+    /// body, say): they are pulled one at a time while the writer writes
+    /// the ones before, all in one transaction. The first input error stops
+    /// the batch and nothing of it is written. `count` is how many to expect.
+    pub async fn bulk_docs_streamed<E>(
+        &self,
+        docs: impl Iterator<Item = Result<DocInput, E>>,
+        count: usize,
+        new_edits: bool,
+    ) -> Result<Vec<DocWriteResult>, BulkError<E>> {
+        let weight = count.max(1);
+        if count < PREPARE_EARLY_MIN {
             // Small writes go to the writer at once: many of them share one commit.
+            let docs: Vec<DocInput> = docs.collect::<Result<_, E>>().map_err(BulkError::Input)?;
+            for doc in &docs {
+                precheck(doc, new_edits).map_err(BulkError::Store)?;
+            }
             return self
                 .write(weight, move |ctx| {
-                    let prepared = docs
-                        .into_iter()
-                        .map(|doc| Prepared::new(doc, new_edits));
+                    let prepared = docs.into_iter().map(|doc| Prepared::new(doc, new_edits));
                     write_prepared(ctx, prepared, new_edits)
                 })
-                .await;
+                .await
+                .map_err(BulkError::Store);
         }
-        // A large batch is still one transaction, but what needs no database
-        // state (body text, revision hash) is done here, on the caller's
-        // thread, a chunk at a time, while the writer thread writes the
-        // chunks before it.
+        // What needs no database state (body text, revision hash) is done
+        // here, on the caller's thread, a chunk at a time, while the writer
+        // thread writes the chunks before it.
         let (chunks, arriving) = std::sync::mpsc::channel::<Chunk>();
-        let written = self.submit_write(weight, move |ctx| {
-            let mut results = Vec::with_capacity(weight);
-            loop {
-                match arriving.recv() {
-                    Ok(Chunk::Docs(docs)) => {
-                        results.extend(write_prepared(ctx, docs.into_iter(), new_edits)?)
-                    }
-                    Ok(Chunk::End) => return Ok(results),
-                    // The caller went away mid-batch: write nothing of it.
-                    Err(_) => {
-                        return Err(StoreError::CommitFailed(
-                            "the batch ended before all of it arrived".into(),
-                        ));
+        let written = self
+            .submit_write(weight, move |ctx| {
+                let mut results = Vec::with_capacity(weight);
+                loop {
+                    match arriving.recv() {
+                        Ok(Chunk::Docs(docs)) => {
+                            results.extend(write_prepared(ctx, docs.into_iter(), new_edits)?)
+                        }
+                        Ok(Chunk::End) => return Ok(results),
+                        // The batch was abandoned midway: write nothing of it.
+                        Err(_) => {
+                            return Err(StoreError::CommitFailed(
+                                "the batch ended before all of it arrived".into(),
+                            ));
+                        }
                     }
                 }
-            }
-        })?;
-        let mut docs = docs.into_iter().peekable();
-        while docs.peek().is_some() {
-            let chunk: Vec<Prepared> = docs
-                .by_ref()
-                .take(PREPARE_CHUNK)
-                .map(|doc| Prepared::new(doc, new_edits))
-                .collect();
-            if chunks.send(Chunk::Docs(chunk)).is_err() {
-                // The writer gave up (an error): its answer says why.
+            })
+            .map_err(BulkError::Store)?;
+        let mut failure = None;
+        let mut chunk = Vec::with_capacity(PREPARE_CHUNK);
+        for item in docs {
+            let doc = match item {
+                Ok(doc) => doc,
+                Err(e) => {
+                    failure = Some(BulkError::Input(e));
+                    break;
+                }
+            };
+            if let Err(e) = precheck(&doc, new_edits) {
+                failure = Some(BulkError::Store(e));
                 break;
             }
+            chunk.push(Prepared::new(doc, new_edits));
+            if chunk.len() == PREPARE_CHUNK {
+                let full = std::mem::replace(&mut chunk, Vec::with_capacity(PREPARE_CHUNK));
+                if chunks.send(Chunk::Docs(full)).is_err() {
+                    // The writer gave up (an error): its answer says why.
+                    break;
+                }
+            }
         }
-        let _ = chunks.send(Chunk::End);
-        written.await
+        if failure.is_none() {
+            let _ = chunks.send(Chunk::Docs(chunk));
+            let _ = chunks.send(Chunk::End);
+        }
+        drop(chunks);
+        let result = written.await;
+        match failure {
+            Some(failure) => Err(failure),
+            None => result.map_err(BulkError::Store),
+        }
     }
+}
+
+/// Why a streamed batch was refused: one of its inputs, or the store.
+#[derive(Debug)]
+pub enum BulkError<E> {
+    Input(E),
+    Store(StoreError),
+}
+
+/// The request-level checks of one document (they fail the whole batch).
+fn precheck(doc: &DocInput, new_edits: bool) -> Result<(), StoreError> {
+    if !new_edits && doc.rev.is_none() && !is_local(doc) {
+        return Err(StoreError::bad_request(
+            "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",
+        ));
+    }
+    if let Some((name, _)) = doc
+        .attachments
+        .iter()
+        .find(|(_, a)| matches!(a, AttachmentInput::Follows { .. }))
+    {
+        return Err(StoreError::bad_request(format!(
+            "Attachment {name} is marked `follows` but its bytes were not supplied"
+        )));
+    }
+    Ok(())
 }
 
 /// A piece of a large batch on its way to the writer.

@@ -399,3 +399,49 @@ async fn revs_diff_and_bulk_get_serve_the_replicator() {
     );
     assert_eq!(got[3].docs[0].as_ref().unwrap_err().reason, "missing");
 }
+
+#[tokio::test]
+async fn a_large_batch_that_fails_midway_writes_nothing() {
+    let t = TempStore::new();
+    let db = t.db("midway").await;
+    let make = |i: usize| doc(json!({"_id": format!("d{i:03}"), "n": i}));
+    // An input error at document 250 of 300 (chunks of the batch before it
+    // have reached the writer by then).
+    let inputs = (0..300).map(|i| {
+        if i == 250 {
+            Err("bad input")
+        } else {
+            Ok(make(i))
+        }
+    });
+    match db.bulk_docs_streamed(inputs, 300, true).await {
+        Err(store::BulkError::Input(e)) => assert_eq!(e, "bad input"),
+        other => panic!("expected the input error, got {other:?}"),
+    }
+    assert_eq!(db.info().await.unwrap().doc_count, 0);
+    assert_eq!(db.update_seq(), 0);
+    // A request-level store error late in a large batch: nothing written either.
+    let mut docs: Vec<_> = (0..300)
+        .map(|i| doc(json!({"_id": format!("r{i:03}"), "_rev": format!("1-{i:032x}")})))
+        .collect();
+    docs[280] = doc(json!({"_id": "norev", "n": 1}));
+    assert!(matches!(
+        db.bulk_docs(docs, false).await,
+        Err(StoreError::Invalid { .. })
+    ));
+    assert_eq!(db.info().await.unwrap().doc_count, 0);
+    // The same batch, whole, is written in order with every row.
+    let results = db
+        .bulk_docs((0..300).map(make).collect(), true)
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 300);
+    assert!(
+        results
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.id == format!("d{i:03}") && r.result.is_ok())
+    );
+    assert_eq!(db.info().await.unwrap().doc_count, 300);
+    assert_eq!(db.update_seq(), 300);
+}
