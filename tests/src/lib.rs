@@ -5,6 +5,8 @@
 //! The binary is built by `cargo xtask test` before the tests run; set
 //! `RECLINER_BIN` to test another build.
 
+pub mod content;
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -484,4 +486,21 @@ impl Drop for FaultProxy {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// Polls `check` every 50 ms until it holds or `secs` seconds pass; whether it held.
+pub async fn eventually(secs: u64, check: impl AsyncFnMut() -> bool) -> bool {
+    eventually_within(Duration::from_secs(secs), check).await
+}
+
+/// [`eventually`] with any time limit.
+pub async fn eventually_within(limit: Duration, mut check: impl AsyncFnMut() -> bool) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    check().await
 }

@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use recliner_tests::{Client, TempDir, TestServer, compare_dbs};
+use recliner_tests::{Client, TempDir, TestServer, compare_dbs, eventually};
 use serde_json::{Value, json};
 
 /// Fills a database with every kind of content a replication must carry.
@@ -246,18 +246,6 @@ async fn bad_requests_and_missing_databases_are_named_without_credentials() {
             .unwrap()
             .contains("worker_processes")
     );
-}
-
-/// Polls until `check` holds, for at most `secs` seconds.
-async fn eventually(secs: u64, mut check: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
-    while std::time::Instant::now() < deadline {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    false
 }
 
 #[tokio::test]

@@ -2,22 +2,10 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use recliner_tests::{Client, TempDir, TestServer, compare_dbs};
+use recliner_tests::{Client, TempDir, TestServer, compare_dbs, eventually};
 use serde_json::{Value, json};
-
-async fn eventually(secs: u64, mut check: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
 async fn state(c: &Client, id: &str) -> Value {
     c.get(&format!("/_replicator/{id}")).await.json()
 }

@@ -7,20 +7,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use recliner_tests::{Client, TempDir, TestServer};
+use recliner_tests::{Client, TempDir, TestServer, eventually};
 use serde_json::{Value, json};
-
-async fn eventually(secs: u64, mut check: impl AsyncFnMut() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if check().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
-}
-
 async fn sched_doc(c: &Client, id: &str) -> Value {
     c.get(&format!("/_scheduler/docs/_replicator/{id}"))
         .await
