@@ -247,34 +247,19 @@ pub(crate) async fn read_related(
         }
         let staged = upload.finish().await?;
         let (name, input) = &mut doc.attachments[index];
-        let AttachmentInput::Follows {
-            content_type,
-            length,
-            revpos,
-            encoding,
-        } = input.clone()
-        else {
-            continue;
-        };
-        if encoding.is_none() && length.is_some_and(|l| l != staged.length) {
+        if let AttachmentInput::Follows {
+            length, encoding, ..
+        } = &*input
+            && encoding.is_none()
+            && length.is_some_and(|l| l != staged.length)
+        {
             return Err(ApiError::bad_request(format!(
                 "attachment {name} announced {} bytes but {} arrived",
                 length.unwrap_or(0),
                 staged.length
             )));
         }
-        *input = AttachmentInput::Staged {
-            content_type,
-            digest: staged.digest,
-            length: if encoding.is_some() {
-                length.unwrap_or(staged.length)
-            } else {
-                staged.length
-            },
-            revpos,
-            encoded_length: encoding.as_ref().map(|_| staged.length),
-            encoding,
-        };
+        *input = input.clone().staged(staged);
     }
     if let Some(&i) = waiting.first() {
         return Err(ApiError::bad_request(format!(

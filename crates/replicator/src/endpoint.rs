@@ -106,6 +106,33 @@ const BULK_GET_UNKNOWN: u8 = 0;
 const BULK_GET_YES: u8 = 1;
 const BULK_GET_NO: u8 = 2;
 
+/// Runs `attempt` again after transient failures (connection errors,
+/// timeouts, truncated bodies, 408, 429, 5xx), at most `retries` times,
+/// waiting 250 ms, then twice as long each time up to 10 s.
+pub(crate) async fn with_retries<T, F, Fut>(
+    retries: u64,
+    what: &str,
+    mut attempt: F,
+) -> Result<T, EndpointError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, EndpointError>>,
+{
+    let mut wait = RETRY_START;
+    let mut tries = 0;
+    loop {
+        match attempt().await {
+            Err(e) if e.is_transient() && tries < retries => {
+                tries += 1;
+                tracing::warn!(error = %e, attempt = tries, "retrying {what}");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(RETRY_MAX);
+            }
+            other => return other,
+        }
+    }
+}
+
 /// First wait before retrying a transient failure; doubles each attempt.
 const RETRY_START: Duration = Duration::from_millis(250);
 /// Longest wait between retries.
@@ -184,22 +211,17 @@ impl Endpoint {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(StatusCode, Value), EndpointError> {
-        let retries = match self {
+        with_retries(self.retries(), "a request", || {
+            self.call_once(method.clone(), path, body)
+        })
+        .await
+    }
+
+    /// How many times a transiently failed request to this peer is retried.
+    fn retries(&self) -> u64 {
+        match self {
             Endpoint::Remote { retries, .. } => *retries,
             Endpoint::Local { .. } => 0,
-        };
-        let mut wait = RETRY_START;
-        let mut attempt = 0;
-        loop {
-            match self.call_once(method.clone(), path, body).await {
-                Err(e) if e.is_transient() && attempt < retries => {
-                    attempt += 1;
-                    tracing::warn!(error = %e, attempt, "retrying a failed request");
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(RETRY_MAX);
-                }
-                other => return other,
-            }
         }
     }
 
@@ -315,41 +337,24 @@ impl Endpoint {
         accept: &str,
         body: Option<&Value>,
     ) -> Result<reqwest::Response, EndpointError> {
-        let retries = match self {
-            Endpoint::Remote { retries, .. } => *retries,
-            Endpoint::Local { .. } => 0,
-        };
-        let mut wait = RETRY_START;
-        let mut attempt = 0;
-        loop {
-            let result = async {
-                let (mut request, shown) = self.request(method.clone(), path, accept)?;
-                if let Some(body) = body {
-                    request = request
-                        .header("content-type", "application/json")
-                        .body(body.to_string());
-                }
-                let response = request.send().await.map_err(|e| EndpointError::Transport {
-                    url: shown.clone(),
-                    detail: e.without_url().to_string(),
-                })?;
-                if response.status().is_success() {
-                    Ok(response)
-                } else {
-                    Err(Endpoint::error_of(response, shown).await)
-                }
+        with_retries(self.retries(), "a request", || async {
+            let (mut request, shown) = self.request(method.clone(), path, accept)?;
+            if let Some(body) = body {
+                request = request
+                    .header("content-type", "application/json")
+                    .body(body.to_string());
             }
-            .await;
-            match result {
-                Err(e) if e.is_transient() && attempt < retries => {
-                    attempt += 1;
-                    tracing::warn!(error = %e, attempt, "retrying a failed request");
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(RETRY_MAX);
-                }
-                other => return other,
+            let response = request.send().await.map_err(|e| EndpointError::Transport {
+                url: shown.clone(),
+                detail: e.without_url().to_string(),
+            })?;
+            if response.status().is_success() {
+                Ok(response)
+            } else {
+                Err(Endpoint::error_of(response, shown).await)
             }
-        }
+        })
+        .await
     }
 
     /// One request with a streamed body of `length` bytes (not retried: the

@@ -6,14 +6,15 @@
 //! size never sits whole in memory.
 
 use std::collections::VecDeque;
-use std::time::Duration;
 
 use bytes::Bytes;
 use reqwest::Method;
 use serde_json::{Map, Value};
-use store::{AttachmentInput, AttachmentReader, DocInput};
+use store::{AttachmentReader, DocInput};
 
-use crate::endpoint::{Endpoint, EndpointError, WriteFailure, encode_doc_id, form_encode};
+use crate::endpoint::{
+    Endpoint, EndpointError, WriteFailure, encode_doc_id, form_encode, with_retries,
+};
 
 /// Which attachments of a fetched revision the target lacks: those attached
 /// after the newest of the target's possible ancestors that lies in the
@@ -375,24 +376,11 @@ pub async fn copy(
     possible_ancestors: &[String],
     retries: u64,
 ) -> Result<Option<WriteFailure>, EndpointError> {
-    let mut wait = Duration::from_millis(250);
-    let mut attempt = 0;
-    loop {
-        let result = async {
-            let prepared = prepare(source, doc.clone(), names, possible_ancestors).await?;
-            write(target, prepared).await
-        }
-        .await;
-        match result {
-            Err(e) if e.is_transient() && attempt < retries => {
-                attempt += 1;
-                tracing::warn!(error = %e, attempt, "retrying a document with attachments");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(Duration::from_secs(10));
-            }
-            other => return other,
-        }
-    }
+    with_retries(retries, "a document with attachments", || async {
+        let prepared = prepare(source, doc.clone(), names, possible_ancestors).await?;
+        write(target, prepared).await
+    })
+    .await
 }
 
 /// Writes a prepared revision to the target (`new_edits=false`).
@@ -421,29 +409,8 @@ async fn write(
                 }
                 let staged = upload.finish().await?;
                 check_length(target, out, staged.length)?;
-                let Some((_, att)) = input.attachments.iter_mut().find(|(n, _)| n == &out.name)
-                else {
-                    continue;
-                };
-                if let AttachmentInput::Follows {
-                    content_type,
-                    length,
-                    revpos,
-                    encoding,
-                } = att.clone()
-                {
-                    *att = AttachmentInput::Staged {
-                        content_type,
-                        digest: staged.digest,
-                        length: if encoding.is_some() {
-                            length.unwrap_or(staged.length)
-                        } else {
-                            staged.length
-                        },
-                        revpos,
-                        encoded_length: encoding.as_ref().map(|_| staged.length),
-                        encoding,
-                    };
+                if let Some((_, att)) = input.attachments.iter_mut().find(|(n, _)| n == &out.name) {
+                    *att = att.clone().staged(staged);
                 }
             }
             let result = db.bulk_docs(vec![input], false).await?.remove(0);

@@ -64,6 +64,34 @@ pub enum AttachmentInput {
     },
 }
 
+impl AttachmentInput {
+    /// A `follows` attachment whose bytes are now uploaded: `Staged`, with
+    /// the uploaded length (the stored, encoded one when `encoding` is set,
+    /// keeping the announced decoded `length`). Other kinds stay as they are.
+    pub fn staged(self, blob: crate::StagedBlob) -> AttachmentInput {
+        match self {
+            AttachmentInput::Follows {
+                content_type,
+                length,
+                revpos,
+                encoding,
+            } => AttachmentInput::Staged {
+                content_type,
+                digest: blob.digest,
+                length: if encoding.is_some() {
+                    length.unwrap_or(blob.length)
+                } else {
+                    blob.length
+                },
+                revpos,
+                encoded_length: encoding.as_ref().map(|_| blob.length),
+                encoding,
+            },
+            other => other,
+        }
+    }
+}
+
 /// Special fields CouchDB accepts in a document and ignores on write
 /// (read-side metadata a client may send back unchanged).
 const IGNORED_SPECIAL_FIELDS: &[&str] = &[
