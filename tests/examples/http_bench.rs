@@ -27,12 +27,10 @@
 //! The client runs on a single-threaded runtime: it takes at most one core
 //! and leaves the other to the server.
 
-use std::fs::File;
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use recliner_tests::pouchdb_server::PouchDbServer;
 use recliner_tests::{TempDir, TestServer, recliner_bin};
 use serde_json::{Value, json};
 
@@ -113,14 +111,14 @@ impl Server {
     fn url(&self, path: &str) -> String {
         match self {
             Server::Recliner(server, _) => server.url(path),
-            Server::PouchDb(server) => format!("{}{path}", server.url),
+            Server::PouchDb(server) => server.url(path),
         }
     }
 
     fn pid(&self) -> u32 {
         match self {
             Server::Recliner(server, _) => server.pid(),
-            Server::PouchDb(server) => server.child.id(),
+            Server::PouchDb(server) => server.pid(),
         }
     }
 
@@ -134,82 +132,17 @@ impl Server {
     }
 }
 
-/// `node pouchdb-server` in a temporary folder. PouchDB Server cannot
-/// listen on port 0 (it treats 0 as unset and takes 5984), so a free port
-/// is found first.
-#[derive(Debug)]
-struct PouchDbServer {
-    child: Child,
-    url: String,
-    dir: TempDir,
-}
-
-impl PouchDbServer {
-    fn start(node: &str, script: &Path) -> PouchDbServer {
-        // The server runs in its own folder: resolve the script first.
-        let script =
-            std::fs::canonicalize(script).unwrap_or_else(|e| panic!("{}: {e}", script.display()));
-        let dir = TempDir::new("bench-pouchdb-server");
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free loopback port")
-            .port();
-        // Request logging off (level "warning", no copy on stdout), as for
-        // Recliner: both servers are measured without per-request log lines.
-        let config = json!({"log": {"file": dir.path().join("log.txt"), "level": "warning"}});
-        std::fs::write(dir.path().join("config.json"), config.to_string())
-            .expect("write pouchdb-server's config.json");
-        let output = File::create(dir.path().join("output.txt")).expect("create output.txt");
-        let child = Command::new(node)
-            .arg(&script)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .arg("--dir")
-            .arg(dir.path().join("data"))
-            .arg("--config")
-            .arg(dir.path().join("config.json"))
-            .arg("--no-stdout-logs")
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(output.try_clone().expect("clone the output file"))
-            .stderr(output)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start `{node} {}`: {e}", script.display()));
-        PouchDbServer {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            dir,
-        }
-    }
-
-    /// What the server printed, to explain a failure.
-    fn output(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("output.txt")).unwrap_or_default()
-    }
-}
-
-impl Drop for PouchDbServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Polls `GET /` until the server answers.
 async fn wait_until_up(http: &reqwest::Client, server: &mut Server) {
+    if let Server::PouchDb(pouch) = server {
+        return pouch.wait_until_up().await;
+    }
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     loop {
         if let Ok(response) = http.get(server.url("/")).send().await
             && response.status().is_success()
         {
             return;
-        }
-        if let Server::PouchDb(pouch) = server
-            && let Ok(Some(status)) = pouch.child.try_wait()
-        {
-            panic!(
-                "pouchdb-server exited during startup ({status}):\n{}",
-                pouch.output()
-            );
         }
         assert!(
             Instant::now() < deadline,
@@ -683,7 +616,7 @@ fn main() {
         let pouchdb = match &options.pouchdb_server {
             Some(script) => {
                 eprintln!("http_bench: PouchDB Server ({})", script.display());
-                let mut server = Server::PouchDb(PouchDbServer::start(&options.node, script));
+                let mut server = Server::PouchDb(PouchDbServer::spawn(&options.node, script));
                 wait_until_up(&http, &mut server).await;
                 let (figures, _) = run(&http, &server, &options, &bodies).await;
                 server.stop();

@@ -6,6 +6,7 @@
 //! `RECLINER_BIN` to test another build.
 
 pub mod content;
+pub mod pouchdb_server;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

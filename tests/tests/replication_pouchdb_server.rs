@@ -9,125 +9,19 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use std::fs::File;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
 use recliner_tests::content::{
     assert_nothing_new, check_copy, edit_more, fill, get_bytes, replicate,
 };
+use recliner_tests::pouchdb_server::PouchDbServer;
 use recliner_tests::{Client, TempDir, TestServer, percent_encode};
 use serde_json::{Value, json};
 
-/// How long PouchDB Server may take to answer `GET /` after it was started.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The `pouchdb-server` script: `RECLINER_POUCHDB_SERVER`, else where
-/// `cargo xtask test` installs it (`bench/node/node_modules`).
-fn pouchdb_server_script() -> PathBuf {
-    let script = match std::env::var_os("RECLINER_POUCHDB_SERVER") {
-        Some(path) => PathBuf::from(path),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join("bench/node/node_modules/pouchdb-server/bin/pouchdb-server"),
-    };
-    assert!(
-        script.is_file(),
-        "PouchDB Server is not installed ({} is missing): run the tests with \
-         `cargo xtask test`, which installs it from bench/node",
-        script.display()
-    );
-    std::fs::canonicalize(&script).unwrap()
-}
-
-/// `node pouchdb-server` in a temporary folder of its own, killed when
-/// dropped. PouchDB Server cannot listen on port 0 (it takes 0 as unset and
-/// uses 5984), so a free port is found first.
-#[derive(Debug)]
-struct PouchDbServer {
-    child: Child,
-    /// `http://127.0.0.1:PORT`
-    url: String,
-    dir: TempDir,
-}
-
-impl PouchDbServer {
-    async fn start() -> PouchDbServer {
-        let script = pouchdb_server_script();
-        let dir = TempDir::new("pouchdb-server");
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free loopback port")
-            .port();
-        // Its log goes to a file in its folder, its output to another.
-        let config = json!({"log": {"file": dir.path().join("log.txt"), "level": "warning"}});
-        std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
-        let output = File::create(dir.path().join("output.txt")).unwrap();
-        let child = Command::new("node")
-            .arg(&script)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .arg("--dir")
-            .arg(dir.path().join("data"))
-            .arg("--config")
-            .arg(dir.path().join("config.json"))
-            .arg("--no-stdout-logs")
-            .current_dir(dir.path())
-            .stdin(Stdio::null())
-            .stdout(output.try_clone().unwrap())
-            .stderr(output)
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start `node {}`: {e}", script.display()));
-        let mut server = PouchDbServer {
-            child,
-            url: format!("http://127.0.0.1:{port}"),
-            dir,
-        };
-        server.wait_until_up().await;
-        server
-    }
-
-    async fn wait_until_up(&mut self) {
-        let http = recliner_tests::http_client();
-        let deadline = Instant::now() + STARTUP_TIMEOUT;
-        loop {
-            if let Ok(response) = http.get(format!("{}/", self.url)).send().await
-                && response.status().is_success()
-            {
-                let welcome: Value = response.json().await.unwrap();
-                assert_eq!(welcome["version"], "4.2.0", "{welcome}");
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
-                    "pouchdb-server exited during startup ({status}):\n{}",
-                    self.output()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "pouchdb-server did not answer within {STARTUP_TIMEOUT:?}:\n{}",
-                self.output()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    /// What the server printed, to explain a failure.
-    fn output(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("output.txt")).unwrap_or_default()
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.url)
-    }
-}
-
-impl Drop for PouchDbServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// PouchDB Server, started and checked to be the pinned version.
+async fn pouchdb_server() -> PouchDbServer {
+    let server = PouchDbServer::start().await;
+    let welcome = Client::at(&server.url("")).get("/").await.json();
+    assert_eq!(welcome["version"], "4.2.0", "{welcome}");
+    server
 }
 
 /// `recliner_tests::compare_dbs` between a database on Recliner and one on
@@ -251,10 +145,10 @@ fn forgive_rewritten_revpos(pouchdb: &mut Value, recliner: &Value) {
 
 #[tokio::test]
 async fn recliner_pushes_every_kind_of_content_to_pouchdb_server() {
-    let pouchdb = PouchDbServer::start().await;
+    let pouchdb = pouchdb_server().await;
     let data = TempDir::new("pouchdb-push");
     let server = TestServer::start(data.path(), &[]);
-    let (c, p) = (Client::new(&server), Client::at(&pouchdb.url));
+    let (c, p) = (Client::new(&server), Client::at(&pouchdb.url("")));
     let blobs = fill(&c, "src").await;
 
     let push = json!({"source": "src", "target": pouchdb.url("/dst"), "create_target": true});
@@ -272,10 +166,10 @@ async fn recliner_pushes_every_kind_of_content_to_pouchdb_server() {
 
 #[tokio::test]
 async fn recliner_pulls_every_kind_of_content_from_pouchdb_server_and_pushes_changes_back() {
-    let pouchdb = PouchDbServer::start().await;
+    let pouchdb = pouchdb_server().await;
     let data = TempDir::new("pouchdb-pull");
     let server = TestServer::start(data.path(), &[]);
-    let (c, p) = (Client::new(&server), Client::at(&pouchdb.url));
+    let (c, p) = (Client::new(&server), Client::at(&pouchdb.url("")));
     let mut blobs = fill(&p, "src").await;
 
     // Both peers as URLs: PouchDB Server's, and Recliner's own.
