@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use recliner_tests::content::seeded_bytes;
 use recliner_tests::pouchdb_server::PouchDbServer;
 use recliner_tests::{TempDir, TestServer, recliner_bin};
 use serde_json::{Value, json};
@@ -123,20 +124,6 @@ fn doc_id(n: usize) -> String {
     format!("doc{n:08}")
 }
 
-/// `len` pseudo-random bytes (xorshift): incompressible.
-fn random_bytes(seed: u64, len: usize) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        out.extend_from_slice(&state.to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
 /// One `_bulk_docs` body of documents `first..first + BATCH`, with an inline
 /// attachment on every tenth when `attachments`; and the bytes it carries
 /// (documents' JSON without attachments, plus attachment bytes).
@@ -147,7 +134,7 @@ fn bulk_body(first: usize, attachments: bool) -> (String, u64) {
             let mut d = doc(&doc_id(n), n);
             payload += d.to_string().len() as u64;
             if attachments && n.is_multiple_of(ATTACHMENT_EVERY) {
-                let bytes = random_bytes(n as u64 + 1, ATTACHMENT_BYTES);
+                let bytes = seeded_bytes(n as u64 + 1, ATTACHMENT_BYTES);
                 payload += bytes.len() as u64;
                 d["_attachments"] = json!({"blob.bin": {
                     "content_type": "application/octet-stream",

@@ -20,7 +20,12 @@ pub struct Blob {
 /// `len` pseudo-random bytes (xorshift from a random seed): incompressible,
 /// and different in every run.
 pub fn random_bytes(len: usize) -> Vec<u8> {
-    let mut state = uuid::Uuid::new_v4().as_u64_pair().0 | 1;
+    seeded_bytes(uuid::Uuid::new_v4().as_u64_pair().0, len)
+}
+
+/// `len` pseudo-random bytes (xorshift), the same for the same `seed`.
+pub fn seeded_bytes(seed: u64, len: usize) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let mut out = Vec::with_capacity(len + 8);
     while out.len() < len {
         state ^= state << 13;
