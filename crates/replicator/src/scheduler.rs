@@ -275,10 +275,6 @@ impl Scheduler {
         }
     }
 
-    pub fn config(&self) -> &SchedulerConfig {
-        &self.inner.config
-    }
-
     /// Parses a replication request with this server's defaults.
     pub fn parse_spec(&self, request: &Value) -> Result<ReplicationSpec, SpecError> {
         ReplicationSpec::parse_with(request, &self.inner.config.spec_defaults)
