@@ -106,6 +106,15 @@ const BULK_GET_UNKNOWN: u8 = 0;
 const BULK_GET_YES: u8 = 1;
 const BULK_GET_NO: u8 = 2;
 
+/// Maps a reqwest failure to a transport error naming `url` (never with
+/// credentials: reqwest's own URL is left out).
+pub(crate) fn transport(url: &str) -> impl Fn(reqwest::Error) -> EndpointError + '_ {
+    move |e| EndpointError::Transport {
+        url: url.to_string(),
+        detail: e.without_url().to_string(),
+    }
+}
+
 /// Runs `attempt` again after transient failures (connection errors,
 /// timeouts, truncated bodies, 408, 429, 5xx), at most `retries` times,
 /// waiting 250 ms, then twice as long each time up to 10 s.
@@ -241,18 +250,9 @@ impl Endpoint {
                 .header("content-type", "application/json")
                 .body(body.to_string());
         }
-        let response = request.send().await.map_err(|e| EndpointError::Transport {
-            url: shown.clone(),
-            detail: e.without_url().to_string(),
-        })?;
+        let response = request.send().await.map_err(transport(&shown))?;
         let status = response.status();
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| EndpointError::Transport {
-                url: shown.clone(),
-                detail: e.without_url().to_string(),
-            })?;
+        let bytes = response.bytes().await.map_err(transport(&shown))?;
         let value: Value = if bytes.is_empty() {
             Value::Null
         } else {
@@ -344,10 +344,7 @@ impl Endpoint {
                     .header("content-type", "application/json")
                     .body(body.to_string());
             }
-            let response = request.send().await.map_err(|e| EndpointError::Transport {
-                url: shown.clone(),
-                detail: e.without_url().to_string(),
-            })?;
+            let response = request.send().await.map_err(transport(&shown))?;
             if response.status().is_success() {
                 Ok(response)
             } else {
@@ -374,17 +371,11 @@ impl Endpoint {
             .body(body)
             .send()
             .await
-            .map_err(|e| EndpointError::Transport {
-                url: shown.clone(),
-                detail: e.without_url().to_string(),
-            })?;
+            .map_err(transport(&shown))?;
         if !response.status().is_success() {
             return Err(Endpoint::error_of(response, shown).await);
         }
-        response.json().await.map_err(|e| EndpointError::Transport {
-            url: shown,
-            detail: e.without_url().to_string(),
-        })
+        response.json().await.map_err(transport(&shown))
     }
 
     /// `GET /db`: the update sequence and `instance_start_time`.

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 use store::{AttachmentReader, DocInput};
 
 use crate::endpoint::{
-    Endpoint, EndpointError, WriteFailure, encode_doc_id, form_encode, with_retries,
+    Endpoint, EndpointError, WriteFailure, encode_doc_id, form_encode, transport, with_retries,
 };
 
 /// Which attachments of a fetched revision the target lacks: those attached
@@ -298,13 +298,7 @@ async fn prepare(
                 })
             } else {
                 // JSON with the bytes inline (peers without multipart answers).
-                let bytes = response
-                    .bytes()
-                    .await
-                    .map_err(|e| EndpointError::Transport {
-                        url: url.clone(),
-                        detail: e.without_url().to_string(),
-                    })?;
+                let bytes = response.bytes().await.map_err(transport(&url))?;
                 let mut doc: Value =
                     serde_json::from_slice(&bytes).map_err(|e| EndpointError::Transport {
                         url: url.clone(),
