@@ -14,6 +14,7 @@
 //! runs off the async executor's threads.
 
 mod attachments;
+mod body;
 mod compaction;
 mod database;
 mod doc;

@@ -9,6 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 use crate::attachments::{self, Attachments};
+use crate::body::BodyText;
 use crate::{Database, StoreError};
 
 /// A document as JSON text, ready to be sent or embedded in a response.
@@ -153,9 +154,9 @@ pub(crate) const DOCS_WITH_BODY: &str = "docs d LEFT JOIN revs r ON r.row = d.wi
 /// Reads a row selected with [`DOC_COLUMNS_WITH_BODY`].
 pub(crate) fn doc_row_with_body(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreError> {
     let (id, mut row) = doc_row(r)?;
-    let body: Option<String> = r.get(6)?;
+    let body: Option<BodyText> = r.get(6)?;
     row.winner_body = body
-        .map(|b| Ok::<_, rusqlite::Error>((b, r.get(7)?)))
+        .map(|BodyText(b)| Ok::<_, rusqlite::Error>((b, r.get(7)?)))
         .transpose()?;
     Ok((id, row))
 }
@@ -191,7 +192,8 @@ fn load_body(
             attachments::decode_atts(atts.as_deref())?,
         )));
     }
-    let found: Option<(String, Option<String>)> = if row.winner_row != 0 && rev_text == row.winner {
+    let found: Option<(BodyText, Option<String>)> = if row.winner_row != 0 && rev_text == row.winner
+    {
         conn.prepare_cached("SELECT body, atts FROM revs WHERE row = ?1")?
             .query_row([row.winner_row], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?
@@ -201,7 +203,9 @@ fn load_body(
             .optional()?
     };
     match found {
-        Some((body, atts)) => Ok(Some((body, attachments::decode_atts(atts.as_deref())?))),
+        Some((BodyText(body), atts)) => {
+            Ok(Some((body, attachments::decode_atts(atts.as_deref())?)))
+        }
         None => Ok(None),
     }
 }

@@ -6,6 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 use crate::attachments::{self, AttachmentMeta, Attachments};
+use crate::body::{BodyLen, StoredBody};
 use crate::doc::AttachmentInput;
 use crate::writer::WriteCtx;
 use crate::{Database, DocFailure, DocInput, StoreError, local};
@@ -201,27 +202,28 @@ fn write_prepared(
 /// Batches from this size on are prepared by the caller, chunk by chunk.
 const PREPARE_EARLY_MIN: usize = 16;
 
-/// A document with the work done before the writer: its body's JSON text
+/// A document with the work done before the writer: its body's stored form
 /// and, for an edit whose revision hash cannot depend on stored state (no
 /// attachments), the new revision's hash for the parent it names.
 struct Prepared {
     /// The input; its `body` has moved to [`Prepared::body`].
     input: DocInput,
     body: Value,
-    text: String,
+    /// The body as it will be stored (compressed here, off the writer).
+    stored: StoredBody,
     hash: Option<revtree::RevHash>,
 }
 
 impl Prepared {
     fn new(mut input: DocInput, new_edits: bool) -> Prepared {
         let body = Value::Object(std::mem::take(&mut input.body));
-        let text = json_text(&body);
+        let stored = StoredBody::encode(json_text(&body));
         let hash = (new_edits && input.attachments.is_empty())
             .then(|| new_rev_hash(input.rev.as_ref(), input.deleted, &body, &[]));
         Prepared {
             input,
             body,
-            text,
+            stored,
             hash,
         }
     }
@@ -256,11 +258,11 @@ fn load_doc(conn: &Connection, id: &str) -> Result<Option<StoredDoc>, StoreError
     let live_body_len = if deleted {
         None
     } else {
-        let len: Option<i64> = conn
-            .prepare_cached("SELECT length(body) FROM revs WHERE row = ?1")?
+        let len: Option<BodyLen> = conn
+            .prepare_cached("SELECT body FROM revs WHERE row = ?1")?
             .query_row([winner_row], |r| r.get(0))
             .optional()?;
-        Some(len.unwrap_or(0))
+        Some(len.map_or(0, |BodyLen(len)| len))
     };
     Ok(Some(StoredDoc {
         key,
@@ -340,7 +342,7 @@ fn interactive_edit(
     let Prepared {
         input: doc,
         body,
-        text: body_text,
+        stored: body_stored,
         hash: early_hash,
     } = prepared;
     let stored = load_doc(ctx.conn, id)?;
@@ -397,7 +399,7 @@ fn interactive_edit(
         return Ok(Err(DocFailure::conflict()));
     };
     let key = stored.as_ref().map_or_else(|| allocate_key(ctx), |s| s.key);
-    let written = write_revision(ctx.conn, key, &new_rev, &body_text, &atts)?;
+    let written = write_revision(ctx.conn, key, &new_rev, &body_stored, &atts)?;
     finish_update(ctx, id, key, stored.as_ref(), tree, Some(written))?;
     Ok(Ok(new_rev.to_string()))
 }
@@ -409,7 +411,7 @@ fn replicated_edit(
 ) -> Result<Result<String, DocFailure>, StoreError> {
     let Prepared {
         input: doc,
-        text: body_text,
+        stored: body_stored,
         ..
     } = prepared;
     let Some(path) = doc.replicated_path() else {
@@ -455,7 +457,7 @@ fn replicated_edit(
             };
             atts.push((name, meta));
         }
-        written = Some(write_revision(ctx.conn, key, &leaf, &body_text, &atts)?);
+        written = Some(write_revision(ctx.conn, key, &leaf, &body_stored, &atts)?);
     }
     finish_update(ctx, id, key, stored.as_ref(), tree, written)?;
     Ok(Ok(leaf.to_string()))
@@ -507,7 +509,7 @@ fn write_revision(
     conn: &Connection,
     key: i64,
     rev: &RevId,
-    body: &str,
+    body: &StoredBody,
     atts: &Attachments,
 ) -> Result<Written, StoreError> {
     // Plain INSERT and last_insert_rowid: an upsert with RETURNING makes
@@ -532,7 +534,7 @@ fn write_revision(
     Ok(Written {
         rev: rev.clone(),
         row,
-        body_len: body.len() as i64,
+        body_len: body.text_len(),
     })
 }
 
@@ -559,9 +561,9 @@ fn finish_update(
         Some(w) if w.rev == winner.rev => (w.row, w.body_len),
         _ => ctx
             .conn
-            .prepare_cached("SELECT row, length(body) FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+            .prepare_cached("SELECT row, body FROM revs WHERE doc_key = ?1 AND rev = ?2")?
             .query_row(params![key, winner.rev.to_string()], |r| {
-                Ok((r.get(0)?, r.get(1)?))
+                Ok((r.get(0)?, r.get::<_, BodyLen>(1)?.0))
             })
             .optional()?
             .unwrap_or((0, 0)),

@@ -445,3 +445,75 @@ async fn a_large_batch_that_fails_midway_writes_nothing() {
     assert_eq!(db.info().await.unwrap().doc_count, 300);
     assert_eq!(db.update_seq(), 300);
 }
+
+#[tokio::test]
+async fn large_bodies_are_stored_compressed_and_read_back_everywhere() {
+    let t = TempStore::new();
+    let db = t.db("compressed").await;
+    let big = json!({"_id": "big", "pad": "y".repeat(4000), "n": 1});
+    let r1 = put(&db, big.clone()).await;
+    let small_rev = put(&db, json!({"_id": "small", "a": 1})).await;
+
+    let mut expected = big.clone();
+    expected["_rev"] = json!(r1);
+    assert_eq!(get(&db, "big").await, expected);
+    assert_eq!(get(&db, "small").await["_rev"], small_rev);
+
+    let changes = db
+        .changes(store::ChangesQuery {
+            include_docs: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let doc = changes.rows[0].doc.as_ref().unwrap().to_value().unwrap();
+    assert_eq!(doc, expected);
+    let all = db
+        .all_docs(store::AllDocsQuery {
+            include_docs: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        all.rows[0].doc.as_ref().unwrap().to_value().unwrap(),
+        expected
+    );
+
+    // sizes.external counts the JSON text of the live winners, whatever
+    // the stored form, through updates and deletions.
+    let text_len = |v: serde_json::Value| {
+        let mut v = v;
+        let map = v.as_object_mut().unwrap();
+        map.remove("_id");
+        map.remove("_rev");
+        serde_json::to_string(&v).unwrap().len() as u64
+    };
+    let info = db.info().await.unwrap();
+    assert_eq!(
+        info.external_size,
+        text_len(big.clone()) + text_len(json!({"a": 1}))
+    );
+
+    let bigger = json!({"_id": "big", "_rev": r1, "pad": "z".repeat(9000)});
+    let r2 = put(&db, bigger.clone()).await;
+    let old = get_with(
+        &db,
+        "big",
+        GetOptions {
+            rev: Some(rev(&r1)),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(old["pad"], big["pad"]);
+    assert_eq!(
+        db.info().await.unwrap().external_size,
+        text_len(bigger) + text_len(json!({"a": 1}))
+    );
+    put(&db, json!({"_id": "big", "_rev": r2, "_deleted": true})).await;
+    assert_eq!(
+        db.info().await.unwrap().external_size,
+        text_len(json!({"a": 1}))
+    );
+}
