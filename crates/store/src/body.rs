@@ -8,6 +8,8 @@
 //! which and files written before compression read unchanged.
 
 use rusqlite::ToSql;
+
+use crate::StoreError;
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, ValueRef};
 
 /// Bodies shorter than this are stored as text: too small to gain much.
@@ -35,6 +37,20 @@ impl StoredBody {
         }
     }
 
+    /// The body as a JSON value again.
+    pub fn to_value(&self) -> Result<serde_json::Value, StoreError> {
+        let parsed = match self {
+            StoredBody::Text(text) => serde_json::from_str(text),
+            StoredBody::Snappy { data, .. } => {
+                let bytes = snap::raw::Decoder::new()
+                    .decompress_vec(data)
+                    .map_err(|e| corrupt(e.to_string()))?;
+                serde_json::from_slice(&bytes)
+            }
+        };
+        parsed.map_err(|e| corrupt(e.to_string()))
+    }
+
     /// The length of the JSON text, for `sizes.external`.
     pub fn text_len(&self) -> i64 {
         match self {
@@ -50,6 +66,13 @@ impl ToSql for StoredBody {
             StoredBody::Text(text) => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
             StoredBody::Snappy { data, .. } => ToSqlOutput::Borrowed(ValueRef::Blob(data)),
         })
+    }
+}
+
+fn corrupt(detail: String) -> StoreError {
+    StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("revision body: {detail}"),
     }
 }
 
@@ -116,6 +139,10 @@ mod tests {
         assert_eq!(back, text);
         assert_eq!(len, text.len() as i64);
         assert_eq!(stored.text_len(), text.len() as i64);
+        assert_eq!(
+            stored.to_value().unwrap(),
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()
+        );
     }
 
     #[test]

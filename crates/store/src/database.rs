@@ -11,6 +11,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::StoreError;
+use crate::checkpoint::{self, Checkpointer};
 use crate::schema::{self, Durability};
 use crate::writer::{self, DbState, Msg, TypedJob, WriteCtx};
 
@@ -135,7 +136,7 @@ impl Database {
     fn start(
         name: &str,
         path: &Path,
-        conn: Connection,
+        mut conn: Connection,
         durability: Durability,
     ) -> Result<Database, StoreError> {
         let corrupt = |what: &str| StoreError::Corrupt {
@@ -152,9 +153,15 @@ impl Database {
         let db_name = name.to_string();
         let commits = Arc::new(AtomicU64::new(0));
         let counter = commits.clone();
+        let checkpointer = Checkpointer::start(
+            open_connection(path, false, durability)?,
+            name,
+            checkpoint::BACKGROUND_PAGES,
+        )?;
+        checkpointer.attach(&mut conn)?;
         std::thread::Builder::new()
             .name(thread_name.chars().take(15).collect())
-            .spawn(move || writer::run(conn, rx, state, seq_tx, db_name, counter))?;
+            .spawn(move || writer::run(conn, rx, state, seq_tx, db_name, counter, checkpointer))?;
         Ok(Database {
             inner: Arc::new(DbInner {
                 name: name.to_string(),

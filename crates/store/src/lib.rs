@@ -15,6 +15,7 @@
 
 mod attachments;
 mod body;
+mod checkpoint;
 mod compaction;
 mod database;
 mod doc;

@@ -96,9 +96,8 @@ pub fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<
     // covers the short exclusive moments of checkpoints and schema setup.
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
     conn.set_prepared_statement_cache_capacity(64);
-    // Checkpoint the WAL every 32 MiB rather than SQLite's 4 MiB: bulk loads
-    // copy pages into the main file far less often.
-    conn.pragma_update(None, "wal_autocheckpoint", 8192)?;
+    // The writer's WAL is checkpointed by the database's checkpointer
+    // thread (see `checkpoint`), which replaces SQLite's automatic one.
     // A 32 MiB page cache per connection keeps hot index pages in memory.
     conn.pragma_update(None, "cache_size", -8192)?;
     // Savepoint sub-journals and sort spills stay in memory, not temp files.

@@ -183,12 +183,7 @@ fn write_prepared(
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         let result = if id.starts_with("_local/") {
-            let mut input = doc.input;
-            input.body = match doc.body {
-                Value::Object(map) => map,
-                _ => Default::default(),
-            };
-            local::put_in_tx(ctx, &id, &input)?
+            local::put_in_tx(ctx, &id, &doc.input)?
         } else if new_edits {
             interactive_edit(ctx, &id, doc)?
         } else {
@@ -206,9 +201,11 @@ const PREPARE_EARLY_MIN: usize = 16;
 /// and, for an edit whose revision hash cannot depend on stored state (no
 /// attachments), the new revision's hash for the parent it names.
 struct Prepared {
-    /// The input; its `body` has moved to [`Prepared::body`].
+    /// The input; its `body` has moved out, except for local documents.
     input: DocInput,
-    body: Value,
+    /// The body, kept only for an edit whose hash needs its attachments.
+    /// The writer thread frees less memory it did not allocate this way.
+    body: Option<Value>,
     /// The body as it will be stored (compressed here, off the writer).
     stored: StoredBody,
     hash: Option<revtree::RevHash>,
@@ -216,10 +213,24 @@ struct Prepared {
 
 impl Prepared {
     fn new(mut input: DocInput, new_edits: bool) -> Prepared {
+        if is_local(&input) {
+            return Prepared {
+                input,
+                body: None,
+                stored: StoredBody::Text(String::new()),
+                hash: None,
+            };
+        }
         let body = Value::Object(std::mem::take(&mut input.body));
         let stored = StoredBody::encode(json_text(&body));
-        let hash = (new_edits && input.attachments.is_empty())
-            .then(|| new_rev_hash(input.rev.as_ref(), input.deleted, &body, &[]));
+        let (body, hash) = match (new_edits, input.attachments.is_empty()) {
+            (true, true) => {
+                let hash = new_rev_hash(input.rev.as_ref(), input.deleted, &body, &[]);
+                (None, Some(hash))
+            }
+            (true, false) => (Some(body), None),
+            (false, _) => (None, None),
+        };
         Prepared {
             input,
             body,
@@ -391,6 +402,12 @@ fn interactive_edit(
                     digest: &m.digest,
                 })
                 .collect();
+            // Rare (attachments, or re-creating a deleted document): the
+            // body value is rebuilt when it was not kept.
+            let body = match body {
+                Some(body) => body,
+                None => body_stored.to_value()?,
+            };
             new_rev_hash(parent.as_ref(), doc.deleted, &body, &digests)
         }
     };

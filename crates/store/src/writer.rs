@@ -12,6 +12,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{oneshot, watch};
 
 use crate::StoreError;
+use crate::checkpoint::Checkpointer;
 
 /// Upper bound on documents per group commit: large enough to amortize the
 /// commit, small enough that one group never holds the write lock for long.
@@ -175,6 +176,7 @@ pub(crate) fn run(
     seq_tx: watch::Sender<u64>,
     db_name: String,
     commits: Arc<AtomicU64>,
+    checkpointer: Checkpointer,
 ) {
     let mut pending_close = None;
     while pending_close.is_none() {
@@ -221,7 +223,11 @@ pub(crate) fn run(
             changed
         });
     }
+    // The connection holds the checkpointer's wake-up handle: close it
+    // first, then wait for the checkpointer, so no connection to the file
+    // is left when the close is acknowledged (the file may be deleted next).
     drop(conn);
+    checkpointer.stop();
     if let Some(ack) = pending_close {
         let _ = ack.send(());
     }
