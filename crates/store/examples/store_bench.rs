@@ -3,7 +3,8 @@
 //! `cargo xtask bench store` runs it in release mode (see BENCHMARKS.md):
 //!
 //! ```text
-//! store_bench insert              # bulk_docs new_edits=true/false, raw SQLite, 64 writers
+//! store_bench insert              # bulk_docs new_edits=true/false, raw SQLite, 64 writers,
+//!                                 # then new_edits=true and raw SQLite with incompressible bodies
 //! store_bench scan N              # changes and all_docs?include_docs over N docs, peak RSS
 //! ```
 
@@ -21,6 +22,22 @@ const PAGE: usize = 1000;
 fn body(i: usize) -> Value {
     // About 1 KiB of JSON.
     json!({"type": "bench", "n": i, "title": format!("document number {i}"), "pad": "x".repeat(940)})
+}
+
+/// The same shape with a pad of pseudo-random characters: bodies that do
+/// not compress, the store's worst case.
+fn incompressible_body(i: usize) -> Value {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
+    let mut state = (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let pad: String = (0..940)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ALPHABET[(state % 64) as usize] as char
+        })
+        .collect();
+    json!({"type": "bench", "n": i, "title": format!("document number {i}"), "pad": pad})
 }
 
 fn temp_store(label: &str) -> (Store, std::path::PathBuf) {
@@ -55,7 +72,7 @@ async fn pipelined(db: &store::Database, n: usize, new_edits: bool, make: impl F
     }
 }
 
-async fn insert_new_edits(n: usize) -> f64 {
+async fn insert_new_edits(n: usize, body: fn(usize) -> Value) -> f64 {
     let (store, dir) = temp_store("new");
     let db = store.create_db("bench").await.unwrap();
     let start = Instant::now();
@@ -92,7 +109,7 @@ async fn insert_replicated(n: usize) -> f64 {
 }
 
 /// The ceiling: the same bytes into one plain table, one transaction.
-fn raw_sqlite(n: usize) -> f64 {
+fn raw_sqlite(n: usize, body: fn(usize) -> Value) -> f64 {
     let dir = std::env::temp_dir().join(format!("recliner-bench-raw-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("raw.sqlite");
@@ -239,8 +256,8 @@ async fn main() {
     match args.first().map(String::as_str) {
         Some("insert") => {
             let n = args.get(1).and_then(|v| v.parse().ok()).unwrap_or(100_000);
-            let raw = raw_sqlite(n);
-            let new = insert_new_edits(n).await;
+            let raw = raw_sqlite(n, body);
+            let new = insert_new_edits(n, body).await;
             let repl = insert_replicated(n).await;
             let (docs, commits) = concurrent_writers(64, 200).await;
             println!(
@@ -257,6 +274,15 @@ async fn main() {
             println!(
                 "| 64 concurrent single-document writers | {docs:.0} docs/s, {commits:.0} commits/s | {:.2} |",
                 docs / raw
+            );
+            let raw = raw_sqlite(n, incompressible_body);
+            let new = insert_new_edits(n, incompressible_body).await;
+            println!(
+                "| plain SQLite insert, incompressible bodies, {n} rows | {raw:.0} rows/s | 1.00 |"
+            );
+            println!(
+                "| bulk_docs new_edits=true, incompressible bodies | {new:.0} docs/s | {:.2} |",
+                new / raw
             );
         }
         Some("scan") => {
