@@ -98,7 +98,7 @@ pub fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<
     conn.set_prepared_statement_cache_capacity(64);
     // The writer's WAL is checkpointed by the database's checkpointer
     // thread (see `checkpoint`), which replaces SQLite's automatic one.
-    // A 32 MiB page cache per connection keeps hot index pages in memory.
+    // An 8 MiB page cache per connection keeps hot index pages in memory.
     conn.pragma_update(None, "cache_size", -8192)?;
     // Savepoint sub-journals and sort spills stay in memory, not temp files.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
