@@ -30,8 +30,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use recliner_tests::pouchdb_server::PouchDbServer;
-use recliner_tests::{TempDir, TestServer, recliner_bin};
+use recliner_tests::bench::{BenchServer, bench_doc, cpu_seconds, proc_status_mib, reset_peak};
+use recliner_tests::recliner_bin;
 use serde_json::{Value, json};
 
 /// Documents per `_bulk_docs` request.
@@ -43,7 +43,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(180);
 /// small shared machine single runs vary by a factor of two.
 const READ_REPEATS: usize = 3;
 /// How long a server may take to answer `GET /` after it was started.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
 struct Options {
@@ -89,69 +88,6 @@ fn options() -> Options {
     options
 }
 
-/// About 1 KiB of JSON, the same shape as the store's benchmark documents.
-fn doc(id: &str, n: usize) -> Value {
-    json!({
-        "_id": id,
-        "type": "bench",
-        "n": n,
-        "title": format!("document number {n}"),
-        "pad": "x".repeat(940),
-    })
-}
-
-/// A server under test. Dropping it kills the process.
-#[derive(Debug)]
-enum Server {
-    Recliner(TestServer, TempDir),
-    PouchDb(PouchDbServer),
-}
-
-impl Server {
-    fn url(&self, path: &str) -> String {
-        match self {
-            Server::Recliner(server, _) => server.url(path),
-            Server::PouchDb(server) => server.url(path),
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        match self {
-            Server::Recliner(server, _) => server.pid(),
-            Server::PouchDb(server) => server.pid(),
-        }
-    }
-
-    fn stop(self) {
-        match self {
-            Server::Recliner(server, _dir) => {
-                server.stop();
-            }
-            Server::PouchDb(server) => drop(server),
-        }
-    }
-}
-
-/// Polls `GET /` until the server answers.
-async fn wait_until_up(http: &reqwest::Client, server: &mut Server) {
-    if let Server::PouchDb(pouch) = server {
-        return pouch.wait_until_up().await;
-    }
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
-    loop {
-        if let Ok(response) = http.get(server.url("/")).send().await
-            && response.status().is_success()
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server did not answer within {STARTUP_TIMEOUT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// The figures of one server.
 #[derive(Debug, Default, Clone)]
 struct Figures {
@@ -192,39 +128,11 @@ struct ClientLimits {
     parse_changes_docs: f64,
 }
 
-/// One `/proc/PID/status` field in MiB (Linux only).
-fn proc_status_mib(pid: u32, field: &str) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
-/// CPU time (user + system) the process has used so far (Linux only): shows
-/// whether a slow read was the server working or waiting for a core.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses: utime and
-    // stime are the 12th and 13th of them, in clock ticks (100 per second).
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: f64 = fields.next()?.parse().ok()?;
-    let stime: f64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) / 100.0)
-}
-
 /// The CPU time used since `before`, for the progress lines.
 fn cpu_since(pid: u32, before: Option<f64>) -> String {
     match (cpu_seconds(pid), before) {
         (Some(after), Some(before)) => format!("{:.2}s", after - before),
         _ => "n/a".into(),
-    }
-}
-
-/// Resets the process's peak-RSS mark (VmHWM) to its current RSS.
-fn reset_peak(pid: u32) {
-    if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
-        eprintln!("http_bench: cannot reset the peak RSS of {pid}: {e}");
     }
 }
 
@@ -238,7 +146,7 @@ fn bulk_bodies(docs: usize) -> (Vec<String>, f64) {
     let bodies = (0..docs / BATCH)
         .map(|b| {
             let batch: Vec<Value> = (b * BATCH..(b + 1) * BATCH)
-                .map(|n| doc(&format!("doc{n:08}"), n))
+                .map(|n| bench_doc(&format!("doc{n:08}"), n))
                 .collect();
             json!({"docs": batch, "new_edits": true}).to_string()
         })
@@ -256,7 +164,7 @@ async fn expect_status(response: reqwest::Response, wanted: u16, what: &str) -> 
     text
 }
 
-async fn create_db(http: &reqwest::Client, server: &Server, name: &str) {
+async fn create_db(http: &reqwest::Client, server: &BenchServer, name: &str) {
     let response = http
         .put(server.url(&format!("/{name}")))
         .send()
@@ -266,7 +174,7 @@ async fn create_db(http: &reqwest::Client, server: &Server, name: &str) {
 }
 
 /// Sends the batches one after the other, as one importing client does.
-async fn load(http: &reqwest::Client, server: &Server, bodies: &[String]) -> f64 {
+async fn load(http: &reqwest::Client, server: &BenchServer, bodies: &[String]) -> f64 {
     let url = server.url("/bench/_bulk_docs");
     let started = Instant::now();
     for body in bodies {
@@ -291,7 +199,7 @@ async fn load(http: &reqwest::Client, server: &Server, bodies: &[String]) -> f64
 /// and the client's parse rate on the same body; checks the row count.
 async fn read_once(
     http: &reqwest::Client,
-    server: &Server,
+    server: &BenchServer,
     path: &str,
     rows_field: &str,
     expected_rows: usize,
@@ -334,7 +242,7 @@ async fn read_once(
 /// so one run disturbed by the machine does not make the figure.
 async fn read(
     http: &reqwest::Client,
-    server: &Server,
+    server: &BenchServer,
     path: &str,
     rows_field: &str,
     expected_rows: usize,
@@ -363,7 +271,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// `clients` tasks, each doing `rounds` times: PUT a new document, GET it.
 async fn single_docs(
     http: &reqwest::Client,
-    server: &Server,
+    server: &BenchServer,
     clients: usize,
     rounds: usize,
 ) -> f64 {
@@ -376,7 +284,7 @@ async fn single_docs(
             let response = http
                 .put(&url)
                 .header("content-type", "application/json")
-                .body(doc(&id, r).to_string())
+                .body(bench_doc(&id, r).to_string())
                 .send()
                 .await
                 .unwrap_or_else(|e| panic!("PUT {id}: {e}"));
@@ -398,7 +306,7 @@ async fn single_docs(
 /// The whole workload on one running server.
 async fn run(
     http: &reqwest::Client,
-    server: &Server,
+    server: &BenchServer,
     options: &Options,
     bodies: &[String],
 ) -> (Figures, ClientLimits) {
@@ -604,11 +512,8 @@ fn main() {
 
     runtime.block_on(async {
         eprintln!("http_bench: Recliner ({})", recliner_bin().display());
-        let dir = TempDir::new("bench-recliner");
-        // Request logging off, as for PouchDB Server.
-        let server = TestServer::start(dir.path(), &["--log-level", "warn"]);
-        let mut server = Server::Recliner(server, dir);
-        wait_until_up(&http, &mut server).await;
+        let mut server = BenchServer::recliner("bench-recliner");
+        server.wait_until_up(&http).await;
         let (recliner, mut limits) = run(&http, &server, &options, &bodies).await;
         server.stop();
         limits.serialize_bulk = serialize_bulk;
@@ -616,8 +521,8 @@ fn main() {
         let pouchdb = match &options.pouchdb_server {
             Some(script) => {
                 eprintln!("http_bench: PouchDB Server ({})", script.display());
-                let mut server = Server::PouchDb(PouchDbServer::spawn(&options.node, script));
-                wait_until_up(&http, &mut server).await;
+                let mut server = BenchServer::pouchdb(&options.node, script);
+                server.wait_until_up(&http).await;
                 let (figures, _) = run(&http, &server, &options, &bodies).await;
                 server.stop();
                 Some(figures)

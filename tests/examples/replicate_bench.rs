@@ -43,9 +43,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use recliner_tests::bench::{BenchServer, bench_doc, cpu_seconds, proc_status_mib, reset_peak};
 use recliner_tests::content::seeded_bytes;
-use recliner_tests::pouchdb_server::PouchDbServer;
-use recliner_tests::{TempDir, TestServer, recliner_bin};
+use recliner_tests::recliner_bin;
 use serde_json::{Value, json};
 
 /// Documents per `_bulk_docs` request of the load.
@@ -59,7 +59,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(180);
 /// A replication may take this long before the run gives up on it.
 const REPLICATION_TIMEOUT: Duration = Duration::from_secs(3600);
 /// How long a server may take to answer `GET /` after it was started.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the replicating process's memory is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 
@@ -109,17 +108,6 @@ fn options() -> Options {
     options
 }
 
-/// About 1 KiB of JSON: the documents of the HTTP and store benchmarks.
-fn doc(id: &str, n: usize) -> Value {
-    json!({
-        "_id": id,
-        "type": "bench",
-        "n": n,
-        "title": format!("document number {n}"),
-        "pad": "x".repeat(940),
-    })
-}
-
 fn doc_id(n: usize) -> String {
     format!("doc{n:08}")
 }
@@ -131,7 +119,7 @@ fn bulk_body(first: usize, attachments: bool) -> (String, u64) {
     let mut payload = 0u64;
     let docs: Vec<Value> = (first..first + BATCH)
         .map(|n| {
-            let mut d = doc(&doc_id(n), n);
+            let mut d = bench_doc(&doc_id(n), n);
             payload += d.to_string().len() as u64;
             if attachments && n.is_multiple_of(ATTACHMENT_EVERY) {
                 let bytes = seeded_bytes(n as u64 + 1, ATTACHMENT_BYTES);
@@ -148,101 +136,6 @@ fn bulk_body(first: usize, attachments: bool) -> (String, u64) {
         json!({"docs": docs, "new_edits": true}).to_string(),
         payload,
     )
-}
-
-/// A server under test. Dropping it kills the process.
-#[derive(Debug)]
-enum Server {
-    Recliner(TestServer, TempDir),
-    PouchDb(PouchDbServer),
-}
-
-impl Server {
-    fn recliner() -> Server {
-        let dir = TempDir::new("bench-replicate");
-        // Request logging off, as for PouchDB Server.
-        let server = TestServer::start(dir.path(), &["--log-level", "warn"]);
-        Server::Recliner(server, dir)
-    }
-
-    fn url(&self, path: &str) -> String {
-        match self {
-            Server::Recliner(server, _) => server.url(path),
-            Server::PouchDb(server) => server.url(path),
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        match self {
-            Server::Recliner(server, _) => server.pid(),
-            Server::PouchDb(server) => server.pid(),
-        }
-    }
-
-    fn stop(self) {
-        match self {
-            Server::Recliner(server, _dir) => {
-                server.stop();
-            }
-            Server::PouchDb(server) => drop(server),
-        }
-    }
-
-    /// What PouchDB Server printed, to explain a failure (Recliner's log
-    /// is echoed on stderr as it comes).
-    fn output(&self) -> String {
-        match self {
-            Server::Recliner(..) => String::new(),
-            Server::PouchDb(server) => server.output(),
-        }
-    }
-}
-
-/// Polls `GET /` until the server answers.
-async fn wait_until_up(http: &reqwest::Client, server: &mut Server) {
-    if let Server::PouchDb(pouch) = server {
-        return pouch.wait_until_up().await;
-    }
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
-    loop {
-        if let Ok(response) = http.get(server.url("/")).send().await
-            && response.status().is_success()
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the server did not answer within {STARTUP_TIMEOUT:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// One `/proc/PID/status` field in MiB (Linux only).
-fn proc_status_mib(pid: u32, field: &str) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
-}
-
-/// CPU time (user + system) the process has used so far (Linux only).
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses: utime and
-    // stime are the 12th and 13th of them, in clock ticks (100 per second).
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let mut fields = rest.split_whitespace().skip(11);
-    let utime: f64 = fields.next()?.parse().ok()?;
-    let stime: f64 = fields.next()?.parse().ok()?;
-    Some((utime + stime) / 100.0)
-}
-
-/// Resets the process's peak-RSS mark (VmHWM) to its current RSS.
-fn reset_peak(pid: u32) {
-    if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
-        eprintln!("replicate_bench: cannot reset the peak RSS of {pid}: {e}");
-    }
 }
 
 /// Samples a process's VmRSS every [`SAMPLE_EVERY`] on a thread of its own
@@ -296,7 +189,7 @@ async fn expect_status(response: reqwest::Response, wanted: &[u16], what: &str) 
     text
 }
 
-async fn create_db(http: &reqwest::Client, server: &Server, name: &str) {
+async fn create_db(http: &reqwest::Client, server: &BenchServer, name: &str) {
     let response = http
         .put(server.url(&format!("/{name}")))
         .send()
@@ -306,7 +199,7 @@ async fn create_db(http: &reqwest::Client, server: &Server, name: &str) {
 }
 
 /// Posts one `_bulk_docs` body and checks every document was saved.
-async fn post_bulk(http: &reqwest::Client, server: &Server, db: &str, body: String) {
+async fn post_bulk(http: &reqwest::Client, server: &BenchServer, db: &str, body: String) {
     let response = http
         .post(server.url(&format!("/{db}/_bulk_docs")))
         .header("content-type", "application/json")
@@ -326,7 +219,7 @@ async fn post_bulk(http: &reqwest::Client, server: &Server, db: &str, body: Stri
 /// bytes (documents' JSON plus attachment bytes).
 async fn load(
     http: &reqwest::Client,
-    server: &Server,
+    server: &BenchServer,
     db: &str,
     docs: usize,
     attachments: bool,
@@ -350,7 +243,7 @@ async fn load(
 const MIB: f64 = (1 << 20) as f64;
 
 /// A database's `doc_count`.
-async fn doc_count(http: &reqwest::Client, server: &Server, db: &str) -> Option<u64> {
+async fn doc_count(http: &reqwest::Client, server: &BenchServer, db: &str) -> Option<u64> {
     let response = http.get(server.url(&format!("/{db}"))).send().await.ok()?;
     let info: Value = response.json().await.ok()?;
     info["doc_count"].as_u64()
@@ -389,10 +282,10 @@ impl Figures {
 async fn replicate(
     http: &reqwest::Client,
     what: &str,
-    on: &Server,
-    peer: Option<&Server>,
+    on: &BenchServer,
+    peer: Option<&BenchServer>,
     body: Value,
-    (target, target_db): (&Server, &str),
+    (target, target_db): (&BenchServer, &str),
     (docs, payload): (usize, u64),
     failures: &mut Vec<String>,
 ) -> Figures {
@@ -464,12 +357,12 @@ async fn replicate(
 /// Checks the first document's attachment reached the target whole.
 async fn check_attachment(
     http: &reqwest::Client,
-    source: &Server,
-    target: &Server,
+    source: &BenchServer,
+    target: &BenchServer,
     failures: &mut Vec<String>,
 ) {
     let path = format!("/db/{}", doc_id(0));
-    let stub = |server: &Server| {
+    let stub = |server: &BenchServer| {
         let url = server.url(&path);
         async move {
             let doc: Value = http.get(url).send().await.ok()?.json().await.ok()?;
@@ -497,8 +390,8 @@ async fn recliner_plain(
     failures: &mut Vec<String>,
 ) -> Vec<Figures> {
     eprintln!("replicate_bench: Recliner ({})", recliner_bin().display());
-    let source = Server::recliner();
-    let target = Server::recliner();
+    let source = BenchServer::recliner("bench-replicate");
+    let target = BenchServer::recliner("bench-replicate");
     let payload = load(http, &source, "db", docs, false).await;
     let pull = replicate(
         http,
@@ -545,8 +438,8 @@ async fn recliner_attachments(
     failures: &mut Vec<String>,
 ) -> Figures {
     eprintln!("replicate_bench: Recliner, with attachments");
-    let source = Server::recliner();
-    let target = Server::recliner();
+    let source = BenchServer::recliner("bench-replicate");
+    let target = BenchServer::recliner("bench-replicate");
     let payload = load(http, &source, "db", docs, true).await;
     let figures = replicate(
         http,
@@ -580,10 +473,10 @@ async fn pouchdb_pair(
     failures: &mut Vec<String>,
 ) -> Figures {
     eprintln!("replicate_bench: PouchDB Server ({})", script.display());
-    let mut source = Server::PouchDb(PouchDbServer::spawn(node, script));
-    let mut target = Server::PouchDb(PouchDbServer::spawn(node, script));
-    wait_until_up(http, &mut source).await;
-    wait_until_up(http, &mut target).await;
+    let mut source = BenchServer::pouchdb(node, script);
+    let mut target = BenchServer::pouchdb(node, script);
+    source.wait_until_up(http).await;
+    target.wait_until_up(http).await;
     let payload = load(http, &source, "db", docs, false).await;
     let figures = replicate(
         http,

@@ -5,6 +5,7 @@
 //! The binary is built by `cargo xtask test` before the tests run; set
 //! `RECLINER_BIN` to test another build.
 
+pub mod bench;
 pub mod content;
 pub mod pouchdb_server;
 

@@ -1,0 +1,154 @@
+//! What the HTTP and replication benchmarks share: the servers they measure,
+//! the documents they write, and the process figures they read (Linux).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::pouchdb_server::PouchDbServer;
+use crate::{TempDir, TestServer};
+
+/// How long a server may take to answer its first request.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A server under test. Dropping it kills the process.
+#[derive(Debug)]
+pub enum BenchServer {
+    Recliner(TestServer, TempDir),
+    PouchDb(PouchDbServer),
+}
+
+impl BenchServer {
+    /// A release `recliner` on a fresh data folder, request logging off (as
+    /// for PouchDB Server).
+    pub fn recliner(label: &str) -> BenchServer {
+        let dir = TempDir::new(label);
+        let server = TestServer::start(dir.path(), &["--log-level", "warn"]);
+        BenchServer::Recliner(server, dir)
+    }
+
+    /// PouchDB Server run by `node` from `script`.
+    pub fn pouchdb(node: &str, script: &Path) -> BenchServer {
+        BenchServer::PouchDb(PouchDbServer::spawn(node, script))
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        match self {
+            BenchServer::Recliner(server, _) => server.url(path),
+            BenchServer::PouchDb(server) => server.url(path),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        match self {
+            BenchServer::Recliner(server, _) => server.pid(),
+            BenchServer::PouchDb(server) => server.pid(),
+        }
+    }
+
+    /// Stops the server (gracefully for Recliner) and removes its data.
+    pub fn stop(self) {
+        match self {
+            BenchServer::Recliner(server, _dir) => {
+                server.stop();
+            }
+            BenchServer::PouchDb(server) => drop(server),
+        }
+    }
+
+    /// What PouchDB Server printed, to explain a failure (Recliner's log is
+    /// echoed on stderr as it comes).
+    pub fn output(&self) -> String {
+        match self {
+            BenchServer::Recliner(..) => String::new(),
+            BenchServer::PouchDb(server) => server.output(),
+        }
+    }
+
+    /// Polls `GET /` until the server answers.
+    pub async fn wait_until_up(&mut self, http: &reqwest::Client) {
+        if let BenchServer::PouchDb(pouch) = self {
+            return pouch.wait_until_up().await;
+        }
+        let deadline = Instant::now() + STARTUP_TIMEOUT;
+        loop {
+            if let Ok(response) = http.get(self.url("/")).send().await
+                && response.status().is_success()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the server did not answer within {STARTUP_TIMEOUT:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// About 1 KiB of JSON, the same shape as the store's benchmark documents.
+pub fn bench_doc(id: &str, n: usize) -> Value {
+    json!({
+        "_id": id,
+        "type": "bench",
+        "n": n,
+        "title": format!("document number {n}"),
+        "pad": "x".repeat(940),
+    })
+}
+
+/// One `/proc/PID/status` field in MiB.
+pub fn proc_status_mib(pid: u32, field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// CPU time (user + system) the process has used so far: shows whether a
+/// slow step was the server working or waiting for a core.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses: utime and
+    // stime are the 12th and 13th of them, in clock ticks (100 per second).
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: f64 = fields.next()?.parse().ok()?;
+    let stime: f64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
+/// Resets the process's peak-RSS mark (VmHWM) to its current RSS.
+pub fn reset_peak(pid: u32) {
+    if let Err(e) = std::fs::write(format!("/proc/{pid}/clear_refs"), "5") {
+        eprintln!("bench: cannot reset the peak RSS of {pid}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_has_memory_and_cpu_figures() {
+        let pid = std::process::id();
+        let rss = proc_status_mib(pid, "VmRSS:").unwrap();
+        assert!(rss > 0.5, "{rss}");
+        // Burn a little CPU so the counter is not zero.
+        let mut x = 0u64;
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(50) {
+            x = x.wrapping_add(std::hint::black_box(1));
+        }
+        assert!(x > 0);
+        assert!(cpu_seconds(pid).unwrap() > 0.0);
+        assert_eq!(proc_status_mib(pid, "NoSuchField:"), None);
+    }
+
+    #[test]
+    fn bench_documents_are_about_a_kibibyte() {
+        let len = bench_doc("doc00000001", 1).to_string().len();
+        assert!((1000..1100).contains(&len), "{len}");
+    }
+}
