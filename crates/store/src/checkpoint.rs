@@ -80,11 +80,35 @@ impl Checkpointer {
 
 fn run(conn: Connection, woken: Receiver<()>, db_name: String) {
     while woken.recv().is_ok() {
-        if let Err(e) = conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
-            tracing::warn!(db = %db_name, error = %e, "background checkpoint failed");
+        checkpoint(&conn, &db_name);
+    }
+}
+
+/// One passive checkpoint. SQLite answers busy, without waiting, when the
+/// writer's backstop checkpoint runs or the writer is mid-way through
+/// updating the WAL index; that is retried shortly, and otherwise left to
+/// the next wake-up (the WAL still holds every commit safely).
+fn checkpoint(conn: &Connection, db_name: &str) {
+    for attempt in 1..=BUSY_ATTEMPTS {
+        match conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
+            Ok(_) => return,
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                if attempt == BUSY_ATTEMPTS {
+                    tracing::debug!(db = %db_name, "background checkpoint busy; left to the next");
+                } else {
+                    std::thread::sleep(BUSY_PAUSE);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(db = %db_name, error = %e, "background checkpoint failed");
+                return;
+            }
         }
     }
 }
+
+const BUSY_ATTEMPTS: u32 = 3;
+const BUSY_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
 
 #[cfg(test)]
 mod tests {

@@ -98,6 +98,10 @@ pub fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<
     conn.set_prepared_statement_cache_capacity(64);
     // The writer's WAL is checkpointed by the database's checkpointer
     // thread (see `checkpoint`), which replaces SQLite's automatic one.
+    // Under a long stream of writes the WAL can grow to that module's
+    // backstop (128 MiB) before it starts over; it is then cut back to
+    // 32 MiB on disk rather than keeping its largest size for good.
+    conn.pragma_update(None, "journal_size_limit", 32 * 1024 * 1024)?;
     // An 8 MiB page cache per connection keeps hot index pages in memory.
     conn.pragma_update(None, "cache_size", -8192)?;
     // Savepoint sub-journals and sort spills stay in memory, not temp files.
