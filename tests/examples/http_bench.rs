@@ -30,7 +30,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use recliner_tests::bench::{BenchServer, bench_doc, cpu_seconds, proc_status_mib, reset_peak};
+use recliner_tests::bench::{
+    BenchServer, bench_doc, cpu_seconds, parse_options, proc_status_mib, reset_peak,
+};
 use recliner_tests::recliner_bin;
 use serde_json::{Value, json};
 
@@ -42,7 +44,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(180);
 /// Each full read is repeated this many times and the median kept: on a
 /// small shared machine single runs vary by a factor of two.
 const READ_REPEATS: usize = 3;
-/// How long a server may take to answer `GET /` after it was started.
 
 #[derive(Debug)]
 struct Options {
@@ -62,26 +63,25 @@ fn usage() -> ! {
 }
 
 fn options() -> Options {
-    let mut options = Options {
-        pouchdb_server: None,
-        node: "node".into(),
-        docs: 100_000,
-        clients: 32,
-        rounds: 200,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().unwrap_or_else(|| usage());
-        let number = || value.parse::<usize>().unwrap_or_else(|_| usage());
-        match flag.as_str() {
-            "--pouchdb-server" => options.pouchdb_server = Some(PathBuf::from(&value)),
-            "--node" => options.node = value.clone(),
-            "--docs" => options.docs = number(),
-            "--clients" => options.clients = number(),
-            "--rounds" => options.rounds = number(),
-            _ => usage(),
+    let (mut clients, mut rounds) = (32, 200);
+    let common = parse_options(usage, |flag, n| match flag {
+        "--clients" => {
+            clients = n;
+            true
         }
-    }
+        "--rounds" => {
+            rounds = n;
+            true
+        }
+        _ => false,
+    });
+    let options = Options {
+        pouchdb_server: common.pouchdb_server,
+        node: common.node,
+        docs: common.docs,
+        clients,
+        rounds,
+    };
     if options.docs == 0 || !options.docs.is_multiple_of(BATCH) {
         usage();
     }

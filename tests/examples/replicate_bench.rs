@@ -43,7 +43,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use recliner_tests::bench::{BenchServer, bench_doc, cpu_seconds, proc_status_mib, reset_peak};
+use recliner_tests::bench::{
+    BenchServer, bench_doc, cpu_seconds, parse_options, proc_status_mib, reset_peak,
+};
 use recliner_tests::content::seeded_bytes;
 use recliner_tests::recliner_bin;
 use serde_json::{Value, json};
@@ -58,7 +60,6 @@ const ATTACHMENT_BYTES: usize = 100 * 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(180);
 /// A replication may take this long before the run gives up on it.
 const REPLICATION_TIMEOUT: Duration = Duration::from_secs(3600);
-/// How long a server may take to answer `GET /` after it was started.
 /// How often the replicating process's memory is sampled.
 const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 
@@ -79,24 +80,20 @@ fn usage() -> ! {
 }
 
 fn options() -> Options {
-    let mut options = Options {
-        pouchdb_server: None,
-        node: "node".into(),
-        docs: 100_000,
-        pouchdb_docs: 0,
-    };
-    let mut args = std::env::args().skip(1);
-    while let Some(flag) = args.next() {
-        let value = args.next().unwrap_or_else(|| usage());
-        let number = || value.parse::<usize>().unwrap_or_else(|_| usage());
-        match flag.as_str() {
-            "--pouchdb-server" => options.pouchdb_server = Some(PathBuf::from(&value)),
-            "--node" => options.node = value.clone(),
-            "--docs" => options.docs = number(),
-            "--pouchdb-docs" => options.pouchdb_docs = number(),
-            _ => usage(),
+    let mut pouchdb_docs = 0;
+    let common = parse_options(usage, |flag, n| {
+        let known = flag == "--pouchdb-docs";
+        if known {
+            pouchdb_docs = n;
         }
-    }
+        known
+    });
+    let mut options = Options {
+        pouchdb_server: common.pouchdb_server,
+        node: common.node,
+        docs: common.docs,
+        pouchdb_docs,
+    };
     if options.pouchdb_docs == 0 {
         options.pouchdb_docs = options.docs;
     }

@@ -87,6 +87,45 @@ impl BenchServer {
     }
 }
 
+/// The flags every benchmark takes.
+#[derive(Debug)]
+pub struct CommonOptions {
+    /// PouchDB Server's script; without it only Recliner is measured.
+    pub pouchdb_server: Option<std::path::PathBuf>,
+    pub node: String,
+    pub docs: usize,
+}
+
+/// Parses `--flag value` pairs: the common flags here, the others through
+/// `extra`, which answers whether it knew the flag. A missing value, a bad
+/// number or an unknown flag calls `usage`.
+pub fn parse_options(
+    usage: fn() -> !,
+    mut extra: impl FnMut(&str, usize) -> bool,
+) -> CommonOptions {
+    let mut options = CommonOptions {
+        pouchdb_server: None,
+        node: "node".into(),
+        docs: 100_000,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().unwrap_or_else(|| usage());
+        let number = || value.parse::<usize>().unwrap_or_else(|_| usage());
+        match flag.as_str() {
+            "--pouchdb-server" => options.pouchdb_server = Some(value.clone().into()),
+            "--node" => options.node = value.clone(),
+            "--docs" => options.docs = number(),
+            other => {
+                if !extra(other, number()) {
+                    usage()
+                }
+            }
+        }
+    }
+    options
+}
+
 /// About 1 KiB of JSON, the same shape as the store's benchmark documents.
 pub fn bench_doc(id: &str, n: usize) -> Value {
     json!({
