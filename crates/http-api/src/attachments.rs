@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use store::{AttachmentInput, AttachmentMeta, AttachmentReader, Database, DocInput, GetOptions};
 
 use crate::AppState;
-use crate::db::{failure_to_error, set_etag};
+use crate::db::set_etag;
 use crate::error::ApiError;
 use crate::json::json_response;
 use crate::query::Query;
@@ -242,12 +242,7 @@ fn request_rev(query: &Query, headers: &HeaderMap) -> Option<String> {
 }
 
 async fn write(database: &Database, doc: DocInput) -> Result<String, ApiError> {
-    database
-        .bulk_docs(vec![doc], true)
-        .await?
-        .remove(0)
-        .result
-        .map_err(failure_to_error)
+    Ok(database.put_doc(doc, true).await?)
 }
 
 /// # PUT /{db}/{docid}/{attname}
@@ -278,7 +273,7 @@ async fn put(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/octet-stream")
         .to_string();
-    let mut upload = database.begin_attachment();
+    let mut upload = database.begin_attachment(&name);
     let mut stream = request.into_body().into_data_stream();
     let mut total = 0u64;
     while let Some(chunk) = stream.next().await {
@@ -301,6 +296,7 @@ async fn put(
             revpos: None,
             encoding: None,
             encoded_length: None,
+            pin: staged.pin,
         },
     ));
     let new_rev = write(database, doc).await?;

@@ -81,10 +81,14 @@ fn parse_since(text: &str, db: &Database) -> Result<u64, ApiError> {
     }
     let text = text.trim_matches('"');
     // Our own sequences are integers; accept `N-opaque` shapes by their number.
+    // Sequences are stored as SQLite integers: anything past i64::MAX is
+    // no sequence of ours (and would wrap negative), so it is refused.
     let number = text.split('-').next().unwrap_or("");
     number
-        .parse()
-        .map_err(|_| ApiError::bad_request(format!("Malformed since value: {text:?}")))
+        .parse::<i64>()
+        .ok()
+        .and_then(|n| u64::try_from(n).ok())
+        .ok_or_else(|| ApiError::bad_request("Malformed sequence supplied in 'since' parameter."))
 }
 
 fn duration_ms(query: &Query, key: &str) -> Result<Option<Duration>, ApiError> {
@@ -181,10 +185,19 @@ pub(crate) async fn changes(
                 .map_err(|e| ApiError::bad_request(format!("Invalid selector: {e}")))?;
             filter = Filter::Selector(selector);
         }
+        Some("_view") => {
+            let view = query.get("view").unwrap_or("");
+            let (ddoc, name) = crate::design::split_name(view, "view")?;
+            let section = crate::design::Section::Views;
+            return Err(crate::design::function_not_runnable(&database, ddoc, section, name).await);
+        }
+        Some(other) if other.starts_with('_') => {
+            return Err(ApiError::bad_request("unknown builtin filter name"));
+        }
         Some(other) => {
-            return Err(ApiError::NotImplemented(format!(
-                "filter functions ({other}) are not supported"
-            )));
+            let (ddoc, name) = crate::design::split_name(other, "filter")?;
+            let section = crate::design::Section::Filters;
+            return Err(crate::design::function_not_runnable(&database, ddoc, section, name).await);
         }
     }
     let base = ChangesQuery {
@@ -223,24 +236,9 @@ pub(crate) async fn changes(
 }
 
 fn row_json(row: &ChangeRow, include_docs: bool) -> String {
-    let mut out = format!("{{\"seq\":{},\"id\":", row.seq);
-    out.push_str(&Value::String(row.id.clone()).to_string());
-    out.push_str(",\"changes\":[");
-    for (i, rev) in row.changes.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&format!("{{\"rev\":\"{rev}\"}}"));
-    }
-    out.push(']');
-    if row.deleted {
-        out.push_str(",\"deleted\":true");
-    }
-    if include_docs {
-        out.push_str(",\"doc\":");
-        out.push_str(row.doc.as_ref().map_or("null", |d| d.as_str()));
-    }
-    out.push('}');
+    let mut out = String::with_capacity(96 + row.doc.as_ref().map_or(0, |d| d.as_str().len()));
+    let doc = include_docs.then(|| row.doc.as_ref().map(|d| d.as_str()));
+    wire::rows::write_changes_row(&mut out, row.seq, &row.id, &row.changes, row.deleted, doc);
     out
 }
 

@@ -145,8 +145,7 @@ async fn post_document(
         .get_or_insert_with(|| uuid::Uuid::new_v4().simple().to_string())
         .clone();
     let batch = query.get("batch") == Some("ok");
-    let result = database.bulk_docs(vec![doc], true).await?.remove(0);
-    let rev = result.result.map_err(failure_to_error)?;
+    let rev = database.put_doc(doc, true).await?;
     if batch {
         return Ok(json_response(
             StatusCode::ACCEPTED,
@@ -168,17 +167,6 @@ async fn post_document(
 pub(crate) fn set_etag(response: &mut Response, rev: &str) {
     if let Ok(value) = HeaderValue::from_str(&format!("\"{rev}\"")) {
         response.headers_mut().insert(header::ETAG, value);
-    }
-}
-
-/// A refused single-document write as the error its route answers with.
-pub(crate) fn failure_to_error(failure: store::DocFailure) -> ApiError {
-    match failure.error {
-        "conflict" => ApiError::Conflict,
-        error => ApiError::Invalid {
-            error,
-            reason: failure.reason,
-        },
     }
 }
 
@@ -292,7 +280,7 @@ pub(crate) async fn bulk_get(
             out.push(',');
         }
         out.push_str("{\"id\":");
-        out.push_str(&Value::String(result.id.clone()).to_string());
+        wire::json::push_string(&mut out, &result.id);
         out.push_str(",\"docs\":[");
         for (j, doc) in result.docs.iter().enumerate() {
             if j > 0 {
@@ -483,6 +471,7 @@ fn all_docs_options(query: &Query, body: &Map<String, Value>) -> Result<AllDocsO
         skip: number("skip")?.unwrap_or(0) as usize,
         include_docs: flag("include_docs")?.unwrap_or(false),
         conflicts: flag("conflicts")?.unwrap_or(false),
+        attachments: flag("attachments")?.unwrap_or(false),
         ..Default::default()
     };
     let mut empty = false;
@@ -522,6 +511,24 @@ fn all_docs_options(query: &Query, body: &Map<String, Value>) -> Result<AllDocsO
         Some(Value::Array(keys)) => Some(keys),
         Some(_) => return Err(ApiError::bad_request("`keys` must be an array")),
     };
+    if let Some(keys) = &keys {
+        // CouchDB reads one key as the range [key, key]: a key or range
+        // bound is compatible with it only when it names that same key.
+        for (name, alt) in [
+            ("key", "key"),
+            ("startkey", "start_key"),
+            ("endkey", "end_key"),
+        ] {
+            if let Some(bound) = json(name, alt)?
+                && (keys.len() != 1 || keys[0] != bound)
+            {
+                return Err(ApiError::Invalid {
+                    error: "query_parse_error",
+                    reason: "`keys` is incompatible with `key`, `start_key` and `end_key`".into(),
+                });
+            }
+        }
+    }
     Ok(AllDocsOptions {
         query: q,
         keys,
@@ -531,24 +538,13 @@ fn all_docs_options(query: &Query, body: &Map<String, Value>) -> Result<AllDocsO
 }
 
 fn all_docs_row_json(row: &AllDocsRow) -> String {
-    let id = Value::String(row.id.clone()).to_string();
-    let mut out = format!(
-        "{{\"id\":{id},\"key\":{id},\"value\":{{\"rev\":\"{}\"",
-        row.rev
-    );
-    if row.deleted {
-        out.push_str(",\"deleted\":true");
-    }
-    out.push('}');
-    match &row.doc {
-        Some(doc) => {
-            out.push_str(",\"doc\":");
-            out.push_str(doc.as_str());
-        }
-        None if row.deleted => out.push_str(",\"doc\":null"),
-        None => {}
-    }
-    out.push('}');
+    let mut out = String::with_capacity(96 + row.doc.as_ref().map_or(0, |d| d.as_str().len()));
+    let doc = match &row.doc {
+        Some(doc) => Some(Some(doc.as_str())),
+        None if row.deleted => Some(None),
+        None => None,
+    };
+    wire::rows::write_all_docs_row(&mut out, &row.id, &row.rev, row.deleted, doc);
     out
 }
 
@@ -686,7 +682,7 @@ async fn all_docs_by_keys(
         .collect();
     let lookup: Vec<String> = ids.iter().flatten().cloned().collect();
     let mut found = database
-        .all_docs_keys(lookup, query.include_docs, query.conflicts)
+        .all_docs_keys(lookup, query.doc_options())
         .await?
         .into_iter();
     let mut rows = Vec::new();

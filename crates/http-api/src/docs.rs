@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use store::{AttachmentInput, Database, DocInput, GetOptions, OpenRev, OpenRevs};
 
 use crate::AppState;
-use crate::db::{encode_segment, failure_to_error, parse_doc, set_etag, set_location};
+use crate::db::{encode_segment, parse_doc, set_etag, set_location};
 use crate::error::ApiError;
 use crate::json::{json_response, raw_json_response, read_json_object};
 use crate::query::{Query, parse_rev, rev_list};
@@ -247,8 +247,7 @@ async fn put(
     let deleted = doc.deleted;
     let new_edits = query.bool("new_edits")?.unwrap_or(true);
     let batch = query.get("batch") == Some("ok");
-    let result = database.bulk_docs(vec![doc], new_edits).await?.remove(0);
-    let rev = result.result.map_err(failure_to_error)?;
+    let rev = database.put_doc(doc, new_edits).await?;
     if batch {
         return Ok(json_response(
             StatusCode::ACCEPTED,
@@ -292,8 +291,7 @@ async fn put_related(
     doc.id = Some(id.clone());
     let deleted = doc.deleted;
     let new_edits = query.bool("new_edits")?.unwrap_or(true);
-    let result = database.bulk_docs(vec![doc], new_edits).await?.remove(0);
-    let rev = result.result.map_err(failure_to_error)?;
+    let rev = database.put_doc(doc, new_edits).await?;
     let status = if deleted {
         StatusCode::OK
     } else {
@@ -323,8 +321,7 @@ async fn delete(
     };
     parse_rev(&rev)?;
     let doc = DocInput::from_json(json!({"_id": id, "_rev": rev, "_deleted": true}))?;
-    let result = database.bulk_docs(vec![doc], true).await?.remove(0);
-    let rev = result.result.map_err(failure_to_error)?;
+    let rev = database.put_doc(doc, true).await?;
     let mut response = json_response(StatusCode::OK, &json!({"ok": true, "id": id, "rev": rev}));
     set_etag(&mut response, &rev);
     Ok(response)
@@ -393,12 +390,12 @@ async fn copy(
                     revpos: None,
                     encoding: text("encoding"),
                     encoded_length: meta.get("encoded_length").and_then(Value::as_u64),
+                    pin: Default::default(),
                 },
             ));
         }
     }
-    let result = database.bulk_docs(vec![doc], true).await?.remove(0);
-    let rev = result.result.map_err(failure_to_error)?;
+    let rev = database.put_doc(doc, true).await?;
     Ok(write_response(StatusCode::CREATED, db, &dest_id, &rev))
 }
 

@@ -33,6 +33,8 @@ pub enum ApiError {
     RequestTooLarge,
     /// 413 `document_too_large`, reason = the document id, as CouchDB.
     DocumentTooLarge(String),
+    /// 413 `attachment_too_large`, reason = the attachment's name.
+    AttachmentTooLarge(String),
     /// 415 `bad_content_type`.
     BadContentType(String),
     /// 416 `requested_range_not_satisfiable`.
@@ -94,6 +96,11 @@ impl ApiError {
                 "document_too_large",
                 id.clone(),
             ),
+            AttachmentTooLarge(name) => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "attachment_too_large",
+                name.clone(),
+            ),
             BadContentType(reason) => (
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "bad_content_type",
@@ -141,6 +148,11 @@ impl From<StoreError> for ApiError {
             StoreError::Invalid { error, reason } => ApiError::Invalid { error, reason },
             StoreError::Conflict => ApiError::Conflict,
             StoreError::MissingStub(reason) => ApiError::MissingStub(reason),
+            StoreError::AttachmentTooLarge(name) => ApiError::AttachmentTooLarge(name),
+            StoreError::Refused(failure) => ApiError::Invalid {
+                error: failure.error,
+                reason: failure.reason,
+            },
             other => ApiError::Internal(other.to_string()),
         }
     }

@@ -13,9 +13,20 @@ use crate::error::ApiError;
 
 /// Serializes `value` into a JSON response with CouchDB's trailing newline.
 pub fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
-    let mut bytes = serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec());
-    bytes.push(b'\n');
-    raw_json_response(status, bytes)
+    match serde_json::to_vec(value) {
+        Ok(mut bytes) => {
+            bytes.push(b'\n');
+            raw_json_response(status, bytes)
+        }
+        Err(e) => {
+            // Never send `null` in place of an answer: this is our fault.
+            tracing::error!(error = %e, "a response could not be serialized");
+            raw_json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &b"{\"error\":\"unknown_error\",\"reason\":\"An internal error occurred; see the server log.\"}\n"[..],
+            )
+        }
+    }
 }
 
 /// A response whose JSON text is already built.

@@ -11,6 +11,7 @@
 mod attachments;
 mod changes;
 mod db;
+mod design;
 mod docs;
 pub mod error;
 pub mod json;

@@ -84,15 +84,15 @@ async fn document_pieces(
     for name in names {
         let (meta, reader) = database.attachment(id, &name, rev.clone()).await?;
         let length = meta.encoded_length.unwrap_or(meta.length);
-        let mut head = format!(
-            "\r\nContent-Disposition: attachment; filename=\"{}\"\r\nContent-Type: {}\r\nContent-Length: {length}",
-            name.replace('"', "\\\""),
-            meta.content_type
+        let head = format!(
+            "\r\n{}\r\n\r\n",
+            wire::multipart::attachment_part_headers(
+                &name,
+                &meta.content_type,
+                length,
+                meta.encoding.as_deref()
+            )
         );
-        if let Some(encoding) = &meta.encoding {
-            head.push_str(&format!("\r\nContent-Encoding: {encoding}"));
-        }
-        head.push_str("\r\n\r\n");
         pieces.push_back(Piece::Bytes(Bytes::from(head)));
         pieces.push_back(Piece::Attachment(reader));
         pieces.push_back(Piece::Bytes(Bytes::from(format!("\r\n--{inner}"))));
@@ -241,7 +241,7 @@ pub(crate) async fn read_related(
             .file_name()
             .and_then(|f| waiting.iter().position(|&i| doc.attachments[i].0 == f));
         let index = waiting.remove(by_name.unwrap_or(0));
-        let mut upload = database.begin_attachment();
+        let mut upload = database.begin_attachment(&doc.attachments[index].0);
         while let Some(chunk) = field.chunk().await.map_err(bad)? {
             upload.write(&chunk).await?;
         }

@@ -11,7 +11,7 @@ use percent_encoding::percent_decode_str;
 
 use crate::error::ApiError;
 use crate::query::Query;
-use crate::{AppState, attachments, changes, db, docs};
+use crate::{AppState, attachments, changes, db, design, docs};
 
 /// What a path names below the server level.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +27,15 @@ pub(crate) enum Target {
         db: String,
         id: String,
         name: String,
+    },
+    /// `/db/_design/ddoc/_kind/rest`: a design document function (`_view`,
+    /// `_show`, ...). Attachment names cannot start with `_`, so such a
+    /// path is never an attachment.
+    DesignFunction {
+        db: String,
+        ddoc: String,
+        kind: String,
+        rest: Vec<String>,
     },
 }
 
@@ -52,7 +61,22 @@ pub(crate) fn parse_target(path: &str) -> Result<Target, ApiError> {
     let (id, attachment) = if first == "_design" || first == "_local" {
         let mut inner = after.unwrap_or("").splitn(2, '/');
         let name = decode(inner.next().unwrap_or(""))?;
-        (format!("{first}/{name}"), inner.next())
+        let tail = inner.next();
+        if first == "_design"
+            && let Some(tail) = tail
+            && tail.starts_with('_')
+        {
+            let mut pieces = tail.split('/').map(decode);
+            let kind = pieces.next().transpose()?.unwrap_or_default();
+            let rest = pieces.collect::<Result<Vec<_>, _>>()?;
+            return Ok(Target::DesignFunction {
+                db,
+                ddoc: name,
+                kind,
+                rest,
+            });
+        }
+        (format!("{first}/{name}"), tail)
     } else if first.starts_with('_')
         && !first.starts_with("_design/")
         && !first.starts_with("_local/")
@@ -95,7 +119,8 @@ async fn route(state: AppState, request: Request<Body>) -> Result<Response, ApiE
         Target::Db(db)
         | Target::Endpoint { db, .. }
         | Target::Doc { db, .. }
-        | Target::Attachment { db, .. } => db,
+        | Target::Attachment { db, .. }
+        | Target::DesignFunction { db, .. } => db,
     };
     if db_name.starts_with('_') && !store::name::SYSTEM_DATABASES.contains(&db_name.as_str()) {
         return top_level_underscore(db_name);
@@ -107,6 +132,25 @@ async fn route(state: AppState, request: Request<Body>) -> Result<Response, ApiE
         Target::Doc { db, id } => docs::document(state, db, id, query, request).await,
         Target::Attachment { db, id, name } => {
             attachments::attachment(state, db, id, name, query, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
+        } => {
+            let database = state.store.db(&db).await?;
+            Err(match (design::Section::of_path(&kind), rest.first()) {
+                (Some(section), Some(name)) => {
+                    design::function_not_runnable(&database, &ddoc, section, name).await
+                }
+                _ => match design::load(&database, &ddoc).await {
+                    Err(missing) => missing,
+                    Ok(_) => ApiError::NotImplemented(format!(
+                        "{kind} of design documents is not supported yet"
+                    )),
+                },
+            })
         }
     }
 }

@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use replicator::{DOC_STATES, DocInfo, EventKind, JobInfo, JobState, Owner, progress_json};
 use serde_json::{Map, Value, json};
 
@@ -280,7 +280,7 @@ pub(crate) async fn scheduler_docs(
 
 /// # GET /_scheduler/... (anything else)
 pub(crate) async fn scheduler_unknown() -> Response {
-    json_response(StatusCode::NOT_FOUND, &json!({"error": "not found"}))
+    ApiError::not_found("missing").into_response()
 }
 
 #[cfg(test)]

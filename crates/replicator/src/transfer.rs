@@ -397,7 +397,7 @@ async fn write(
             let db = target.local().await?;
             let mut input = DocInput::from_json(doc)?;
             for out in &outgoing {
-                let mut upload = db.begin_attachment();
+                let mut upload = db.begin_attachment(&out.name);
                 while let Some(chunk) = parts.next_chunk().await? {
                     upload.write(&chunk).await?;
                 }
@@ -407,27 +407,30 @@ async fn write(
                     *att = att.clone().staged(staged);
                 }
             }
-            let result = db.bulk_docs(vec![input], false).await?.remove(0);
-            Ok(result.result.err().map(|f| WriteFailure {
-                id: result.id,
-                error: f.error.into(),
-                reason: f.reason,
+            let results = db.bulk_docs(vec![input], false).await?;
+            Ok(results.into_iter().find_map(|row| {
+                row.result.err().map(|f| WriteFailure {
+                    id: row.id,
+                    error: f.error.into(),
+                    reason: f.reason,
+                })
             }))
         }
         Endpoint::Remote { .. } => {
             let boundary = uuid::Uuid::new_v4().simple().to_string();
-            let json = serde_json::to_vec(&doc).unwrap_or_default();
+            let json = doc.to_string().into_bytes();
             let heads: Vec<Vec<u8>> = std::iter::once(
                 format!("--{boundary}\r\nContent-Type: application/json\r\n\r\n").into_bytes(),
             )
             .chain(outgoing.iter().map(|out| {
-                format!(
-                    "\r\n--{boundary}\r\nContent-Disposition: attachment; filename=\"{}\"\r\nContent-Type: {}\r\nContent-Length: {}\r\n\r\n",
-                    header_safe(&out.name),
-                    header_safe(&out.content_type),
-                    out.wire_length
-                )
-                .into_bytes()
+                // The encoding, when there is one, is in the JSON part.
+                let head = wire::multipart::attachment_part_headers(
+                    &out.name,
+                    &out.content_type,
+                    out.wire_length,
+                    None,
+                );
+                format!("\r\n--{boundary}\r\n{head}\r\n\r\n").into_bytes()
             }))
             .collect();
             let tail = format!("\r\n--{boundary}--\r\n").into_bytes();
@@ -499,13 +502,6 @@ async fn write(
             }
         }
     }
-}
-
-/// Header text without quotes or line breaks.
-fn header_safe(text: &str) -> String {
-    text.chars()
-        .filter(|c| !matches!(c, '"' | '\r' | '\n'))
-        .collect()
 }
 
 fn check_length(target: &Endpoint, out: &Outgoing, got: u64) -> Result<(), EndpointError> {

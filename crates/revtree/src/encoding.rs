@@ -47,10 +47,11 @@ impl RevTree {
                     out.extend_from_slice(text.as_bytes());
                 }
             }
-            let parent_index = node
-                .parent
-                .as_ref()
-                .and_then(|p| index.get(&RevId::new(rev.pos - 1, p.clone())).copied());
+            let parent_index = node.parent.as_ref().and_then(|p| {
+                index
+                    .get(&RevId::unchecked(rev.pos - 1, p.clone()))
+                    .copied()
+            });
             let mut flags = 0;
             if node.deleted {
                 flags |= FLAG_DELETED;
@@ -100,14 +101,11 @@ impl RevTree {
                     let len = usize::try_from(len).map_err(|_| DecodeError("hash too long"))?;
                     let text = std::str::from_utf8(r.take(len)?)
                         .map_err(|_| DecodeError("hash is not UTF-8"))?;
-                    if text.is_empty() {
-                        return Err(DecodeError("empty hash"));
-                    }
                     RevHash::Text(text.into())
                 }
                 _ => return Err(DecodeError("unknown hash kind")),
             };
-            let rev = RevId::new(pos, hash);
+            let rev = RevId::new(pos, hash).map_err(|_| DecodeError("position out of range"))?;
             if order.last().is_some_and(|last| last >= &rev) {
                 return Err(DecodeError("nodes out of order"));
             }

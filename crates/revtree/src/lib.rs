@@ -16,7 +16,7 @@ mod tree;
 pub use encoding::{DecodeError, FORMAT_V1};
 pub use path::{PathError, RevPath};
 pub use rev_hash::{AttachmentDigest, new_rev_hash, write_canonical_json};
-pub use rev_id::{ParseRevError, RevHash, RevId};
+pub use rev_id::{MAX_POS, ParseRevError, RevHash, RevId};
 pub use tree::{EditError, Leaf, LeafState, MergeOutcome, RevStatus, RevTree, RevsDiff};
 
 /// CouchDB's default `_revs_limit`: how many generations of history a

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::{ParseRevError, RevHash, RevId};
+use crate::rev_id::MAX_POS;
+use crate::{RevHash, RevId};
 
 /// Why a `_revisions` value was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -11,8 +12,8 @@ pub enum PathError {
     Empty,
     #[error("_revisions.start must be at least the number of ids")]
     StartTooSmall,
-    #[error("invalid revision id in _revisions: {0}")]
-    BadHash(#[from] ParseRevError),
+    #[error("_revisions.start must be at most 9223372036854775807")]
+    StartTooLarge,
 }
 
 /// A revision and its ancestors, newest first: `ids[0]` is at position
@@ -32,23 +33,23 @@ impl RevPath {
         if (ids.len() as u64) > start {
             return Err(PathError::StartTooSmall);
         }
+        if start > MAX_POS {
+            return Err(PathError::StartTooLarge);
+        }
         Ok(RevPath { start, ids })
     }
 
     /// A path of one revision with no known ancestors (a bare `_rev`).
     pub fn single(rev: RevId) -> RevPath {
         RevPath {
-            start: rev.pos,
-            ids: vec![rev.hash],
+            start: rev.pos(),
+            ids: vec![rev.into_hash()],
         }
     }
 
     /// Parses the wire shape: `start` and hash strings, newest first.
     pub fn from_parts(start: u64, ids: &[impl AsRef<str>]) -> Result<RevPath, PathError> {
-        let ids = ids
-            .iter()
-            .map(|id| RevHash::parse(id.as_ref()))
-            .collect::<Result<Vec<_>, _>>()?;
+        let ids = ids.iter().map(|id| RevHash::parse(id.as_ref())).collect();
         RevPath::new(start, ids)
     }
 
@@ -62,15 +63,18 @@ impl RevPath {
 
     /// The newest revision of the path.
     pub fn leaf(&self) -> RevId {
-        RevId::new(self.start, self.ids[0].clone())
+        self.rev_at(0)
+    }
+
+    /// The revision `i` generations below the leaf; `new` guarantees every
+    /// position of the path is in range.
+    fn rev_at(&self, i: usize) -> RevId {
+        RevId::unchecked(self.start - i as u64, self.ids[i].clone())
     }
 
     /// The revisions, newest first.
     pub fn revs(&self) -> impl Iterator<Item = RevId> + '_ {
-        self.ids
-            .iter()
-            .enumerate()
-            .map(|(i, h)| RevId::new(self.start - i as u64, h.clone()))
+        (0..self.ids.len()).map(|i| self.rev_at(i))
     }
 
     /// Keeps at most `limit` (at least 1) newest revisions, as `revs_limit` does.
@@ -130,11 +134,15 @@ mod tests {
             RevPath::from_parts(1, &[] as &[&str]),
             Err(PathError::Empty)
         );
-        assert!(matches!(
-            RevPath::from_parts(2, &["a", ""]),
-            Err(PathError::BadHash(_))
-        ));
+        assert_eq!(
+            RevPath::from_parts(9223372036854775808, &["a"]),
+            Err(PathError::StartTooLarge)
+        );
         assert!(serde_json::from_str::<RevPath>(r#"{"start":0,"ids":["a"]}"#).is_err());
+        assert!(
+            serde_json::from_str::<RevPath>(r#"{"start":18446744073709551615,"ids":["a"]}"#)
+                .is_err()
+        );
     }
 
     #[test]

@@ -11,11 +11,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub enum ParseRevError {
     #[error("Invalid rev format")]
     Format,
-    #[error("Invalid rev format: the position must be an integer of at least 1")]
+    #[error("Invalid rev format: the position must be an integer from 1 to 9223372036854775807")]
     Position,
-    #[error("Invalid rev format: the hash is empty")]
-    EmptyHash,
 }
+
+/// The largest revision position: CouchDB's positions fit in a signed 64-bit
+/// integer, and bounding them here means no arithmetic on a position can
+/// overflow (a child's position is checked against this bound).
+pub const MAX_POS: u64 = i64::MAX as u64;
 
 /// The hash part of a revision id.
 ///
@@ -27,20 +30,18 @@ pub enum ParseRevError {
 pub enum RevHash {
     /// A 32-character lowercase hex hash, stored decoded.
     Md5([u8; 16]),
-    /// Any other non-empty hash, kept as sent.
+    /// Any other hash, kept as sent. CouchDB accepts an empty one (`1-`).
     Text(Box<str>),
 }
 
 impl RevHash {
-    /// Parses a hash; only the empty string is refused.
-    pub fn parse(text: &str) -> Result<RevHash, ParseRevError> {
-        if text.is_empty() {
-            return Err(ParseRevError::EmptyHash);
-        }
-        Ok(match decode_lower_hex_128(text) {
+    /// Parses a hash. Every string is a hash to CouchDB, the empty one too
+    /// (`1-`); what it holds is escaped wherever it is written.
+    pub fn parse(text: &str) -> RevHash {
+        match decode_lower_hex_128(text) {
             Some(bytes) => RevHash::Md5(bytes),
             None => RevHash::Text(text.into()),
-        })
+        }
     }
 
     /// The bytes CouchDB compares when it orders revisions.
@@ -113,32 +114,65 @@ impl fmt::Debug for RevHash {
 /// A revision id: the position (generation) in the document's history and a hash.
 ///
 /// Ordered as CouchDB orders `{Pos, RevId}` tuples: by position, then by hash bytes.
+///
+/// The fields are private to this crate so that no id can exist with a position outside
+/// `1..=MAX_POS`: every constructor checks it.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RevId {
-    pub pos: u64,
-    pub hash: RevHash,
+    pub(crate) pos: u64,
+    pub(crate) hash: RevHash,
 }
 
 impl RevId {
-    pub fn new(pos: u64, hash: RevHash) -> RevId {
+    /// An id at `pos`, which must be in `1..=MAX_POS`.
+    pub fn new(pos: u64, hash: RevHash) -> Result<RevId, ParseRevError> {
+        if (1..=MAX_POS).contains(&pos) {
+            Ok(RevId { pos, hash })
+        } else {
+            Err(ParseRevError::Position)
+        }
+    }
+
+    /// For positions the caller has already bounded (a path's, a decoded
+    /// tree's), and for range-scan bounds over the tree's ordered map, which
+    /// may lie up to two generations past `MAX_POS` and are never stored.
+    pub(crate) fn unchecked(pos: u64, hash: RevHash) -> RevId {
         RevId { pos, hash }
     }
 
-    /// Parses `N-hash`: N is a decimal integer >= 1, the hash is everything
-    /// after the first `-` and must not be empty.
+    /// The generation: 1 for a first revision.
+    pub fn pos(&self) -> u64 {
+        self.pos
+    }
+
+    pub fn hash(&self) -> &RevHash {
+        &self.hash
+    }
+
+    pub fn into_hash(self) -> RevHash {
+        self.hash
+    }
+
+    /// The id of a child with `hash`; `None` when the position would pass
+    /// `MAX_POS` (such an edit is refused, never wrapped).
+    pub fn child(&self, hash: RevHash) -> Option<RevId> {
+        RevId::new(self.pos.checked_add(1)?, hash).ok()
+    }
+
+    /// The id of the parent with `hash`; `None` for a first revision.
+    pub fn parent_with(&self, hash: RevHash) -> Option<RevId> {
+        RevId::new(self.pos - 1, hash).ok()
+    }
+
+    /// Parses `N-hash`: N is a decimal integer in `1..=MAX_POS`, the hash is
+    /// everything after the first `-` (possibly empty, as CouchDB allows).
     pub fn parse(text: &str) -> Result<RevId, ParseRevError> {
         let (pos, hash) = text.split_once('-').ok_or(ParseRevError::Format)?;
         if pos.is_empty() || !pos.bytes().all(|b| b.is_ascii_digit()) {
             return Err(ParseRevError::Position);
         }
         let pos: u64 = pos.parse().map_err(|_| ParseRevError::Position)?;
-        if pos == 0 {
-            return Err(ParseRevError::Position);
-        }
-        Ok(RevId {
-            pos,
-            hash: RevHash::parse(hash)?,
-        })
+        RevId::new(pos, RevHash::parse(hash))
     }
 }
 
@@ -211,8 +245,27 @@ mod tests {
             RevId::parse("99999999999999999999999-a"),
             Err(ParseRevError::Position)
         );
-        assert_eq!(RevId::parse("1-"), Err(ParseRevError::EmptyHash));
         assert_eq!(RevId::parse(""), Err(ParseRevError::Format));
+    }
+
+    #[test]
+    fn an_empty_hash_is_a_hash_as_in_couchdb() {
+        let rev = RevId::parse("1-").unwrap();
+        assert_eq!((rev.pos(), rev.to_string().as_str()), (1, "1-"));
+    }
+
+    #[test]
+    fn positions_are_bounded_so_a_child_can_never_overflow() {
+        let top = RevId::parse("9223372036854775807-a").unwrap();
+        assert_eq!(top.pos(), MAX_POS);
+        assert_eq!(top.child(RevHash::parse("b")), None);
+        for text in ["9223372036854775808-a", "18446744073709551614-abc"] {
+            assert_eq!(RevId::parse(text), Err(ParseRevError::Position), "{text}");
+        }
+        assert!(RevId::new(0, RevHash::parse("a")).is_err());
+        let first = RevId::parse("1-a").unwrap();
+        assert_eq!(first.parent_with(RevHash::parse("z")), None);
+        assert_eq!(first.child(RevHash::parse("b")).unwrap().to_string(), "2-b");
     }
 
     #[test]

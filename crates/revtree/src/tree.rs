@@ -51,6 +51,10 @@ pub enum EditError {
     /// document was "created" again, or a deleted one was edited by revision.
     #[error("Document update conflict.")]
     Conflict,
+    /// The parent is at the highest position a revision can have, so no
+    /// child can be numbered (CouchDB would need a bignum; we answer 400).
+    #[error("the revision position cannot grow past 9223372036854775807")]
+    PositionOverflow,
 }
 
 /// A leaf of the tree.
@@ -99,7 +103,7 @@ pub struct RevTree {
 /// The smallest id at a position: an empty text hash sorts before every real
 /// hash, so it bounds range scans over one generation. Never stored.
 fn pos_floor(pos: u64) -> RevId {
-    RevId::new(pos, RevHash::Text(Box::from("")))
+    RevId::unchecked(pos, RevHash::Text(Box::from("")))
 }
 
 /// The sort key of CouchDB's winning-revision rule: live before deleted, then
@@ -156,7 +160,11 @@ impl RevTree {
     /// The parent of `rev`, if `rev` is held and its parent is known.
     pub fn parent(&self, rev: &RevId) -> Option<RevId> {
         let node = self.nodes.get(rev)?;
-        node.parent.clone().map(|h| RevId::new(rev.pos - 1, h))
+        // A node with a parent is at position 2 or more (merge and decoding
+        // both check it), so the parent's position is in range.
+        node.parent
+            .clone()
+            .map(|h| RevId::unchecked(rev.pos - 1, h))
     }
 
     fn children<'a>(&'a self, rev: &'a RevId) -> impl Iterator<Item = &'a RevId> + 'a {
@@ -275,10 +283,11 @@ impl RevTree {
         hash_for: impl FnOnce(Option<&RevId>) -> RevHash,
     ) -> Result<RevId, EditError> {
         let base = self.edit_parent(requested, deleted)?;
-        let new_rev = RevId::new(
-            base.as_ref().map_or(1, |b| b.pos + 1),
-            hash_for(base.as_ref()),
-        );
+        let hash = hash_for(base.as_ref());
+        let new_rev = match &base {
+            None => RevId::unchecked(1, hash),
+            Some(base) => base.child(hash).ok_or(EditError::PositionOverflow)?,
+        };
         if self.contains(&new_rev) {
             return Err(EditError::Conflict);
         }
@@ -355,7 +364,7 @@ impl RevTree {
         while let Some(parent) = &node.parent {
             pos -= 1;
             ids.push(parent.clone());
-            match self.nodes.get(&RevId::new(pos, parent.clone())) {
+            match self.nodes.get(&RevId::unchecked(pos, parent.clone())) {
                 Some(next) => node = next,
                 None => break,
             }
@@ -465,9 +474,9 @@ impl RevTree {
             .nodes
             .iter()
             .filter(|(rev, node)| {
-                node.parent
-                    .as_ref()
-                    .is_some_and(|p| !budget.contains_key(&RevId::new(rev.pos - 1, p.clone())))
+                node.parent.as_ref().is_some_and(|p| {
+                    !budget.contains_key(&RevId::unchecked(rev.pos - 1, p.clone()))
+                })
             })
             .map(|(rev, _)| rev.clone())
             .collect();
@@ -621,7 +630,7 @@ mod tests {
     #[test]
     fn an_edit_must_name_a_leaf() {
         let mut t = RevTree::new();
-        let hash = |h: &str| RevHash::parse(h).unwrap();
+        let hash = |h: &str| RevHash::parse(h);
         let one = t.new_edit(None, false, |p| {
             assert!(p.is_none());
             hash("a")
@@ -651,7 +660,7 @@ mod tests {
     #[test]
     fn an_edit_of_a_missing_document_by_revision_is_a_conflict() {
         let mut t = RevTree::new();
-        let r = t.new_edit(Some(&rev("1-a")), false, |_| RevHash::parse("b").unwrap());
+        let r = t.new_edit(Some(&rev("1-a")), false, |_| RevHash::parse("b"));
         assert_eq!(r, Err(EditError::Conflict));
         assert!(t.is_empty());
     }
@@ -659,7 +668,7 @@ mod tests {
     #[test]
     fn deleting_then_recreating_extends_the_winning_tombstone() {
         let mut t = RevTree::new();
-        let h = |s: &str| RevHash::parse(s).unwrap();
+        let h = |s: &str| RevHash::parse(s);
         t.new_edit(None, false, |_| h("a")).unwrap();
         t.new_edit(Some(&rev("1-a")), true, |_| h("b")).unwrap();
         assert!(t.is_deleted());
@@ -691,7 +700,7 @@ mod tests {
     #[test]
     fn a_deleted_losing_leaf_of_a_live_document_can_be_edited() {
         let mut t = tree(&[("2-b 1-a", DEAD), ("2-c 1-a", LIVE)]);
-        let new = t.new_edit(Some(&rev("2-b")), false, |_| RevHash::parse("d").unwrap());
+        let new = t.new_edit(Some(&rev("2-b")), false, |_| RevHash::parse("d"));
         assert_eq!(new, Ok(rev("3-d")));
         assert_eq!(t.winner().unwrap().rev, rev("3-d"));
     }
@@ -700,7 +709,7 @@ mod tests {
     fn resolving_a_conflict_by_deleting_the_loser() {
         let mut t = tree(&[("2-b 1-a", LIVE), ("2-c 1-a", LIVE)]);
         assert_eq!(revs(&t.conflicts()), ["2-b"]);
-        t.new_edit(Some(&rev("2-b")), true, |_| RevHash::parse("x").unwrap())
+        t.new_edit(Some(&rev("2-b")), true, |_| RevHash::parse("x"))
             .unwrap();
         assert!(t.conflicts().is_empty());
         assert_eq!(revs(&t.deleted_conflicts()), ["3-x"]);

@@ -9,7 +9,7 @@
 use std::collections::{BTreeSet, HashSet};
 
 use proptest::prelude::*;
-use revtree::{LeafState, MergeOutcome, RevHash, RevId, RevPath, RevTree};
+use revtree::{EditError, LeafState, MAX_POS, MergeOutcome, RevHash, RevId, RevPath, RevTree};
 
 /// One revision of the universe: its id, its parent's index, its deletion.
 #[derive(Clone, Debug)]
@@ -22,17 +22,26 @@ struct Rev {
 /// A path through the universe plus the state of its newest revision.
 type Edit = (RevPath, LeafState);
 
-fn hash_for(i: usize, md5_style: bool) -> RevHash {
-    if md5_style {
+/// A unique hash for revision `i` in one of four styles: md5-like, plain
+/// text, hostile text (quotes, backslashes, control characters, non-ASCII),
+/// and the empty hash CouchDB accepts (`1-`), given to the first revision.
+fn hash_for(i: usize, style: u8) -> RevHash {
+    match style {
         // 32 lowercase hex digits: stored decoded, compared as bytes.
-        RevHash::parse(&format!(
+        0 => RevHash::parse(&format!(
             "{:032x}",
             (i as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c)
-        ))
-        .unwrap()
-    } else {
-        RevHash::parse(&format!("h{i}")).unwrap()
+        )),
+        1 => RevHash::parse(&format!("h{i}")),
+        3 if i == 0 => RevHash::parse(""),
+        _ => RevHash::parse(&format!("\"\\\r\n\u{1}é{i}")),
     }
+}
+
+/// Where a root sits: low, as usual, or near the highest position, so that
+/// every operation meets positions at the bound.
+fn root_position() -> impl Strategy<Value = u64> {
+    prop_oneof![4 => 1u64..4, 1 => (MAX_POS - 32)..=MAX_POS]
 }
 
 fn universe() -> impl Strategy<Value = Vec<Rev>> {
@@ -40,23 +49,24 @@ fn universe() -> impl Strategy<Value = Vec<Rev>> {
         .prop_flat_map(|n| {
             (
                 Just(n),
-                prop::collection::vec((any::<prop::sample::Index>(), 0u8..6, 1u64..4), n),
-                prop::collection::vec(any::<bool>(), n),
+                prop::collection::vec((any::<prop::sample::Index>(), 0u8..6, root_position()), n),
+                prop::collection::vec(0u8..4, n),
                 prop::collection::vec(prop::bool::weighted(0.25), n),
             )
         })
-        .prop_map(|(_, shape, md5, deleted)| {
+        .prop_map(|(_, shape, styles, deleted)| {
             let mut revs: Vec<Rev> = Vec::new();
             for (i, (pick, root_chance, root_pos)) in shape.into_iter().enumerate() {
                 // Mostly one tree; sometimes a new root (an unrelated or stemmed history).
+                // A revision at the highest position can have no child.
                 let parent = if i == 0 || root_chance == 0 {
                     None
                 } else {
-                    Some(pick.index(i))
+                    Some(pick.index(i)).filter(|&p| revs[p].id.pos() < MAX_POS)
                 };
-                let pos = parent.map_or(root_pos, |p| revs[p].id.pos + 1);
+                let pos = parent.map_or(root_pos, |p| revs[p].id.pos() + 1);
                 revs.push(Rev {
-                    id: RevId::new(pos, hash_for(i, md5[i])),
+                    id: RevId::new(pos, hash_for(i, styles[i])).unwrap(),
                     parent,
                     deleted: deleted[i],
                 });
@@ -73,10 +83,10 @@ fn path_to(universe: &[Rev], i: usize, keep: usize) -> RevPath {
         if ids.len() == keep {
             break;
         }
-        ids.push(universe[j].id.hash.clone());
+        ids.push(universe[j].id.hash().clone());
         at = universe[j].parent;
     }
-    RevPath::new(universe[i].id.pos, ids).unwrap()
+    RevPath::new(universe[i].id.pos(), ids).unwrap()
 }
 
 /// A universe and the edits that replicas make of it: every revision that
@@ -211,8 +221,8 @@ proptest! {
         // ...and nothing older than `limit` generations of every leaf survives.
         for rev in stemmed.revs() {
             let near_a_leaf = stemmed.leaves().iter().any(|leaf| {
-                leaf.rev.pos >= rev.pos
-                    && (leaf.rev.pos - rev.pos) < limit as u64
+                leaf.rev.pos() >= rev.pos()
+                    && (leaf.rev.pos() - rev.pos()) < limit as u64
                     && stemmed.latest(rev).iter().any(|l| l.rev == leaf.rev)
             });
             prop_assert!(near_a_leaf, "{rev} is more than {limit} generations from every leaf");
@@ -235,10 +245,10 @@ proptest! {
         let all: Vec<RevId> = tree.revs().cloned().collect();
         prop_assert!(tree.revs_diff(&all).missing.is_empty());
         // A revision the tree never saw is missing, with the lower leaves as ancestors.
-        let unknown = RevId::new(3, RevHash::parse("never-seen").unwrap());
+        let unknown = RevId::new(3, RevHash::parse("never-seen")).unwrap();
         let diff = tree.revs_diff(std::slice::from_ref(&unknown));
         prop_assert_eq!(diff.missing, vec![unknown]);
-        let lower: BTreeSet<RevId> = leaves.into_iter().filter(|l| l.pos < 3).collect();
+        let lower: BTreeSet<RevId> = leaves.into_iter().filter(|l| l.pos() < 3).collect();
         prop_assert_eq!(diff.possible_ancestors.into_iter().collect::<BTreeSet<_>>(), lower);
     }
 
@@ -247,12 +257,16 @@ proptest! {
         let mut tree = merge_all(&edits);
         let leaves = tree.leaves();
         let target = &leaves[pick.index(leaves.len())];
-        let result = tree.new_edit(Some(&target.rev), false, |_| RevHash::parse("fresh").unwrap());
+        let before = tree.clone();
+        let result = tree.new_edit(Some(&target.rev), false, |_| RevHash::parse("fresh"));
         if tree.is_deleted() || leaves.iter().all(|l| l.deleted) {
             prop_assert!(result.is_err(), "a deleted document is edited only by re-creation");
+        } else if target.rev.pos() == MAX_POS {
+            prop_assert_eq!(result, Err(EditError::PositionOverflow));
+            prop_assert_eq!(tree, before, "a refused edit changes nothing");
         } else {
             let new = result.unwrap();
-            prop_assert_eq!(new.pos, target.rev.pos + 1);
+            prop_assert_eq!(new.pos(), target.rev.pos() + 1);
             let after: Vec<RevId> = tree.leaves().into_iter().map(|l| l.rev).collect();
             prop_assert!(after.contains(&new) && !after.contains(&target.rev));
             prop_assert_eq!(after.len(), leaves.len());

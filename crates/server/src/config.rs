@@ -33,6 +33,9 @@ pub struct Config {
     /// Largest request body in bytes; larger ones get 413 `too_large`
     /// (CouchDB's default: 4 GiB, generous for inline attachments).
     pub max_http_request_size: u64,
+    /// Largest attachment in bytes; larger ones get 413
+    /// `attachment_too_large` (CouchDB's default: 1 GiB).
+    pub max_attachment_size: u64,
     /// `normal`: every acknowledged write survives a crash of the process
     /// (SQLite WAL, synchronous=NORMAL); `full`: also survives power loss, at
     /// the cost of an fsync per group commit.
@@ -126,6 +129,7 @@ impl Config {
                 DurabilityMode::Normal => store::Durability::Normal,
                 DurabilityMode::Full => store::Durability::Full,
             },
+            max_attachment_size: self.max_attachment_size,
         }
     }
 
@@ -181,6 +185,11 @@ impl Config {
                 "invalid configuration: setting `max_http_request_size`: must be positive".into(),
             );
         }
+        if self.max_attachment_size == 0 {
+            return Err(
+                "invalid configuration: setting `max_attachment_size`: must be positive".into(),
+            );
+        }
         if self.cors_enabled && self.cors_origins.is_empty() {
             return Err("invalid configuration: setting `cors_origins`: CORS is enabled but no origin is allowed".into());
         }
@@ -209,6 +218,7 @@ impl Default for Config {
             log_format: LogFormat::Human,
             max_document_size: 8_000_000,
             max_http_request_size: 4 << 30,
+            max_attachment_size: 1 << 30,
             durability: DurabilityMode::Normal,
             cors_enabled: false,
             cors_origins: Vec::new(),

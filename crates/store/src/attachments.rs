@@ -8,6 +8,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
 use crate::StoreError;
 
 /// Bytes per stored chunk: large enough that a 1 GiB attachment is only
@@ -41,9 +44,11 @@ impl AttachmentMeta {
     }
 
     /// The inline form with the content as base64 `data`: always the
-    /// identity bytes, so no encoding information goes with it.
+    /// identity bytes, so no encoding information goes with it, and no
+    /// `length` (CouchDB puts it on stubs and `follows` entries only).
     pub fn inline_json(&self, data: &[u8]) -> Value {
         let mut m = self.base_json();
+        m.remove("length");
         m.remove("encoding");
         m.remove("encoded_length");
         m.insert(
@@ -214,8 +219,15 @@ pub(crate) fn read_blob(conn: &Connection, digest: &str) -> Result<Vec<u8>, Stor
     Ok(out)
 }
 
+/// The most bytes an attachment is inflated to for inline JSON, where it is
+/// held in memory (and then in base64): larger content is read on its own
+/// or as multipart, which stream.
+const MAX_INLINE_INFLATED: u64 = 1 << 30;
+
 /// The content of an attachment as clients see it: stored bytes, inflated
 /// when they were stored gzip-encoded (as CouchDB's replicator sends text).
+/// Inflation stops at the recorded length (checked when the attachment was
+/// written), so a small upload can never inflate into gigabytes here.
 pub(crate) fn read_identity(
     conn: &Connection,
     meta: &AttachmentMeta,
@@ -224,17 +236,44 @@ pub(crate) fn read_identity(
     match meta.encoding.as_deref() {
         Some("gzip") => {
             use std::io::Read;
-            let mut out = Vec::with_capacity(meta.length as usize);
+            let limit = meta.length.min(MAX_INLINE_INFLATED);
+            let mut out = Vec::new();
             flate2::read::GzDecoder::new(&stored[..])
+                .take(limit + 1)
                 .read_to_end(&mut out)
                 .map_err(|e| StoreError::Corrupt {
                     db: String::new(),
                     detail: format!("gzip attachment {} does not inflate: {e}", meta.digest),
                 })?;
+            if out.len() as u64 != meta.length {
+                return Err(StoreError::Corrupt {
+                    db: String::new(),
+                    detail: format!(
+                        "gzip attachment {} does not inflate to its length {} (or is over {} bytes inline)",
+                        meta.digest, meta.length, MAX_INLINE_INFLATED
+                    ),
+                });
+            }
             Ok(out)
         }
         _ => Ok(stored),
     }
+}
+
+/// How many bytes a stored gzip blob inflates to, counting without keeping
+/// them; `None` past `limit`. Checks the `length` a client declares for
+/// bytes it sends encoded.
+pub(crate) fn inflated_length(
+    conn: &Connection,
+    digest: &str,
+    limit: u64,
+) -> Result<Option<u64>, StoreError> {
+    use std::io::Read;
+    let stored = read_blob(conn, digest)?;
+    let mut decoder = flate2::read::GzDecoder::new(&stored[..]).take(limit + 1);
+    let counted = std::io::copy(&mut decoder, &mut std::io::sink())
+        .map_err(|e| StoreError::bad_request(format!("gzip attachment does not inflate: {e}")))?;
+    Ok((counted <= limit).then_some(counted))
 }
 
 /// An attachment upload in progress: bytes arrive in pieces (from a
@@ -250,6 +289,8 @@ pub struct AttachmentUpload {
     buffer: Vec<u8>,
     length: u64,
     next_idx: i64,
+    /// The attachment's name, for the error when it grows too large.
+    name: String,
 }
 
 /// A finished upload, ready to be referenced by a document write
@@ -258,12 +299,79 @@ pub struct AttachmentUpload {
 pub struct StagedBlob {
     pub digest: String,
     pub length: u64,
+    /// Keeps compaction off these bytes until the write that references
+    /// them is done (or given up).
+    pub pin: BlobPin,
+}
+
+/// Digests of uploaded blobs no revision refers to yet, counted per holder:
+/// compaction leaves them alone. Every check runs on the writer thread, and
+/// a pin is dropped only after the write holding it ran, so compaction sees
+/// either the pin or the revision that now refers to the bytes.
+#[derive(Debug, Default)]
+pub(crate) struct Pins(Mutex<HashMap<String, usize>>);
+
+impl Pins {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn pin(self: &Arc<Pins>, digest: &str) -> BlobPin {
+        *self.lock().entry(digest.to_string()).or_insert(0) += 1;
+        BlobPin {
+            _hold: Some(Arc::new(PinGuard {
+                pins: self.clone(),
+                digest: digest.to_string(),
+            })),
+        }
+    }
+
+    pub(crate) fn is_pinned(&self, digest: &str) -> bool {
+        self.lock().contains_key(digest)
+    }
+}
+
+/// A hold on uploaded bytes (see [`StagedBlob::pin`]); the default holds
+/// nothing. Clones share the hold, which ends with the last of them.
+#[derive(Debug, Clone, Default)]
+pub struct BlobPin {
+    _hold: Option<Arc<PinGuard>>,
+}
+
+/// Pins compare equal: they say nothing about the bytes themselves.
+impl PartialEq for BlobPin {
+    fn eq(&self, _: &BlobPin) -> bool {
+        true
+    }
+}
+
+impl Eq for BlobPin {}
+
+#[derive(Debug)]
+struct PinGuard {
+    pins: Arc<Pins>,
+    digest: String,
+}
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        let mut pins = self.pins.lock();
+        if let Some(count) = pins.get_mut(&self.digest) {
+            *count -= 1;
+            if *count == 0 {
+                pins.remove(&self.digest);
+            }
+        }
+    }
 }
 
 impl AttachmentUpload {
-    pub(crate) fn new(db: crate::Database) -> AttachmentUpload {
+    pub(crate) fn new(db: crate::Database, name: &str) -> AttachmentUpload {
         db.upload_started();
         AttachmentUpload {
+            name: name.to_string(),
             db,
             blob_id: new_blob_id(),
             hasher: Md5::new(),
@@ -273,8 +381,13 @@ impl AttachmentUpload {
         }
     }
 
-    /// Adds bytes; full chunks are written as they fill.
+    /// Adds bytes; full chunks are written as they fill. Past the
+    /// database's `max_attachment_size` the upload fails (413).
     pub async fn write(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
+        let total = self.length + (self.buffer.len() + data.len()) as u64;
+        if total > self.db.max_attachment_size() {
+            return Err(StoreError::AttachmentTooLarge(self.name.clone()));
+        }
         while !data.is_empty() {
             let room = CHUNK_SIZE - self.buffer.len();
             let take = room.min(data.len());
@@ -316,9 +429,11 @@ impl AttachmentUpload {
         let digest = digest_string(&std::mem::take(&mut self.hasher).finalize());
         let length = self.length;
         let id = self.blob_id;
+        // Pinned before the blob is filed, so no compaction can come between.
         let staged = StagedBlob {
             digest: digest.clone(),
             length,
+            pin: self.db.blob_pins().pin(&digest),
         };
         self.db
             .write(1, move |ctx| {
@@ -373,8 +488,8 @@ impl AttachmentReader {
 
 impl crate::Database {
     /// Starts an upload of attachment bytes.
-    pub fn begin_attachment(&self) -> AttachmentUpload {
-        AttachmentUpload::new(self.clone())
+    pub fn begin_attachment(&self, name: &str) -> AttachmentUpload {
+        AttachmentUpload::new(self.clone(), name)
     }
 
     /// An attachment of a document revision (the winner when `rev` is

@@ -47,8 +47,11 @@ impl Database {
                 None => break,
             }
         }
-        let uploads_running = self.active_uploads() > 0;
+        let db = self.clone();
         self.write(1, move |ctx| {
+            // Read on the writer thread, where uploads file their chunks and
+            // blobs, so nothing can start between this check and the deletes.
+            let uploads_running = db.active_uploads() > 0;
             let mut referenced: HashSet<String> = HashSet::new();
             let mut stmt = ctx
                 .conn
@@ -66,7 +69,10 @@ impl Database {
                 .prepare("SELECT digest, blob_id FROM att_blobs")?
                 .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()?;
-            for (digest, id) in stored.iter().filter(|(d, _)| !referenced.contains(d)) {
+            let unreferenced = stored
+                .iter()
+                .filter(|(d, _)| !referenced.contains(d) && !db.blob_pins().is_pinned(d));
+            for (digest, id) in unreferenced {
                 ctx.conn
                     .execute("DELETE FROM att_chunks WHERE blob_id = ?1", [id])?;
                 ctx.conn

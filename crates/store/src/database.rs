@@ -10,10 +10,10 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
 use tokio::sync::watch;
 
-use crate::StoreError;
 use crate::checkpoint::{self, Checkpointer};
 use crate::schema::{self, Durability};
 use crate::writer::{self, DbState, Msg, TypedJob, WriteCtx};
+use crate::{StoreError, StoreOptions};
 
 /// Reader connections kept open per database; more are opened on demand and
 /// closed after use when this many are already pooled.
@@ -30,7 +30,7 @@ struct DbInner {
     path: PathBuf,
     uuid: String,
     instance_start_time: String,
-    durability: Durability,
+    options: StoreOptions,
     readers: Mutex<Vec<Connection>>,
     writer: Sender<Msg>,
     seq_rx: watch::Receiver<u64>,
@@ -38,6 +38,7 @@ struct DbInner {
     commits: Arc<AtomicU64>,
     compacting: AtomicBool,
     uploads: AtomicU64,
+    pins: Arc<crate::attachments::Pins>,
 }
 
 impl std::fmt::Debug for Database {
@@ -98,9 +99,9 @@ impl Database {
     pub(crate) fn create(
         name: &str,
         path: &Path,
-        durability: Durability,
+        options: StoreOptions,
     ) -> Result<Database, StoreError> {
-        let mut conn = open_connection(path, true, durability)?;
+        let mut conn = open_connection(path, true, options.durability)?;
         schema::migrate(&mut conn)?;
         let tx = conn.transaction()?;
         if read_meta(&tx, "uuid")?.is_none() {
@@ -116,28 +117,28 @@ impl Database {
             write_meta(&tx, "security", "{}")?;
         }
         tx.commit()?;
-        Database::start(name, path, conn, durability)
+        Database::start(name, path, conn, options)
     }
 
     /// Opens an existing database file.
     pub(crate) fn open(
         name: &str,
         path: &Path,
-        durability: Durability,
+        options: StoreOptions,
     ) -> Result<Database, StoreError> {
         if !path.is_file() {
             return Err(StoreError::DbNotFound(name.to_string()));
         }
-        let mut conn = open_connection(path, false, durability)?;
+        let mut conn = open_connection(path, false, options.durability)?;
         schema::migrate(&mut conn)?;
-        Database::start(name, path, conn, durability)
+        Database::start(name, path, conn, options)
     }
 
     fn start(
         name: &str,
         path: &Path,
         mut conn: Connection,
-        durability: Durability,
+        options: StoreOptions,
     ) -> Result<Database, StoreError> {
         let corrupt = |what: &str| StoreError::Corrupt {
             db: name.to_string(),
@@ -154,21 +155,32 @@ impl Database {
         let commits = Arc::new(AtomicU64::new(0));
         let counter = commits.clone();
         let checkpointer = Checkpointer::start(
-            open_connection(path, false, durability)?,
+            open_connection(path, false, options.durability)?,
             name,
             checkpoint::BACKGROUND_PAGES,
         )?;
         checkpointer.attach(&mut conn)?;
         std::thread::Builder::new()
             .name(thread_name.chars().take(15).collect())
-            .spawn(move || writer::run(conn, rx, state, seq_tx, db_name, counter, checkpointer))?;
+            .spawn(move || {
+                writer::run(writer::Writer {
+                    conn,
+                    rx,
+                    state,
+                    seq_tx,
+                    db_name,
+                    commits: counter,
+                    checkpointer,
+                    max_attachment_size: options.max_attachment_size,
+                })
+            })?;
         Ok(Database {
             inner: Arc::new(DbInner {
                 name: name.to_string(),
                 path: path.to_path_buf(),
                 uuid,
                 instance_start_time,
-                durability,
+                options,
                 readers: Mutex::new(Vec::new()),
                 writer: tx,
                 seq_rx,
@@ -176,12 +188,19 @@ impl Database {
                 commits,
                 compacting: AtomicBool::new(false),
                 uploads: AtomicU64::new(0),
+                pins: Arc::default(),
             }),
         })
     }
 
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The largest attachment, in bytes as clients see them: inflating
+    /// stored gzip bytes stops there.
+    pub fn max_attachment_size(&self) -> u64 {
+        self.inner.options.max_attachment_size
     }
 
     /// The database's persistent uuid.
@@ -239,8 +258,19 @@ impl Database {
             .writer
             .send(Msg::Job(Box::new(job)))
             .map_err(|_| self.not_found())?;
-        let name = self.inner.name.clone();
-        Ok(async move { rx.await.map_err(|_| StoreError::DbNotFound(name))? })
+        let db = self.clone();
+        Ok(async move {
+            // The writer answers every job; a dropped reply means the
+            // database closed under it, or a group failed in a way the
+            // writer survived but could not report.
+            rx.await.map_err(|_| {
+                if db.inner.deleted.load(Ordering::Acquire) {
+                    db.not_found()
+                } else {
+                    StoreError::CommitFailed("the writer stopped before answering".into())
+                }
+            })?
+        })
     }
 
     /// Runs a read on a pooled reader connection, off the async threads, in
@@ -273,7 +303,7 @@ impl Database {
         let conn = match pooled {
             Some(conn) => conn,
             None => {
-                let conn = open_connection(&self.inner.path, false, self.inner.durability)
+                let conn = open_connection(&self.inner.path, false, self.inner.options.durability)
                     .map_err(|e| match e {
                         StoreError::Sqlite(_) if !self.inner.path.exists() => self.not_found(),
                         other => other,
@@ -414,6 +444,11 @@ impl Database {
         self.inner.uploads.load(Ordering::Acquire)
     }
 
+    /// Uploaded blobs waiting for the write that references them.
+    pub(crate) fn blob_pins(&self) -> &Arc<crate::attachments::Pins> {
+        &self.inner.pins
+    }
+
     pub(crate) fn upload_started(&self) {
         self.inner.uploads.fetch_add(1, Ordering::AcqRel);
     }
@@ -426,5 +461,72 @@ impl Database {
     /// with group commit, far fewer than the writes it served.
     pub fn commit_count(&self) -> u64 {
         self.inner.commits.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer::WriteJob;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("recliner-db-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("db.sqlite")
+    }
+
+    async fn put(db: &Database, id: &str) -> Result<String, StoreError> {
+        let doc = crate::DocInput::new(id, serde_json::Map::new());
+        db.put_doc(doc, true).await
+    }
+
+    /// A job that panics when the writer sizes its group: outside every
+    /// per-write guard, so it unwinds through the writer's loop itself.
+    struct PanicsWhenSized(Arc<AtomicBool>);
+
+    impl WriteJob for PanicsWhenSized {
+        fn run(&mut self, _: &mut WriteCtx<'_>) -> bool {
+            true
+        }
+        fn abort(&mut self, _: String) {}
+        fn finish(self: Box<Self>, _: Option<&str>) {}
+        fn weight(&self) -> usize {
+            self.0.store(true, Ordering::Release);
+            panic!("deliberate panic in the writer's loop");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_panicking_write_fails_alone_and_the_database_keeps_working() {
+        let db = Database::create("t", &scratch("panic-job"), StoreOptions::default()).unwrap();
+        put(&db, "before").await.unwrap();
+        let boom = db.write(1, |_| -> Result<(), StoreError> {
+            panic!("deliberate panic in a write")
+        });
+        let neighbour = put(&db, "beside");
+        let (boom, neighbour) = tokio::join!(boom, neighbour);
+        assert!(matches!(boom, Err(StoreError::CommitFailed(_))), "{boom:?}");
+        neighbour.unwrap();
+        put(&db, "after").await.unwrap();
+        assert_eq!(db.info().await.unwrap().doc_count, 3);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_writer_survives_a_panic_outside_any_write() {
+        let db = Database::create("t", &scratch("panic-writer"), StoreOptions::default()).unwrap();
+        put(&db, "before").await.unwrap();
+        let reached = Arc::new(AtomicBool::new(false));
+        db.inner
+            .writer
+            .send(Msg::Job(Box::new(PanicsWhenSized(reached.clone()))))
+            .unwrap();
+        while !reached.load(Ordering::Acquire) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        // The database is never reported missing, and writes go on.
+        put(&db, "after").await.unwrap();
+        let info = db.info().await.unwrap();
+        assert_eq!((info.doc_count, info.update_seq), (2, 2));
     }
 }

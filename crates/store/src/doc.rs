@@ -61,6 +61,8 @@ pub enum AttachmentInput {
         revpos: Option<u64>,
         encoding: Option<String>,
         encoded_length: Option<u64>,
+        /// Held until the write is done, when the bytes were just uploaded.
+        pin: crate::BlobPin,
     },
 }
 
@@ -86,6 +88,7 @@ impl AttachmentInput {
                 revpos,
                 encoded_length: encoding.as_ref().map(|_| blob.length),
                 encoding,
+                pin: blob.pin,
             },
             other => other,
         }
@@ -149,6 +152,7 @@ impl DocInput {
             .get("_id")
             .and_then(Value::as_str)
             .is_some_and(|id| id.starts_with("_local/"));
+        let mut local_revisions = None;
         let mut doc = DocInput {
             id: None,
             rev: None,
@@ -181,6 +185,7 @@ impl DocInput {
                     }
                     _ => return Err(invalid("bad_request", "Invalid rev format")),
                 },
+                "_revisions" if is_local => local_revisions = Some(value),
                 "_revisions" if value.is_object() => doc.revisions = Some(parse_revisions(value)?),
                 "_deleted" if value.is_boolean() => doc.deleted = value == Value::Bool(true),
                 "_attachments" if value.is_object() => doc.attachments = parse_attachments(value)?,
@@ -195,6 +200,12 @@ impl DocInput {
                     ));
                 }
             }
+        }
+        if let Some(revisions) = local_revisions {
+            // CouchDB's replicator sends its checkpoint updates with
+            // `_revisions`; for a local document it names the `0-N` revision,
+            // whatever `_rev` says (no ids: a first write).
+            doc.local_rev = local_rev_of_revisions(&revisions)?;
         }
         // `_revisions` is the richer statement of which revision this is.
         if let Some(path) = &doc.revisions {
@@ -225,6 +236,21 @@ impl DocInput {
     }
 }
 
+/// The `0-N` revision a local document's `_revisions` names, as CouchDB
+/// reads it: position 0, the newest id the number.
+fn local_rev_of_revisions(value: &Value) -> Result<Option<String>, StoreError> {
+    let bad = || invalid("bad_request", "Invalid rev format");
+    if value.get("start").and_then(Value::as_u64) != Some(0) {
+        return Err(bad());
+    }
+    let ids = value.get("ids").and_then(Value::as_array).ok_or_else(bad)?;
+    match ids.first() {
+        None => Ok(None),
+        Some(Value::String(n)) if n.parse::<u64>().is_ok() => Ok(Some(format!("0-{n}"))),
+        Some(_) => Err(bad()),
+    }
+}
+
 /// `_revisions` as CouchDB checks it, with its reasons.
 fn parse_revisions(value: Value) -> Result<RevPath, StoreError> {
     let bad = |reason: &str| invalid("doc_validation", reason);
@@ -243,7 +269,7 @@ fn parse_revisions(value: Value) -> Result<RevPath, StoreError> {
     RevPath::from_parts(start, &ids).map_err(|e| match e {
         PathError::Empty => bad("_revisions.ids must not be empty"),
         PathError::StartTooSmall => bad("_revisions.start must be at least the number of ids"),
-        PathError::BadHash(_) => bad("RevId isn't a string"),
+        PathError::StartTooLarge => bad("_revisions.start must be at most 9223372036854775807"),
     })
 }
 

@@ -35,6 +35,9 @@ pub enum StoreError {
     /// CouchDB: 409 `conflict`.
     #[error("Document update conflict.")]
     Conflict,
+    /// CouchDB: 413 `attachment_too_large`, reason = the attachment's name.
+    #[error("{0}")]
+    AttachmentTooLarge(String),
     /// CouchDB: 412 `missing_stub` (an attachment stub with nothing to keep).
     #[error("{0}")]
     MissingStub(String),
@@ -45,6 +48,10 @@ pub enum StoreError {
     Sqlite(#[from] rusqlite::Error),
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
+    /// One document's write was refused for a reason other than a conflict
+    /// (`forbidden`, `unauthorized`, `doc_validation`, ...).
+    #[error("{}", .0.reason)]
+    Refused(DocFailure),
     /// A group commit this write was part of failed; nothing of it was written.
     #[error("commit failed: {0}")]
     CommitFailed(String),
@@ -56,6 +63,16 @@ impl StoreError {
         StoreError::Invalid {
             error: "bad_request",
             reason: reason.into(),
+        }
+    }
+}
+
+impl From<DocFailure> for StoreError {
+    fn from(failure: DocFailure) -> StoreError {
+        match failure.error {
+            "conflict" => StoreError::Conflict,
+            "missing_stub" => StoreError::MissingStub(failure.reason),
+            _ => StoreError::Refused(failure),
         }
     }
 }

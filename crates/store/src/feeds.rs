@@ -143,7 +143,10 @@ fn changes_in(conn: &Connection, q: &ChangesQuery) -> Result<ChangesPage, StoreE
             format!("SELECT {columns} FROM {from} WHERE seq > ?1 ORDER BY seq LIMIT ?2")
         };
         let mut stmt = conn.prepare_cached(&sql)?;
-        let mut cursor = stmt.query(rusqlite::params![q.since as i64, limit])?;
+        let mut cursor = stmt.query(rusqlite::params![
+            i64::try_from(q.since).unwrap_or(i64::MAX),
+            limit
+        ])?;
         while let Some(r) = cursor.next()? {
             let (id, row) = if q.include_docs {
                 read::doc_row_with_body(r)?
@@ -187,6 +190,8 @@ pub struct AllDocsQuery {
     pub include_docs: bool,
     /// With `include_docs`: add `_conflicts`.
     pub conflicts: bool,
+    /// With `include_docs`: attachment bytes inline, as CouchDB gives them.
+    pub attachments: bool,
     /// Count the rows before the range for `offset` (a scan of the id index
     /// up to the start key): wanted for the first page, wasted on the rest.
     pub count_offset: bool,
@@ -202,6 +207,7 @@ impl Default for AllDocsQuery {
             skip: 0,
             include_docs: false,
             conflicts: false,
+            attachments: false,
             count_offset: true,
         }
     }
@@ -301,7 +307,7 @@ fn all_docs_in(conn: &Connection, q: &AllDocsQuery) -> Result<AllDocsPage, Store
         } else {
             read::doc_row(r)?
         };
-        rows.push(all_docs_row(conn, id, &row, q.include_docs, q.conflicts)?);
+        rows.push(all_docs_row(conn, id, &row, &q.doc_options())?);
     }
     Ok(AllDocsPage {
         total_rows: doc_count as u64,
@@ -320,22 +326,27 @@ fn invert(bound: &Bound<String>) -> Bound<String> {
     }
 }
 
+impl AllDocsQuery {
+    /// How each row's document is read; `None` without `include_docs`.
+    pub fn doc_options(&self) -> Option<GetOptions> {
+        self.include_docs.then(|| GetOptions {
+            conflicts: self.conflicts,
+            attachments: self.attachments,
+            ..Default::default()
+        })
+    }
+}
+
 fn all_docs_row(
     conn: &Connection,
     id: String,
     row: &DocRow,
-    include_docs: bool,
-    conflicts: bool,
+    doc_options: &Option<GetOptions>,
 ) -> Result<AllDocsRow, StoreError> {
     let winner = read::winner_of(&id, row)?;
-    let doc = if include_docs && !winner.deleted {
-        let opts = GetOptions {
-            conflicts,
-            ..Default::default()
-        };
-        read::doc_at(conn, &id, row, &winner.rev, &opts)?
-    } else {
-        None
+    let doc = match doc_options {
+        Some(opts) if !winner.deleted => read::doc_at(conn, &id, row, &winner.rev, opts)?,
+        _ => None,
     };
     Ok(AllDocsRow {
         id,
@@ -361,20 +372,13 @@ impl Database {
     pub async fn all_docs_keys(
         &self,
         keys: Vec<String>,
-        include_docs: bool,
-        conflicts: bool,
+        doc_options: Option<GetOptions>,
     ) -> Result<Vec<(String, Option<AllDocsRow>)>, StoreError> {
         self.read(move |conn| {
             let mut out = Vec::with_capacity(keys.len());
             for key in keys {
                 let row = match read::load_row(conn, &key)? {
-                    Some(row) => Some(all_docs_row(
-                        conn,
-                        key.clone(),
-                        &row,
-                        include_docs,
-                        conflicts,
-                    )?),
+                    Some(row) => Some(all_docs_row(conn, key.clone(), &row, &doc_options)?),
                     None => None,
                 };
                 out.push((key, row));

@@ -35,7 +35,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use attachments::{
-    AttachmentMeta, AttachmentReader, AttachmentUpload, CHUNK_SIZE, StagedBlob, digest_of,
+    AttachmentMeta, AttachmentReader, AttachmentUpload, BlobPin, CHUNK_SIZE, StagedBlob, digest_of,
 };
 pub use database::{Database, DbInfo};
 pub use doc::{AttachmentInput, DocInput, validate_doc_id};
@@ -49,9 +49,22 @@ pub use server_uuid::ServerUuidError;
 pub use update::{BulkError, DocWriteResult};
 
 /// How the store is set up.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StoreOptions {
     pub durability: Durability,
+    /// The largest attachment in bytes (CouchDB's `max_attachment_size`,
+    /// 1 GiB by default): declared lengths above it are refused, and gzip
+    /// bytes are never inflated past it.
+    pub max_attachment_size: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            durability: Durability::default(),
+            max_attachment_size: 1 << 30,
+        }
+    }
 }
 
 /// All databases of one Recliner server, rooted in a data folder. Cheap to clone.
@@ -145,7 +158,7 @@ impl Store {
             if open.contains_key(&name) || path.exists() {
                 return Err(StoreError::DbExists(name));
             }
-            let db = Database::create(&name, &path, store.inner.options.durability)?;
+            let db = Database::create(&name, &path, store.inner.options)?;
             open.insert(name, db.clone());
             Ok(db)
         })
@@ -166,7 +179,7 @@ impl Store {
             if let Some(db) = open.get(&name) {
                 return Ok(db.clone());
             }
-            let db = Database::open(&name, &store.path_of(&name), store.inner.options.durability)?;
+            let db = Database::open(&name, &store.path_of(&name), store.inner.options)?;
             open.insert(name, db.clone());
             Ok(db)
         })

@@ -224,10 +224,9 @@ impl DocBuilder<'_> {
     pub(crate) fn finish(self) -> Result<DocJson, StoreError> {
         let mut out = String::with_capacity(self.body.len() + 96);
         out.push_str("{\"_id\":");
-        push_json_string(&mut out, self.id);
-        out.push_str(",\"_rev\":\"");
-        out.push_str(&self.rev.to_string());
-        out.push('"');
+        wire::json::push_string(&mut out, self.id);
+        out.push_str(",\"_rev\":");
+        wire::json::push_display(&mut out, self.rev);
         let inner = self.body.trim();
         let inner = inner
             .strip_prefix('{')
@@ -252,17 +251,6 @@ impl DocBuilder<'_> {
     }
 }
 
-/// Appends `s` as a JSON string literal.
-pub(crate) fn push_json_string(out: &mut String, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push('"');
-        out.push_str(s);
-        out.push('"');
-    } else {
-        out.push_str(&Value::String(s.to_string()).to_string());
-    }
-}
-
 /// The newest position among `since` revisions that are `rev` or its
 /// ancestors: attachments at or below it are assumed present at the reader.
 fn since_pos(tree: &RevTree, rev: &RevId, since: &[RevId]) -> u64 {
@@ -273,7 +261,7 @@ fn since_pos(tree: &RevTree, rev: &RevId, since: &[RevId]) -> u64 {
     since
         .iter()
         .filter(|r| ancestry.contains(r))
-        .map(|r| r.pos)
+        .map(|r| r.pos())
         .max()
         .unwrap_or(0)
 }

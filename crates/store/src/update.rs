@@ -1,7 +1,7 @@
 //! Writing documents: `bulk_docs` with `new_edits=true` (interactive edits)
 //! and `new_edits=false` (replication), inside the writer's transaction.
 
-use revtree::{AttachmentDigest, LeafState, MergeOutcome, RevId, RevTree, new_rev_hash};
+use revtree::{AttachmentDigest, EditError, LeafState, MergeOutcome, RevId, RevTree, new_rev_hash};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
@@ -48,6 +48,20 @@ impl Database {
             Err(BulkError::Store(e)) => Err(e),
             Err(BulkError::Input(never)) => match never {},
         }
+    }
+
+    /// Writes one document; a refusal of it (a conflict, a missing stub) is
+    /// the error of the whole call. Returns the revision written.
+    pub async fn put_doc(&self, doc: DocInput, new_edits: bool) -> Result<String, StoreError> {
+        let result = self
+            .bulk_docs(vec![doc], new_edits)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| {
+                StoreError::CommitFailed("a write of one document gave no result".into())
+            })?;
+        result.result.map_err(StoreError::from)
     }
 
     /// [`Database::bulk_docs`] for documents still being decoded (an HTTP
@@ -296,10 +310,12 @@ fn missing_stub(id: &str, name: &str) -> StoreError {
 
 /// New bytes (inline or staged) become metadata at `revpos`.
 fn new_bytes_meta(
-    conn: &Connection,
+    ctx: &WriteCtx<'_>,
+    name: &str,
     input: AttachmentInput,
     default_revpos: u64,
 ) -> Result<Option<AttachmentMeta>, StoreError> {
+    let conn = ctx.conn;
     Ok(match input {
         AttachmentInput::Inline {
             content_type,
@@ -309,6 +325,9 @@ fn new_bytes_meta(
         } => {
             // Inline data is always the content itself (identity), whatever
             // `encoding` a client sends along with it.
+            if data.len() as u64 > ctx.max_attachment_size {
+                return Err(StoreError::AttachmentTooLarge(name.to_string()));
+            }
             let digest = attachments::put_blob(conn, &data)?;
             Some(AttachmentMeta {
                 content_type,
@@ -326,12 +345,16 @@ fn new_bytes_meta(
             revpos,
             encoding,
             encoded_length,
+            // The pin may go now: compaction runs on this same thread, so it
+            // cannot come before this write has referenced the bytes.
+            pin: _,
         } => {
             if !attachments::has_blob(conn, &digest)? {
                 return Err(StoreError::bad_request(format!(
                     "Staged attachment {digest} is not stored"
                 )));
             }
+            check_declared_length(ctx, name, &digest, length, encoding.as_deref())?;
             Some(AttachmentMeta {
                 content_type,
                 length,
@@ -343,6 +366,36 @@ fn new_bytes_meta(
         }
         AttachmentInput::Stub { .. } | AttachmentInput::Follows { .. } => None,
     })
+}
+
+/// Checks the decoded `length` a client declared for bytes it sent encoded
+/// (the stored length of identity bytes is measured, never declared): a
+/// length over `max_attachment_size` is 413, one the bytes do not inflate
+/// to is 400, and an encoding other than gzip is refused.
+fn check_declared_length(
+    ctx: &WriteCtx<'_>,
+    name: &str,
+    digest: &str,
+    length: u64,
+    encoding: Option<&str>,
+) -> Result<(), StoreError> {
+    let limit = ctx.max_attachment_size;
+    if length > limit {
+        return Err(StoreError::AttachmentTooLarge(name.to_string()));
+    }
+    match encoding {
+        None => Ok(()),
+        Some("gzip") => match attachments::inflated_length(ctx.conn, digest, limit)? {
+            Some(actual) if actual == length => Ok(()),
+            Some(actual) => Err(StoreError::bad_request(format!(
+                "Attachment {name} declares length {length} but its gzip content inflates to {actual} bytes"
+            ))),
+            None => Err(StoreError::AttachmentTooLarge(name.to_string())),
+        },
+        Some(other) => Err(StoreError::bad_request(format!(
+            "Attachment {name} has an unsupported encoding `{other}`; only gzip is accepted"
+        ))),
+    }
 }
 
 fn interactive_edit(
@@ -365,7 +418,11 @@ fn interactive_edit(
         (Some(p), Some(s)) => rev_atts(ctx.conn, s.key, p)?,
         _ => Vec::new(),
     };
-    let new_pos = parent.as_ref().map_or(1, |p| p.pos + 1);
+    let new_pos = match &parent {
+        None => 1,
+        Some(p) if p.pos() >= revtree::MAX_POS => return Err(position_overflow(id)),
+        Some(p) => p.pos() + 1,
+    };
     let mut atts: Attachments = Vec::with_capacity(doc.attachments.len());
     for (name, input) in doc.attachments {
         let meta = match input {
@@ -379,7 +436,7 @@ fn interactive_edit(
                     _ => return Err(missing_stub(id, &name)),
                 }
             }
-            other => match new_bytes_meta(ctx.conn, other, new_pos)? {
+            other => match new_bytes_meta(ctx, &name, other, new_pos)? {
                 Some(mut meta) => {
                     meta.revpos = new_pos;
                     meta
@@ -412,13 +469,22 @@ fn interactive_edit(
         }
     };
     // `new_edit` takes the requested parent and derives the same effective one.
-    let Ok(new_rev) = tree.new_edit(doc.rev.as_ref(), doc.deleted, |_| hash) else {
-        return Ok(Err(DocFailure::conflict()));
+    let new_rev = match tree.new_edit(doc.rev.as_ref(), doc.deleted, |_| hash) {
+        Ok(rev) => rev,
+        Err(EditError::Conflict) => return Ok(Err(DocFailure::conflict())),
+        Err(EditError::PositionOverflow) => return Err(position_overflow(id)),
     };
     let key = stored.as_ref().map_or_else(|| allocate_key(ctx), |s| s.key);
     let written = write_revision(ctx.conn, key, &new_rev, &body_stored, &atts)?;
     finish_update(ctx, id, key, stored.as_ref(), tree, Some(written))?;
     Ok(Ok(new_rev.to_string()))
+}
+
+/// An edit of a revision at `MAX_POS`: no position is left for its child.
+fn position_overflow(id: &str) -> StoreError {
+    StoreError::bad_request(format!(
+        "Document {id} is at the highest revision position and cannot be edited"
+    ))
 }
 
 fn replicated_edit(
@@ -469,7 +535,7 @@ fn replicated_edit(
                     };
                     known.ok_or_else(|| missing_stub(id, &name))?
                 }
-                other => new_bytes_meta(ctx.conn, other, leaf.pos)?
+                other => new_bytes_meta(ctx, &name, other, leaf.pos())?
                     .ok_or_else(|| missing_stub(id, &name))?,
             };
             atts.push((name, meta));

@@ -4,6 +4,7 @@
 //! commit rather than fifty. Each write runs inside its own savepoint: one
 //! that fails is rolled back alone, and the others still commit.
 
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
@@ -84,6 +85,8 @@ impl DbState {
 pub(crate) struct WriteCtx<'a> {
     pub conn: &'a Connection,
     pub state: &'a mut DbState,
+    /// The database's `max_attachment_size`, for checks of declared lengths.
+    pub max_attachment_size: u64,
 }
 
 /// A write waiting for the writer thread.
@@ -167,55 +170,56 @@ pub(crate) enum Msg {
     Close(std::sync::mpsc::Sender<()>),
 }
 
+/// Everything the writer thread owns.
+pub(crate) struct Writer {
+    pub conn: Connection,
+    pub rx: Receiver<Msg>,
+    pub state: DbState,
+    /// Bumped with `update_seq` after each commit: wakes changes feeds.
+    pub seq_tx: watch::Sender<u64>,
+    pub db_name: String,
+    pub commits: Arc<AtomicU64>,
+    pub checkpointer: Checkpointer,
+    pub max_attachment_size: u64,
+}
+
 /// The writer thread's loop: take every queued write, run them in one
 /// transaction, commit, then answer each and wake change listeners.
-pub(crate) fn run(
-    mut conn: Connection,
-    rx: Receiver<Msg>,
-    mut state: DbState,
-    seq_tx: watch::Sender<u64>,
-    db_name: String,
-    commits: Arc<AtomicU64>,
-    checkpointer: Checkpointer,
-) {
+///
+/// A panic never ends the loop. One inside a write fails that write alone
+/// ([`run_job`]); one anywhere else in a group rolls the group back, its
+/// writes are answered with an error, the counters are reloaded from the
+/// file, and the writer goes on with the next group.
+pub(crate) fn run(writer: Writer) {
+    let Writer {
+        mut conn,
+        rx,
+        mut state,
+        seq_tx,
+        db_name,
+        commits,
+        checkpointer,
+        max_attachment_size,
+    } = writer;
     let mut pending_close = None;
     while pending_close.is_none() {
         let Ok(first) = rx.recv() else { break };
-        let mut jobs: Vec<Box<dyn WriteJob>> = Vec::new();
-        let mut weight = 0;
-        match first {
-            Msg::Job(job) => {
-                weight += job.weight();
-                jobs.push(job);
-            }
-            Msg::Close(ack) => pending_close = Some(ack),
-        }
-        while pending_close.is_none() && weight < MAX_GROUP_WEIGHT {
-            match rx.try_recv() {
-                Ok(Msg::Job(job)) => {
-                    weight += job.weight();
-                    jobs.push(job);
+        let served = panic::catch_unwind(AssertUnwindSafe(|| {
+            let group = Group {
+                conn: &mut conn,
+                state: &mut state,
+                max_attachment_size,
+            };
+            serve_group(first, &rx, group, &mut pending_close, &seq_tx, &commits, &db_name)
+        }));
+        if served.is_err() {
+            tracing::error!(db = %db_name, "the writer panicked: its group was rolled back, the writer goes on");
+            match DbState::load(&conn) {
+                Ok(fresh) => state = fresh,
+                Err(e) => {
+                    tracing::error!(db = %db_name, error = %e, "cannot reload the database state")
                 }
-                Ok(Msg::Close(ack)) => pending_close = Some(ack),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
-        }
-        if jobs.is_empty() {
-            continue;
-        }
-        let commit_error = run_group(&mut conn, &mut state, &mut jobs).err();
-        if commit_error.is_none() {
-            commits.fetch_add(1, Ordering::Relaxed);
-        }
-        if let Some(e) = &commit_error {
-            tracing::error!(db = %db_name, error = %e, "group commit failed");
-            // Whatever the failure, the in-memory counters must match the file.
-            if let Ok(fresh) = DbState::load(&conn) {
-                state = fresh;
-            }
-        }
-        for job in jobs {
-            job.finish(commit_error.as_deref());
         }
         seq_tx.send_if_modified(|seq| {
             let changed = *seq != state.update_seq;
@@ -233,20 +237,117 @@ pub(crate) fn run(
     }
 }
 
+/// Takes `first` and whatever else is queued (up to a group's weight), runs
+/// them in one transaction and answers each.
+/// What a group of writes runs against.
+struct Group<'a> {
+    conn: &'a mut Connection,
+    state: &'a mut DbState,
+    max_attachment_size: u64,
+}
+
+fn serve_group(
+    first: Msg,
+    rx: &Receiver<Msg>,
+    group: Group<'_>,
+    pending_close: &mut Option<std::sync::mpsc::Sender<()>>,
+    seq_tx: &watch::Sender<u64>,
+    commits: &AtomicU64,
+    db_name: &str,
+) {
+    let mut jobs: Vec<Box<dyn WriteJob>> = Vec::new();
+    let mut weight = 0;
+    match first {
+        Msg::Job(job) => {
+            weight += job.weight();
+            jobs.push(job);
+        }
+        Msg::Close(ack) => *pending_close = Some(ack),
+    }
+    while pending_close.is_none() && weight < MAX_GROUP_WEIGHT {
+        match rx.try_recv() {
+            Ok(Msg::Job(job)) => {
+                weight += job.weight();
+                jobs.push(job);
+            }
+            Ok(Msg::Close(ack)) => *pending_close = Some(ack),
+            Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+        }
+    }
+    if jobs.is_empty() {
+        return;
+    }
+    let Group {
+        conn,
+        state,
+        max_attachment_size,
+    } = group;
+    let commit_error = run_group(conn, state, max_attachment_size, &mut jobs).err();
+    if commit_error.is_none() {
+        commits.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(e) = &commit_error {
+        tracing::error!(db = %db_name, error = %e, "group commit failed");
+        // Whatever the failure, the in-memory counters must match the file.
+        if let Ok(fresh) = DbState::load(conn) {
+            *state = fresh;
+        }
+    }
+    // Published before any write is answered: whoever got an answer sees
+    // the new sequence.
+    publish_seq(seq_tx, state);
+    for job in jobs {
+        // Each answer on its own: a panic while answering one write must
+        // not leave the others of a committed group unanswered.
+        let answered =
+            panic::catch_unwind(AssertUnwindSafe(|| job.finish(commit_error.as_deref())));
+        if answered.is_err() {
+            tracing::error!(db = %db_name, "answering a write panicked");
+        }
+    }
+}
+
+/// Wakes changes feeds when the committed update sequence moved.
+fn publish_seq(seq_tx: &watch::Sender<u64>, state: &DbState) {
+    seq_tx.send_if_modified(|seq| {
+        let changed = *seq != state.update_seq;
+        *seq = state.update_seq;
+        changed
+    });
+}
+
+/// Runs one write; a panic inside it fails this write alone (the caller
+/// rolls back its changes) instead of taking the writer down.
+fn run_job(job: &mut dyn WriteJob, ctx: &mut WriteCtx<'_>) -> bool {
+    match panic::catch_unwind(AssertUnwindSafe(|| job.run(ctx))) {
+        Ok(ok) => ok,
+        Err(_) => {
+            tracing::error!("a write panicked; it was rolled back alone");
+            job.abort("the write failed on an internal error".into());
+            false
+        }
+    }
+}
+
 /// Runs one write of a group inside its own savepoint; a failed write is
 /// rolled back alone and leaves `working` as it was.
 fn run_in_savepoint(
     tx: &mut rusqlite::Transaction<'_>,
     job: &mut dyn WriteJob,
     working: &mut DbState,
+    max_attachment_size: u64,
 ) {
     let before = working.clone();
     let ok = match tx.savepoint() {
         Ok(mut sp) => {
-            let ok = job.run(&mut WriteCtx {
-                conn: &sp,
-                state: working,
-            });
+            let ok = run_job(
+                job,
+                &mut WriteCtx {
+                    conn: &sp,
+                    state: working,
+                    max_attachment_size,
+                },
+            );
             if ok {
                 match sp.commit() {
                     Ok(()) => true,
@@ -270,6 +371,7 @@ fn run_in_savepoint(
 fn run_group(
     conn: &mut Connection,
     state: &mut DbState,
+    max_attachment_size: u64,
     jobs: &mut [Box<dyn WriteJob>],
 ) -> Result<(), String> {
     let mut tx = conn
@@ -279,15 +381,19 @@ fn run_group(
     if let [job] = jobs {
         // A lone write needs no savepoint: if it fails, the whole
         // transaction is rolled back instead.
-        if !job.run(&mut WriteCtx {
-            conn: &tx,
-            state: &mut working,
-        }) {
+        if !run_job(
+            job.as_mut(),
+            &mut WriteCtx {
+                conn: &tx,
+                state: &mut working,
+                max_attachment_size,
+            },
+        ) {
             return Ok(());
         }
     } else {
         for job in jobs.iter_mut() {
-            run_in_savepoint(&mut tx, job.as_mut(), &mut working);
+            run_in_savepoint(&mut tx, job.as_mut(), &mut working, max_attachment_size);
         }
     }
     if working != *state {

@@ -5,6 +5,7 @@
 
 mod common;
 
+use base64::Engine;
 use common::{TempStore, doc, get, get_with, put, replicate, rev};
 use serde_json::json;
 use store::{AttachmentInput, GetOptions, StoreError};
@@ -101,7 +102,7 @@ async fn a_large_upload_is_chunked_and_read_back_chunk_by_chunk() {
     let db = t.db("big").await;
     let size = store::CHUNK_SIZE * 2 + 1234;
     let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
-    let mut upload = db.begin_attachment();
+    let mut upload = db.begin_attachment("a");
     for piece in bytes.chunks(10_000) {
         upload.write(piece).await.unwrap();
     }
@@ -119,6 +120,7 @@ async fn a_large_upload_is_chunked_and_read_back_chunk_by_chunk() {
             revpos: None,
             encoding: None,
             encoded_length: None,
+            pin: staged.pin.clone(),
         },
     ));
     db.bulk_docs(vec![input], true).await.unwrap()[0]
@@ -197,7 +199,7 @@ async fn gzip_encoded_attachments_are_kept_encoded_and_inflated_for_inline_json(
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&text).unwrap();
     let gz = gz.finish().unwrap();
-    let mut upload = db.begin_attachment();
+    let mut upload = db.begin_attachment("a");
     upload.write(&gz).await.unwrap();
     let staged = upload.finish().await.unwrap();
     let mut input = doc(json!({"_id": "z", "_revisions": {"start": 1, "ids": ["a"]}}));
@@ -210,6 +212,7 @@ async fn gzip_encoded_attachments_are_kept_encoded_and_inflated_for_inline_json(
             revpos: Some(1),
             encoding: Some("gzip".into()),
             encoded_length: Some(gz.len() as u64),
+            pin: staged.pin.clone(),
         },
     ));
     db.bulk_docs(vec![input], false).await.unwrap();
@@ -237,4 +240,122 @@ async fn gzip_encoded_attachments_are_kept_encoded_and_inflated_for_inline_json(
         .decode(inline["_attachments"]["t.txt"]["data"].as_str().unwrap())
         .unwrap();
     assert_eq!(data, text);
+}
+
+/// Uploads `bytes` and returns the staged blob.
+async fn stage(db: &store::Database, bytes: &[u8]) -> store::StagedBlob {
+    let mut upload = db.begin_attachment("a");
+    upload.write(bytes).await.unwrap();
+    upload.finish().await.unwrap()
+}
+
+fn staged_input(staged: &store::StagedBlob, length: u64, gzip: bool) -> AttachmentInput {
+    AttachmentInput::Staged {
+        content_type: "text/plain".into(),
+        digest: staged.digest.clone(),
+        length,
+        revpos: Some(1),
+        encoding: gzip.then(|| "gzip".into()),
+        encoded_length: gzip.then_some(staged.length),
+        pin: staged.pin.clone(),
+    }
+}
+
+#[tokio::test]
+async fn compaction_never_takes_bytes_uploaded_for_a_write_still_to_come() {
+    let t = TempStore::new();
+    let db = t.db("pinned").await;
+    let staged = stage(&db, b"uploaded, not yet referenced").await;
+    // Compaction between the upload and the document write used to drop
+    // the finished but unreferenced blob, and the write then failed.
+    db.compact().await.unwrap();
+    let mut input = doc(json!({"_id": "d"}));
+    input
+        .attachments
+        .push(("a.txt".into(), staged_input(&staged, staged.length, false)));
+    drop(staged);
+    db.put_doc(input, true).await.unwrap();
+    db.compact().await.unwrap();
+    let got = get_with(
+        &db,
+        "d",
+        GetOptions {
+            attachments: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        got["_attachments"]["a.txt"]["digest"],
+        store::digest_of(b"uploaded, not yet referenced")
+    );
+
+    // Once its holders are gone, an unused upload is dropped as before.
+    let orphan = stage(&db, b"never used").await;
+    let digest = orphan.digest.clone();
+    drop(orphan);
+    db.compact().await.unwrap();
+    let mut input = doc(json!({"_id": "e"}));
+    let gone = store::StagedBlob {
+        digest,
+        length: 10,
+        pin: Default::default(),
+    };
+    input
+        .attachments
+        .push(("b.txt".into(), staged_input(&gone, 10, false)));
+    assert!(db.put_doc(input, true).await.is_err());
+}
+
+#[tokio::test]
+async fn a_declared_length_is_checked_against_the_bytes_never_trusted() {
+    use std::io::Write;
+    let t = TempStore::new();
+    let db = t.db("lies").await;
+    let text = b"some text that compresses, some text that compresses".to_vec();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&text).unwrap();
+    let gz = gz.finish().unwrap();
+    let staged = stage(&db, &gz).await;
+    for (length, expected) in [
+        (1_000_000_000_000_000_000u64, "attachment_too_large"),
+        (text.len() as u64 + 1, "bad_request"),
+        (3, "bad_request"),
+    ] {
+        let mut input = doc(json!({"_id": "g"}));
+        input
+            .attachments
+            .push(("t.txt".into(), staged_input(&staged, length, true)));
+        let err = db.put_doc(input, true).await.unwrap_err();
+        let kind = match err {
+            StoreError::AttachmentTooLarge(_) => "attachment_too_large",
+            StoreError::Invalid { error, .. } => error,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(kind, expected, "declared {length}");
+    }
+    let mut input = doc(json!({"_id": "g"}));
+    input.attachments.push((
+        "t.txt".into(),
+        staged_input(&staged, text.len() as u64, true),
+    ));
+    db.put_doc(input, true).await.unwrap();
+    let got = get_with(
+        &db,
+        "g",
+        GetOptions {
+            attachments: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    let inline = &got["_attachments"]["t.txt"];
+    assert_eq!(
+        inline["data"],
+        base64::engine::general_purpose::STANDARD.encode(&text)
+    );
+    assert!(
+        inline.get("length").is_none(),
+        "inline data carries no length: {inline}"
+    );
 }

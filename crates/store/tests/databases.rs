@@ -127,6 +127,7 @@ async fn full_durability_and_ensure_full_commit_work() {
         &dir,
         store::StoreOptions {
             durability: store::Durability::Full,
+            ..Default::default()
         },
     )
     .unwrap();

@@ -172,7 +172,7 @@ async fn all_docs_orders_by_code_point_and_honours_ranges() {
     );
 
     let keys = db
-        .all_docs_keys(vec!["gone".into(), "nope".into(), "a".into()], false, false)
+        .all_docs_keys(vec!["gone".into(), "nope".into(), "a".into()], None)
         .await
         .unwrap();
     assert!(keys[0].1.as_ref().unwrap().deleted);

@@ -1,0 +1,467 @@
+//! Regression tests for requests that used to break a database or the
+//! server: each names the defect it pins. Every test also checks the server
+//! still answers afterwards.
+
+use recliner_tests::{Client, TempDir, TestServer, percent_encode};
+use serde_json::{Value, json};
+
+async fn start(label: &str) -> (TempDir, TestServer, Client) {
+    let data = TempDir::new(label);
+    let server = TestServer::start(data.path(), &[]);
+    let client = Client::new(&server);
+    assert_eq!(client.put("/db", json!({})).await.status, 201);
+    (data, server, client)
+}
+
+/// The lines of a `_changes` body in a streaming feed style, parsed.
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| l.strip_prefix("data: ").unwrap_or(l))
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l:?}")))
+        .collect()
+}
+
+#[tokio::test]
+async fn hostile_revision_ids_read_back_as_valid_json_everywhere() {
+    let (_d, _s, c) = start("hostile-revs").await;
+    let revs = [
+        "1-a\"b",
+        "1-a\\b",
+        "1-a\u{1}b",
+        "1-a\r\nX: 1",
+        "1-日本",
+        "1-",
+    ];
+    for (i, rev) in revs.iter().enumerate() {
+        let id = format!("d{i}\"\n");
+        let reply = c
+            .post(
+                "/db/_bulk_docs",
+                json!({"new_edits": false, "docs": [{"_id": id, "_rev": rev, "n": i}]}),
+            )
+            .await;
+        assert_eq!(reply.status, 201, "{rev:?}: {}", reply.text);
+        let path = format!("/db/{}", percent_encode(&id));
+        let doc = c.get(&path).await.json();
+        assert_eq!(doc["_rev"], *rev);
+        assert_eq!(doc["_id"], id);
+        let doc = c
+            .get(&format!("{path}?revs=true&revs_info=true"))
+            .await
+            .json();
+        assert_eq!(doc["_rev"], *rev);
+        let open = c
+            .send(
+                "GET",
+                &format!("{path}?open_revs=all"),
+                None,
+                &[("accept", "application/json")],
+            )
+            .await
+            .json();
+        assert_eq!(open[0]["ok"]["_rev"], *rev);
+        let at = c
+            .get(&format!("{path}?rev={}", percent_encode(rev)))
+            .await
+            .json();
+        assert_eq!(at["_rev"], *rev);
+    }
+    let all = c.get("/db/_all_docs?include_docs=true").await.json();
+    let rows = all["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), revs.len());
+    for row in rows {
+        assert_eq!(row["value"]["rev"], row["doc"]["_rev"]);
+        assert!(revs.contains(&row["value"]["rev"].as_str().unwrap()));
+    }
+    let changes = c
+        .get("/db/_changes?include_docs=true&style=all_docs")
+        .await
+        .json();
+    assert_eq!(changes["results"].as_array().unwrap().len(), revs.len());
+    for style in ["longpoll", "continuous&timeout=1", "eventsource&timeout=1"] {
+        let reply = c
+            .get(&format!("/db/_changes?feed={style}&include_docs=true"))
+            .await;
+        let seen: Vec<Value> = if style == "longpoll" {
+            reply.json()["results"].as_array().unwrap().clone()
+        } else {
+            json_lines(&reply.text)
+                .into_iter()
+                .filter(|l| l.get("id").is_some())
+                .collect()
+        };
+        assert_eq!(seen.len(), revs.len(), "{style}");
+        for row in seen {
+            assert_eq!(row["changes"][0]["rev"], row["doc"]["_rev"], "{style}");
+        }
+    }
+    let docs: Vec<Value> = revs
+        .iter()
+        .enumerate()
+        .map(|(i, rev)| json!({"id": format!("d{i}\"\n"), "rev": rev}))
+        .collect();
+    let got = c
+        .post("/db/_bulk_get?revs=true", json!({"docs": docs}))
+        .await
+        .json();
+    for (result, rev) in got["results"].as_array().unwrap().iter().zip(revs) {
+        assert_eq!(result["docs"][0]["ok"]["_rev"], rev);
+    }
+}
+
+#[tokio::test]
+async fn positions_at_the_bound_refuse_an_edit_and_the_database_keeps_working() {
+    let (_d, _s, c) = start("huge-positions").await;
+    let top = "9223372036854775807-abc";
+    let reply = c
+        .post(
+            "/db/_bulk_docs",
+            json!({"new_edits": false, "docs": [{"_id": "x", "_rev": top}]}),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    // An edit would need a position past the bound: refused, not wrapped.
+    let edit = c.put("/db/x", json!({"_rev": top, "v": 2})).await;
+    assert_eq!(edit.status, 400, "{}", edit.text);
+    assert_eq!(edit.json()["error"], "bad_request");
+    for rev in ["18446744073709551614-abc", "9223372036854775808-a", "0-a"] {
+        let reply = c
+            .post(
+                "/db/_bulk_docs",
+                json!({"new_edits": false, "docs": [{"_id": "y", "_rev": rev}]}),
+            )
+            .await;
+        assert_eq!(reply.status, 400, "{rev}: {}", reply.text);
+    }
+    let reply = c
+        .post(
+            "/db/_bulk_docs",
+            json!({"new_edits": false, "docs": [{"_id": "z",
+                "_revisions": {"start": 18446744073709551614u64, "ids": ["b", "a"]}}]}),
+        )
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    // The writer is alive: the database is there and takes writes.
+    assert_eq!(c.put("/db/after", json!({})).await.status, 201);
+    assert_eq!(c.get("/db/x").await.json()["_rev"], top);
+    assert_eq!(c.get("/db").await.json()["doc_count"], 2);
+}
+
+/// A multipart/related document upload with one attachment.
+fn related_body(boundary: &str, doc: &Value, bytes: &[u8]) -> Vec<u8> {
+    let mut body = format!(
+        "--{boundary}\r\nContent-Type: application/json\r\n\r\n{doc}\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    body
+}
+
+#[tokio::test]
+async fn declared_attachment_lengths_are_checked_before_anything_is_allocated() {
+    let (_d, server, c) = start("declared-lengths").await;
+    let gz = {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(b"hello hello hello").unwrap();
+        e.finish().unwrap()
+    };
+    for (length, status) in [(1_000_000_000_000_000_000u64, 413), (18, 400), (17, 201)] {
+        let doc = json!({"_attachments": {"a.txt": {"follows": true, "content_type": "text/plain",
+            "encoding": "gzip", "length": length}}});
+        let reply = c
+            .send_bytes(
+                "PUT",
+                "/db/g",
+                related_body("B", &doc, &gz),
+                "multipart/related; boundary=\"B\"",
+            )
+            .await;
+        assert_eq!(reply.status, status, "length {length}: {}", reply.text);
+    }
+    // The stored attachment inflates to what it declared, in every read path.
+    let doc = c
+        .send(
+            "GET",
+            "/db/g?attachments=true",
+            None,
+            &[("accept", "application/json")],
+        )
+        .await
+        .json();
+    assert_eq!(
+        doc["_attachments"]["a.txt"]["data"],
+        "aGVsbG8gaGVsbG8gaGVsbG8="
+    );
+    let got = c
+        .post(
+            "/db/_bulk_get?attachments=true",
+            json!({"docs": [{"id": "g"}]}),
+        )
+        .await;
+    assert_eq!(got.status, 200);
+    // Inline gzip that inflates past the limit is refused, not inflated.
+    let small = TempDir::new("declared-lengths-small");
+    let limited =
+        TestServer::start_with_env(small.path(), &[], &[("RECLINER_MAX_ATTACHMENT_SIZE", "10")]);
+    let l = Client::new(&limited);
+    l.put("/db", json!({})).await;
+    let reply = l
+        .send_bytes(
+            "PUT",
+            "/db/d/a.bin",
+            vec![7u8; 11],
+            "application/octet-stream",
+        )
+        .await;
+    assert_eq!(reply.status, 413, "{}", reply.text);
+    assert_eq!(reply.json()["error"], "attachment_too_large");
+    assert_eq!(c.get("/").await.status, 200, "the server is still up");
+    drop(server);
+}
+
+#[tokio::test]
+async fn local_documents_ignore_revisions_as_couchdbs_replicator_sends_them() {
+    let (_d, _s, c) = start("local-revisions").await;
+    assert_eq!(
+        c.put("/db/_local/cp", json!({"seq": 1})).await.json()["rev"],
+        "0-1"
+    );
+    // CouchDB's replicator updates its checkpoint with such a body.
+    let reply = c
+        .put(
+            "/db/_local/cp",
+            json!({"_rev": "0-1", "_revisions": {"start": 0, "ids": ["1"]}, "seq": 2}),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert_eq!(reply.json()["rev"], "0-2");
+    let doc = c.get("/db/_local/cp").await.json();
+    assert_eq!(doc, json!({"_id": "_local/cp", "_rev": "0-2", "seq": 2}));
+    let bad = c
+        .put(
+            "/db/_local/cp",
+            json!({"_revisions": {"start": 5, "ids": ["a"]}}),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.text);
+}
+
+#[tokio::test]
+async fn compaction_never_fails_a_concurrent_upload() {
+    let (_d, _s, c) = start("compaction-uploads").await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let compactor = {
+        let c = c.clone();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut runs = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let reply = c.post("/db/_compact", json!({})).await;
+                assert_eq!(reply.status, 202, "{}", reply.text);
+                runs += 1;
+            }
+            runs
+        })
+    };
+    let mut uploads = Vec::new();
+    for i in 0..8 {
+        let c = c.clone();
+        uploads.push(tokio::spawn(async move {
+            let mut failures = Vec::new();
+            for j in 0..15 {
+                let bytes = format!("attachment {i}/{j}").repeat(2000).into_bytes();
+                let reply = c
+                    .send_bytes(
+                        "PUT",
+                        &format!("/db/doc{i}-{j}/a.bin"),
+                        bytes,
+                        "application/octet-stream",
+                    )
+                    .await;
+                if reply.status != 201 {
+                    failures.push(reply.text);
+                }
+            }
+            failures
+        }));
+    }
+    let mut failures = Vec::new();
+    for upload in uploads {
+        failures.extend(upload.await.unwrap());
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let runs = compactor.await.unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} uploads failed: {:?}",
+        failures.len(),
+        failures.first()
+    );
+    assert!(runs > 1, "compaction ran beside the uploads");
+    let all = c.get("/db/_all_docs").await.json();
+    assert_eq!(all["rows"].as_array().unwrap().len(), 120);
+    c.post("/db/_compact", json!({})).await;
+    let got = c.get("/db/doc3-7/a.bin").await;
+    assert_eq!(got.text, "attachment 3/7".repeat(2000));
+}
+
+#[tokio::test]
+async fn attachment_names_and_types_cannot_inject_multipart_headers() {
+    let (_d, _s, c) = start("header-injection").await;
+    let reply = c
+        .put(
+            "/db/doc",
+            json!({"_attachments": {"a\r\nX-Injected: 1": {
+                "content_type": "text/plain\r\nX-Bad: 1", "data": "aGVsbG8="}}}),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    for (path, accept) in [
+        ("/db/doc?attachments=true", "multipart/related"),
+        ("/db/doc?open_revs=all&attachments=true", "multipart/mixed"),
+    ] {
+        let response = c
+            .http()
+            .get(c.url(path))
+            .header("accept", accept)
+            .send()
+            .await
+            .unwrap();
+        let body = response.bytes().await.unwrap();
+        let text = String::from_utf8_lossy(&body);
+        for line in text.split("\r\n") {
+            assert!(
+                !line.starts_with("X-Injected") && !line.starts_with("X-Bad"),
+                "{path}: an injected header line: {line:?}"
+            );
+        }
+        assert!(
+            text.contains("filename=\"a%0D%0AX-Injected: 1\""),
+            "{path}: {text}"
+        );
+    }
+    // The JSON reads keep the names and types exactly.
+    let doc = c.get("/db/doc").await.json();
+    let att = &doc["_attachments"]["a\r\nX-Injected: 1"];
+    assert_eq!(att["content_type"], "text/plain\r\nX-Bad: 1");
+}
+
+#[tokio::test]
+async fn wire_details_match_couchdb() {
+    let (_d, _s, c) = start("wire-details").await;
+    c.put(
+        "/db/a",
+        json!({"_attachments": {"t.txt": {"content_type": "text/plain", "data": "aGVsbG8="}}}),
+    )
+    .await;
+    // _all_docs gives attachment data inline when asked, without `length`.
+    let all = c
+        .get("/db/_all_docs?include_docs=true&attachments=true")
+        .await
+        .json();
+    let att = &all["rows"][0]["doc"]["_attachments"]["t.txt"];
+    assert_eq!(att["data"], "aGVsbG8=", "{att}");
+    assert!(
+        att.get("length").is_none() && att.get("stub").is_none(),
+        "{att}"
+    );
+    let doc = c
+        .send(
+            "GET",
+            "/db/a?attachments=true",
+            None,
+            &[("accept", "application/json")],
+        )
+        .await
+        .json();
+    assert!(doc["_attachments"]["t.txt"].get("length").is_none());
+    let changes = c
+        .get("/db/_changes?include_docs=true&attachments=true")
+        .await
+        .json();
+    assert!(
+        changes["results"][0]["doc"]["_attachments"]["t.txt"]
+            .get("length")
+            .is_none()
+    );
+    // Stubs keep their length.
+    assert_eq!(
+        c.get("/db/a").await.json()["_attachments"]["t.txt"]["length"],
+        5
+    );
+
+    // `keys` with a different `key` is a query_parse_error; the same key is fine.
+    let bad = c
+        .post("/db/_all_docs?key=%22b%22", json!({"keys": ["a"]}))
+        .await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.json()["error"], "query_parse_error");
+    assert_eq!(
+        bad.json()["reason"],
+        "`keys` is incompatible with `key`, `start_key` and `end_key`"
+    );
+    let same = c
+        .post("/db/_all_docs?key=%22a%22", json!({"keys": ["a"]}))
+        .await;
+    assert_eq!(same.status, 200, "{}", same.text);
+
+    // `1-` is a revision to CouchDB: position 1, empty hash.
+    let reply = c
+        .post(
+            "/db/_bulk_docs",
+            json!({"new_edits": false, "docs": [{"_id": "e", "_rev": "1-"}]}),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    assert_eq!(c.get("/db/e").await.json()["_rev"], "1-");
+
+    // Design functions: CouchDB's 404s, never an attachment read.
+    c.put(
+        "/db/_design/d",
+        json!({"views": {"v": {"map": "function(doc){}"}}}),
+    )
+    .await;
+    for (path, reason) in [
+        ("/db/_design/missing/_view/v", "missing"),
+        ("/db/_design/d/_view/nope", "missing_named_view"),
+        ("/db/_design/d/_show/s/x", "missing json key: shows"),
+        ("/db/_design/missing/_list/l/v", "missing"),
+        ("/db/_changes?filter=missing/f", "missing"),
+        ("/db/_changes?filter=d/f", "missing json key: filters"),
+    ] {
+        let reply = c.get(path).await;
+        assert_eq!(reply.status, 404, "{path}: {}", reply.text);
+        assert_eq!(
+            reply.json(),
+            json!({"error": "not_found", "reason": reason}),
+            "{path}"
+        );
+    }
+    let view = c.get("/db/_design/d/_view/v").await;
+    assert_eq!(view.status, 501, "{}", view.text);
+    let bad_filter = c.get("/db/_changes?filter=noslash").await;
+    assert_eq!(bad_filter.status, 400);
+
+    // Sequences past i64 are refused, not wrapped into "everything".
+    for since in ["9223372036854775808", "18446744073709551616", "-1", "abc"] {
+        let reply = c.get(&format!("/db/_changes?since={since}")).await;
+        assert_eq!(reply.status, 400, "since={since}: {}", reply.text);
+        assert_eq!(
+            reply.json()["reason"],
+            "Malformed sequence supplied in 'since' parameter."
+        );
+    }
+    let end = c.get("/db/_changes?since=9223372036854775807").await.json();
+    assert_eq!(end["results"], json!([]));
+
+    // Every error has a reason.
+    let reply = c.get("/_scheduler/nonsense").await;
+    assert_eq!(reply.status, 404);
+    assert_eq!(
+        reply.json(),
+        json!({"error": "not_found", "reason": "missing"})
+    );
+}
