@@ -465,3 +465,21 @@ async fn wire_details_match_couchdb() {
         json!({"error": "not_found", "reason": "missing"})
     );
 }
+
+#[tokio::test]
+async fn up_is_200_only_while_the_store_can_be_read_and_written() {
+    let data = TempDir::new("up-health");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    let up = c.get("/_up").await;
+    assert_eq!(up.status, 200, "{}", up.text);
+    assert_eq!(up.json()["store"], json!({"read": "ok", "write": "ok"}));
+    // The data folder disappears under the server (a lost mount, say).
+    std::fs::remove_dir_all(data.path()).unwrap();
+    let down = c.get("/_up").await;
+    assert_eq!(down.status, 503, "{}", down.text);
+    let body = down.json();
+    assert_eq!(body["status"], "error");
+    assert!(body["store"]["read"]["error"].is_string(), "{body}");
+    assert!(body["store"]["write"]["error"].is_string(), "{body}");
+}

@@ -75,8 +75,27 @@ async fn welcome(State(state): State<AppState>) -> Response {
 
 /// # GET /_up
 /// Health check for load balancers, shaped as CouchDB 3's.
-async fn up() -> impl IntoResponse {
-    json_response(StatusCode::OK, &json!({"status": "ok", "seeds": {}}))
+/// 200 only when the store can be read and written, else 503, so that a
+/// load balancer stops sending traffic here; the body says which failed.
+async fn up(State(state): State<AppState>) -> impl IntoResponse {
+    let health = state.store.health().await;
+    let shown = |probe: &Result<(), String>| match probe {
+        Ok(()) => json!("ok"),
+        Err(reason) => json!({"error": reason}),
+    };
+    let store = json!({"read": shown(&health.read), "write": shown(&health.write)});
+    if health.is_ok() {
+        json_response(
+            StatusCode::OK,
+            &json!({"status": "ok", "seeds": {}, "store": store}),
+        )
+    } else {
+        tracing::error!(?health, "the store fails its health probe");
+        json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"status": "error", "seeds": {}, "store": store}),
+        )
+    }
 }
 
 /// # GET /_all_dbs

@@ -36,9 +36,11 @@ pub struct Config {
     /// Largest attachment in bytes; larger ones get 413
     /// `attachment_too_large` (CouchDB's default: 1 GiB).
     pub max_attachment_size: u64,
-    /// `normal`: every acknowledged write survives a crash of the process
-    /// (SQLite WAL, synchronous=NORMAL); `full`: also survives power loss, at
-    /// the cost of an fsync per group commit.
+    /// `full` (the default, as CouchDB 3): every acknowledged write is
+    /// fsynced and survives power loss, at the cost of an fsync per group
+    /// commit; `normal`: acknowledged writes survive a crash of the process
+    /// but the last ones may be lost on power loss (SQLite WAL,
+    /// synchronous=NORMAL).
     pub durability: DurabilityMode,
     /// Answer cross-origin requests (browser apps); off by default.
     pub cors_enabled: bool,
@@ -219,7 +221,7 @@ impl Default for Config {
             max_document_size: 8_000_000,
             max_http_request_size: 4 << 30,
             max_attachment_size: 1 << 30,
-            durability: DurabilityMode::Normal,
+            durability: DurabilityMode::Full,
             cors_enabled: false,
             cors_origins: Vec::new(),
             cors_credentials: false,

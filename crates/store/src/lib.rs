@@ -21,6 +21,7 @@ mod database;
 mod doc;
 mod error;
 mod feeds;
+mod health;
 mod local;
 pub mod name;
 mod read;
@@ -41,6 +42,7 @@ pub use database::{Database, DbInfo};
 pub use doc::{AttachmentInput, DocInput, validate_doc_id};
 pub use error::{DocFailure, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
+pub use health::Health;
 pub use read::{
     BulkGetError, BulkGetRequest, BulkGetResult, DocJson, GetOptions, OpenRev, OpenRevs,
 };

@@ -1,10 +1,12 @@
 //! The SQLite schema of one database file, and the connection settings.
 //!
-//! Durability: WAL mode with `synchronous = NORMAL`. A transaction is in the
-//! WAL file (handed to the OS) when its commit returns, so every acknowledged
-//! write survives a crash or `kill -9` of the process; only a power loss or OS
-//! crash can lose the last commits, which `ensure_full_commit` (and the
-//! `full` durability mode, `synchronous = FULL`) rule out.
+//! Durability: WAL mode. By default (`full`, `synchronous = FULL`) every
+//! group commit fsyncs the WAL before any of its writes is acknowledged, as
+//! CouchDB 3 fsyncs before it answers: acknowledged writes survive a power
+//! loss. `normal` (`synchronous = NORMAL`) is an opt-in: a commit is in the
+//! WAL file (handed to the OS) when it returns, so acknowledged writes still
+//! survive a crash or `kill -9` of the process, but a power loss or OS crash
+//! can lose the last commits (`ensure_full_commit` syncs them).
 
 use rusqlite::Connection;
 
@@ -15,11 +17,11 @@ pub const SCHEMA_VERSION: i64 = 1;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
     /// Survives process crashes; the last commits may be lost on power loss
-    /// until `ensure_full_commit`. CouchDB's own default trade-off.
-    #[default]
+    /// until `ensure_full_commit`. An opt-in for speed.
     Normal,
-    /// Every commit is fsynced: survives power loss, costs an fsync per
-    /// group commit.
+    /// Every group commit is fsynced before it is acknowledged: survives
+    /// power loss, as CouchDB 3 does by default.
+    #[default]
     Full,
 }
 

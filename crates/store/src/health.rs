@@ -1,0 +1,86 @@
+//! Whether the store can still do its job, for `/_up`: a load balancer must
+//! stop sending traffic to a server whose disk went read-only or full.
+
+use std::io::Write;
+
+use crate::{Store, StoreError};
+
+/// The outcome of one probe of the data folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    /// `Err` with the reason when the data folder cannot be listed or the
+    /// server uuid read back.
+    pub read: Result<(), String>,
+    /// `Err` with the reason when a file cannot be created, written,
+    /// synced and removed in the data folder.
+    pub write: Result<(), String>,
+}
+
+impl Health {
+    pub fn is_ok(&self) -> bool {
+        self.read.is_ok() && self.write.is_ok()
+    }
+}
+
+impl Store {
+    /// Probes reading and writing the data folder, off the async threads.
+    pub async fn health(&self) -> Health {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || Health {
+            read: store.probe_read().map_err(|e| e.to_string()),
+            write: store.probe_write().map_err(|e| e.to_string()),
+        })
+        .await
+        .unwrap_or_else(|e| Health {
+            read: Err(format!("probe failed: {e}")),
+            write: Err(format!("probe failed: {e}")),
+        })
+    }
+
+    fn probe_read(&self) -> Result<(), StoreError> {
+        std::fs::read_dir(self.data_dir())?.next().transpose()?;
+        let uuid = std::fs::read_to_string(self.data_dir().join("server-uuid"))?;
+        if uuid.trim() != self.server_uuid() {
+            return Err(StoreError::Corrupt {
+                db: String::new(),
+                detail: "the server uuid file changed".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn probe_write(&self) -> Result<(), StoreError> {
+        let path = self
+            .data_dir()
+            .join(format!(".health-{}", uuid::Uuid::new_v4().simple()));
+        let written = std::fs::File::create(&path).and_then(|mut file| {
+            file.write_all(b"ok")?;
+            file.sync_all()
+        });
+        let removed = std::fs::remove_file(&path);
+        written?;
+        removed?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_writable_data_folder_is_healthy_and_a_missing_one_is_not() {
+        let dir = std::env::temp_dir().join(format!("recliner-health-{}", uuid::Uuid::new_v4()));
+        let store = Store::open(&dir).unwrap();
+        assert_eq!(
+            store.health().await,
+            Health {
+                read: Ok(()),
+                write: Ok(())
+            }
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        let health = store.health().await;
+        assert!(health.read.is_err() && health.write.is_err(), "{health:?}");
+    }
+}
