@@ -483,3 +483,130 @@ async fn up_is_200_only_while_the_store_can_be_read_and_written() {
     assert!(body["store"]["read"]["error"].is_string(), "{body}");
     assert!(body["store"]["write"]["error"].is_string(), "{body}");
 }
+
+#[tokio::test]
+async fn every_declared_size_and_count_has_a_limit_with_a_clear_error() {
+    let data = TempDir::new("limits");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_MAX_DOCUMENT_ID_LENGTH", "10"),
+            ("RECLINER_MAX_BULK_ITEMS", "3"),
+            ("RECLINER_MAX_ATTACHMENT_NAME_LENGTH", "5"),
+            ("RECLINER_MAX_ATTACHMENTS_PER_DOCUMENT", "2"),
+        ],
+    );
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let check = |reply: recliner_tests::Reply, error: &str| {
+        assert_eq!(reply.status, 400, "{}", reply.text);
+        assert_eq!(reply.json()["error"], error, "{}", reply.text);
+    };
+    check(
+        c.post("/db", json!({"_id": "abcdefghijk"})).await,
+        "illegal_docid",
+    );
+    check(c.put("/db/abcdefghijk", json!({})).await, "illegal_docid");
+    check(
+        c.post("/db/_bulk_docs", json!({"docs": [{"_id": "abcdefghijk"}]}))
+            .await,
+        "illegal_docid",
+    );
+    assert_eq!(
+        c.post("/db", json!({"_id": "abcdefghij"})).await.status,
+        201
+    );
+    let four = json!([{"_id": "a"}, {"_id": "b"}, {"_id": "c"}, {"_id": "d"}]);
+    check(
+        c.post("/db/_bulk_docs", json!({"docs": four})).await,
+        "bad_request",
+    );
+    let four_ids = json!([{"id": "a"}, {"id": "b"}, {"id": "c"}, {"id": "d"}]);
+    check(
+        c.post("/db/_bulk_get", json!({"docs": four_ids})).await,
+        "bad_request",
+    );
+    check(
+        c.post(
+            "/db/_revs_diff",
+            json!({"a": ["1-a", "1-b"], "b": ["1-c", "1-d"]}),
+        )
+        .await,
+        "bad_request",
+    );
+    check(
+        c.post("/db/_all_docs", json!({"keys": ["a", "b", "c", "d"]}))
+            .await,
+        "bad_request",
+    );
+    check(
+        c.post(
+            "/db/_changes?filter=_doc_ids",
+            json!({"doc_ids": ["a", "b", "c", "d"]}),
+        )
+        .await,
+        "bad_request",
+    );
+    let data = "aGVsbG8=";
+    check(
+        c.put(
+            "/db/x",
+            json!({"_attachments": {"toolong": {"data": data}}}),
+        )
+        .await,
+        "bad_request",
+    );
+    check(
+        c.put(
+            "/db/x",
+            json!({"_attachments": {"a": {"data": data}, "b": {"data": data}, "c": {"data": data}}}),
+        )
+        .await,
+        "bad_request",
+    );
+    check(
+        c.send_bytes("PUT", "/db/y/toolong", b"x".to_vec(), "text/plain")
+            .await,
+        "bad_request",
+    );
+    // A request line or headers far beyond any real client's are refused
+    // before they are read whole.
+    let address = c.url("").trim_start_matches("http://").to_string();
+    for head in [
+        format!(
+            "GET /db/{} HTTP/1.1\r\nHost: x\r\n\r\n",
+            "x".repeat(1 << 20)
+        ),
+        format!(
+            "GET / HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+            "v".repeat(1 << 20)
+        ),
+    ] {
+        let status = raw_status(&address, head.as_bytes()).await;
+        assert!(status.starts_with("HTTP/1.1 4"), "{status}");
+    }
+    assert_eq!(
+        c.get("/db/abcdefghij").await.status,
+        200,
+        "the server still answers"
+    );
+}
+
+/// Sends raw bytes and returns the status line of the answer (or what
+/// happened instead, shortened).
+async fn raw_status(address: &str, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("the server accepts connections");
+    // The server may answer and close before it has read everything.
+    let _ = stream.write_all(request).await;
+    let mut answer = vec![0u8; 256];
+    let n = stream.read(&mut answer).await.unwrap_or(0);
+    let text = String::from_utf8_lossy(&answer[..n]).to_string();
+    text.lines()
+        .next()
+        .unwrap_or("(closed without an answer)")
+        .to_string()
+}

@@ -259,6 +259,8 @@ async fn put(
             "_local documents do not accept attachments.",
         ));
     }
+    state.config.limits.check_doc_id(&id)?;
+    state.config.limits.check_attachment_name(&name)?;
     if name.starts_with('_') {
         return Err(ApiError::bad_request(format!(
             "Attachment name '{name}' starts with prohibited character '_'"

@@ -164,6 +164,7 @@ pub(crate) async fn changes(
                     "filter=_doc_ids needs a JSON array `doc_ids`",
                 ));
             };
+            state.config.limits.check_items(ids.len(), "doc_ids")?;
             doc_ids = Some(
                 ids.iter()
                     .map(|v| {

@@ -107,6 +107,20 @@ pub(crate) fn json_size(value: &Value) -> u64 {
 /// special fields and attachments do not count, as in CouchDB).
 pub(crate) fn parse_doc(state: &AppState, value: Value) -> Result<DocInput, ApiError> {
     let doc = DocInput::from_json(value)?;
+    let limits = &state.config.limits;
+    if let Some(id) = &doc.id {
+        limits.check_doc_id(id)?;
+    }
+    if doc.attachments.len() > limits.max_attachments_per_document {
+        return Err(ApiError::bad_request(format!(
+            "Too many attachments: {}, the limit is {} (max_attachments_per_document)",
+            doc.attachments.len(),
+            limits.max_attachments_per_document
+        )));
+    }
+    for (name, _) in &doc.attachments {
+        limits.check_attachment_name(name)?;
+    }
     let size: u64 = 2 + doc
         .body
         .iter()
@@ -207,6 +221,7 @@ pub(crate) async fn bulk_docs(
         }
     };
     let count = docs.len();
+    state.config.limits.check_items(count, "documents")?;
     let inputs = docs.into_iter().map(|raw| {
         let value: Value = serde_json::from_str(raw.get())
             .map_err(|_| ApiError::bad_request("invalid UTF-8 JSON"))?;
@@ -245,6 +260,7 @@ pub(crate) async fn bulk_get(
     let Some(Value::Array(docs)) = body.get("docs") else {
         return Err(ApiError::bad_request("Missing JSON list 'docs'"));
     };
+    state.config.limits.check_items(docs.len(), "documents")?;
     let mut requests = Vec::with_capacity(docs.len());
     for entry in docs {
         let id = entry
@@ -313,8 +329,12 @@ pub(crate) async fn revs_diff(
     let database = state.store.db(&db).await?;
     let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
     let mut asked = Vec::with_capacity(body.len());
+    let mut revisions = 0;
     for (id, revs) in body {
-        asked.push((id, rev_list(&revs, "Each document's revisions")?));
+        let revs = rev_list(&revs, "Each document's revisions")?;
+        revisions += revs.len();
+        state.config.limits.check_items(revisions, "revisions")?;
+        asked.push((id, revs));
     }
     let diffs = database.revs_diff(asked).await?;
     let mut out = Map::new();
@@ -565,6 +585,7 @@ pub(crate) async fn all_docs(
     };
     let options = all_docs_options(&query, &body)?;
     if let Some(keys) = options.keys {
+        state.config.limits.check_items(keys.len(), "keys")?;
         return all_docs_by_keys(database, keys, &options.query, options.update_seq).await;
     }
     let mut first = options.query.clone();

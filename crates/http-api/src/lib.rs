@@ -42,6 +42,71 @@ pub struct ApiConfig {
     pub max_http_request_size: u64,
     /// Cross-origin requests, for browser apps (PouchDB in a page); off when `None`.
     pub cors: Option<CorsConfig>,
+    /// Bounds on what one request may declare.
+    pub limits: Limits,
+}
+
+/// Bounds on what one request may declare, each answered by a clear 400:
+/// nothing a client sends is trusted to be of reasonable size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest document id in bytes (CouchDB's `max_document_id_length`,
+    /// unbounded there; a URL line holds about 8 KB anyway).
+    pub max_document_id_length: usize,
+    /// Most attachments on one document.
+    pub max_attachments_per_document: usize,
+    /// Longest attachment name in bytes.
+    pub max_attachment_name_length: usize,
+    /// Most items in one request: documents of `_bulk_docs` and
+    /// `_bulk_get`, revisions of `_revs_diff`, `keys`, `doc_ids`.
+    pub max_bulk_items: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_document_id_length: 8192,
+            max_attachments_per_document: 10_000,
+            max_attachment_name_length: 8192,
+            max_bulk_items: 1_000_000,
+        }
+    }
+}
+
+impl Limits {
+    /// 400 when a request carries more than `max_bulk_items` of `what`.
+    pub(crate) fn check_items(&self, count: usize, what: &str) -> Result<(), error::ApiError> {
+        if count > self.max_bulk_items {
+            return Err(error::ApiError::bad_request(format!(
+                "Too many {what} in one request: {count}, the limit is {} (max_bulk_items)",
+                self.max_bulk_items
+            )));
+        }
+        Ok(())
+    }
+
+    /// `illegal_docid` for an id over `max_document_id_length`, as CouchDB.
+    pub(crate) fn check_doc_id(&self, id: &str) -> Result<(), error::ApiError> {
+        if id.len() > self.max_document_id_length {
+            return Err(error::ApiError::Invalid {
+                error: "illegal_docid",
+                reason: "Document id is too long".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// 400 for an attachment name over `max_attachment_name_length`.
+    pub(crate) fn check_attachment_name(&self, name: &str) -> Result<(), error::ApiError> {
+        if name.len() > self.max_attachment_name_length {
+            return Err(error::ApiError::bad_request(format!(
+                "Attachment name is too long: {} bytes, the limit is {} (max_attachment_name_length)",
+                name.len(),
+                self.max_attachment_name_length
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// CouchDB's CORS settings.
@@ -85,6 +150,7 @@ impl Default for ApiConfig {
             max_document_size: 8_000_000,
             max_http_request_size: 4 << 30,
             cors: None,
+            limits: Limits::default(),
         }
     }
 }

@@ -33,6 +33,15 @@ pub struct Config {
     /// Largest request body in bytes; larger ones get 413 `too_large`
     /// (CouchDB's default: 4 GiB, generous for inline attachments).
     pub max_http_request_size: u64,
+    /// Longest document id in bytes; longer ones get 400 `illegal_docid`.
+    pub max_document_id_length: usize,
+    /// Most attachments on one document.
+    pub max_attachments_per_document: usize,
+    /// Longest attachment name in bytes.
+    pub max_attachment_name_length: usize,
+    /// Most items in one request (`_bulk_docs` and `_bulk_get` documents,
+    /// `_revs_diff` revisions, `keys`, `doc_ids`).
+    pub max_bulk_items: usize,
     /// Largest attachment in bytes; larger ones get 413
     /// `attachment_too_large` (CouchDB's default: 1 GiB).
     pub max_attachment_size: u64,
@@ -107,6 +116,12 @@ impl Config {
         http_api::ApiConfig {
             max_document_size: self.max_document_size,
             max_http_request_size: self.max_http_request_size,
+            limits: http_api::Limits {
+                max_document_id_length: self.max_document_id_length,
+                max_attachments_per_document: self.max_attachments_per_document,
+                max_attachment_name_length: self.max_attachment_name_length,
+                max_bulk_items: self.max_bulk_items,
+            },
             cors: self.cors_enabled.then(|| http_api::CorsConfig {
                 origins: self.cors_origins.clone(),
                 credentials: self.cors_credentials,
@@ -187,10 +202,24 @@ impl Config {
                 "invalid configuration: setting `max_http_request_size`: must be positive".into(),
             );
         }
-        if self.max_attachment_size == 0 {
-            return Err(
-                "invalid configuration: setting `max_attachment_size`: must be positive".into(),
-            );
+        for (name, value) in [
+            ("max_attachment_size", self.max_attachment_size),
+            ("max_document_id_length", self.max_document_id_length as u64),
+            (
+                "max_attachments_per_document",
+                self.max_attachments_per_document as u64,
+            ),
+            (
+                "max_attachment_name_length",
+                self.max_attachment_name_length as u64,
+            ),
+            ("max_bulk_items", self.max_bulk_items as u64),
+        ] {
+            if value == 0 {
+                return Err(format!(
+                    "invalid configuration: setting `{name}`: must be positive"
+                ));
+            }
         }
         if self.cors_enabled && self.cors_origins.is_empty() {
             return Err("invalid configuration: setting `cors_origins`: CORS is enabled but no origin is allowed".into());
@@ -212,6 +241,7 @@ impl Default for Config {
     fn default() -> Config {
         let scheduler = replicator::SchedulerConfig::default();
         let spec = replicator::SpecDefaults::default();
+        let limits = http_api::Limits::default();
         Config {
             bind: IpAddr::from([127, 0, 0, 1]),
             port: 5984,
@@ -221,6 +251,10 @@ impl Default for Config {
             max_document_size: 8_000_000,
             max_http_request_size: 4 << 30,
             max_attachment_size: 1 << 30,
+            max_document_id_length: limits.max_document_id_length,
+            max_attachments_per_document: limits.max_attachments_per_document,
+            max_attachment_name_length: limits.max_attachment_name_length,
+            max_bulk_items: limits.max_bulk_items,
             durability: DurabilityMode::Full,
             cors_enabled: false,
             cors_origins: Vec::new(),
