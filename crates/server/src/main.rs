@@ -201,12 +201,27 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     }
     // Running replications checkpoint before the databases close.
     let _ = shutdown_tx.send(true);
-    let _ = manager.await;
-    // The scheduler stops every job, each writing its checkpoint.
-    let _ = rotation.await;
+    finish_within(manager, "the _replicator manager").await;
+    // The scheduler stops every job, each writing its checkpoint; a peer
+    // that does not answer cannot hold the shutdown past the limit.
+    finish_within(rotation, "the replication jobs").await;
     store.close_all().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// How long the replicator may take to stop at shutdown (its jobs write
+/// their checkpoints, possibly to remote peers) before it is cut.
+const REPLICATOR_STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Awaits a background task at shutdown, for at most `REPLICATOR_STOP_LIMIT`;
+/// past it the task is aborted, so no stuck peer holds the process.
+async fn finish_within(task: tokio::task::JoinHandle<()>, what: &str) {
+    let abort = task.abort_handle();
+    if tokio::time::timeout(REPLICATOR_STOP_LIMIT, task).await.is_err() {
+        tracing::warn!(limit = ?REPLICATOR_STOP_LIMIT, "{what} did not stop in time; cut");
+        abort.abort();
+    }
 }
 
 /// How long requests in flight at shutdown may take to finish.
