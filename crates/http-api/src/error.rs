@@ -19,6 +19,10 @@ pub enum ApiError {
     Invalid { error: &'static str, reason: String },
     /// 400 `illegal_database_name`.
     IllegalDbName(String),
+    /// 401 `unauthorized`.
+    Unauthorized(String),
+    /// 403 `forbidden`.
+    Forbidden(String),
     /// 405 `method_not_allowed`; carries the methods the route does allow.
     MethodNotAllowed(&'static str),
     /// 409 `conflict`.
@@ -61,6 +65,8 @@ impl ApiError {
                 "illegal_database_name",
                 store::name::illegal_name_reason(name),
             ),
+            Unauthorized(reason) => (StatusCode::UNAUTHORIZED, "unauthorized", reason.clone()),
+            Forbidden(reason) => (StatusCode::FORBIDDEN, "forbidden", reason.clone()),
             MethodNotAllowed(allowed) => (
                 StatusCode::METHOD_NOT_ALLOWED,
                 "method_not_allowed",
@@ -132,6 +138,22 @@ impl ApiError {
     pub fn not_found(reason: impl Into<String>) -> ApiError {
         ApiError::NotFound(reason.into())
     }
+
+    /// The answer to a request or document the store refused, by kind.
+    pub fn refused(kind: store::ErrorKind, reason: String) -> ApiError {
+        use store::ErrorKind::*;
+        match kind {
+            BadRequest => ApiError::BadRequest(reason),
+            Conflict => ApiError::Conflict,
+            MissingStub => ApiError::MissingStub(reason),
+            Forbidden => ApiError::Forbidden(reason),
+            Unauthorized => ApiError::Unauthorized(reason),
+            IllegalDocId | DocValidation | Error => ApiError::Invalid {
+                error: kind.as_str(),
+                reason,
+            },
+        }
+    }
 }
 
 impl From<StoreError> for ApiError {
@@ -141,18 +163,11 @@ impl From<StoreError> for ApiError {
             StoreError::DbExists(_) => ApiError::FileExists,
             StoreError::IllegalDbName(name) => ApiError::IllegalDbName(name),
             StoreError::DocNotFound(reason) => ApiError::NotFound(reason.into()),
-            StoreError::Invalid {
-                error: "bad_request",
-                reason,
-            } => ApiError::BadRequest(reason),
-            StoreError::Invalid { error, reason } => ApiError::Invalid { error, reason },
+            StoreError::Invalid { error, reason } => ApiError::refused(error, reason),
             StoreError::Conflict => ApiError::Conflict,
             StoreError::MissingStub(reason) => ApiError::MissingStub(reason),
             StoreError::AttachmentTooLarge(name) => ApiError::AttachmentTooLarge(name),
-            StoreError::Refused(failure) => ApiError::Invalid {
-                error: failure.error,
-                reason: failure.reason,
-            },
+            StoreError::Refused(failure) => ApiError::refused(failure.error, failure.reason),
             other => ApiError::Internal(other.to_string()),
         }
     }
@@ -214,7 +229,7 @@ mod tests {
             (StoreError::bad_request("nope"), 400, "bad_request", "nope"),
             (
                 StoreError::Invalid {
-                    error: "illegal_docid",
+                    error: store::ErrorKind::IllegalDocId,
                     reason: "x".into(),
                 },
                 400,

@@ -218,7 +218,10 @@ const REPLICATOR_STOP_LIMIT: std::time::Duration = std::time::Duration::from_sec
 /// past it the task is aborted, so no stuck peer holds the process.
 async fn finish_within(task: tokio::task::JoinHandle<()>, what: &str) {
     let abort = task.abort_handle();
-    if tokio::time::timeout(REPLICATOR_STOP_LIMIT, task).await.is_err() {
+    if tokio::time::timeout(REPLICATOR_STOP_LIMIT, task)
+        .await
+        .is_err()
+    {
         tracing::warn!(limit = ?REPLICATOR_STOP_LIMIT, "{what} did not stop in time; cut");
         abort.abort();
     }

@@ -6,7 +6,7 @@ use base64::Engine;
 use revtree::{PathError, RevId, RevPath};
 use serde_json::{Map, Value};
 
-use crate::StoreError;
+use crate::{ErrorKind, StoreError};
 
 /// One document to write, as `_bulk_docs`, `PUT /db/doc` or the replicator
 /// send it.
@@ -115,7 +115,7 @@ const BODY_SPECIAL_FIELDS: &[&str] = &[
     "_replication_stats",
 ];
 
-fn invalid(error: &'static str, reason: impl Into<String>) -> StoreError {
+fn invalid(error: ErrorKind, reason: impl Into<String>) -> StoreError {
     StoreError::Invalid {
         error,
         reason: reason.into(),
@@ -125,17 +125,20 @@ fn invalid(error: &'static str, reason: impl Into<String>) -> StoreError {
 /// Checks a document id as CouchDB's `validate_docid` does.
 pub fn validate_doc_id(id: &str) -> Result<(), StoreError> {
     if id.is_empty() {
-        return Err(invalid("illegal_docid", "Document id must not be empty"));
+        return Err(invalid(
+            ErrorKind::IllegalDocId,
+            "Document id must not be empty",
+        ));
     }
     if id.starts_with('_') && !id.starts_with("_design/") && !id.starts_with("_local/") {
         return Err(invalid(
-            "illegal_docid",
+            ErrorKind::IllegalDocId,
             "Only reserved document ids may start with underscore.",
         ));
     }
     if id == "_design/" || id == "_local/" {
         return Err(invalid(
-            "illegal_docid",
+            ErrorKind::IllegalDocId,
             "Illegal document id `".to_string() + id + "`",
         ));
     }
@@ -146,7 +149,10 @@ impl DocInput {
     /// Parses a document from its JSON form.
     pub fn from_json(value: Value) -> Result<DocInput, StoreError> {
         let Value::Object(map) = value else {
-            return Err(invalid("bad_request", "Document must be a JSON object"));
+            return Err(invalid(
+                ErrorKind::BadRequest,
+                "Document must be a JSON object",
+            ));
         };
         let is_local = map
             .get("_id")
@@ -173,17 +179,22 @@ impl DocInput {
                         validate_doc_id(&id)?;
                         doc.id = Some(id);
                     }
-                    _ => return Err(invalid("illegal_docid", "Document id must be a string")),
+                    _ => {
+                        return Err(invalid(
+                            ErrorKind::IllegalDocId,
+                            "Document id must be a string",
+                        ));
+                    }
                 },
                 "_rev" => match value {
                     Value::String(rev) if is_local => doc.local_rev = Some(rev),
                     Value::String(rev) => {
-                        doc.rev = Some(
-                            RevId::parse(&rev)
-                                .map_err(|_| invalid("bad_request", "Invalid rev format"))?,
-                        );
+                        doc.rev =
+                            Some(RevId::parse(&rev).map_err(|_| {
+                                invalid(ErrorKind::BadRequest, "Invalid rev format")
+                            })?);
                     }
-                    _ => return Err(invalid("bad_request", "Invalid rev format")),
+                    _ => return Err(invalid(ErrorKind::BadRequest, "Invalid rev format")),
                 },
                 "_revisions" if is_local => local_revisions = Some(value),
                 "_revisions" if value.is_object() => doc.revisions = Some(parse_revisions(value)?),
@@ -195,7 +206,7 @@ impl DocInput {
                 }
                 other => {
                     return Err(invalid(
-                        "doc_validation",
+                        ErrorKind::DocValidation,
                         format!("Bad special document member: {other}"),
                     ));
                 }
@@ -239,7 +250,7 @@ impl DocInput {
 /// The `0-N` revision a local document's `_revisions` names, as CouchDB
 /// reads it: position 0, the newest id the number.
 fn local_rev_of_revisions(value: &Value) -> Result<Option<String>, StoreError> {
-    let bad = || invalid("bad_request", "Invalid rev format");
+    let bad = || invalid(ErrorKind::BadRequest, "Invalid rev format");
     if value.get("start").and_then(Value::as_u64) != Some(0) {
         return Err(bad());
     }
@@ -253,7 +264,7 @@ fn local_rev_of_revisions(value: &Value) -> Result<Option<String>, StoreError> {
 
 /// `_revisions` as CouchDB checks it, with its reasons.
 fn parse_revisions(value: Value) -> Result<RevPath, StoreError> {
-    let bad = |reason: &str| invalid("doc_validation", reason);
+    let bad = |reason: &str| invalid(ErrorKind::DocValidation, reason);
     let start = value
         .get("start")
         .and_then(Value::as_u64)
@@ -283,7 +294,7 @@ fn parse_attachments(value: Value) -> Result<Vec<(String, AttachmentInput)>, Sto
         let Value::Object(att) = entry else { continue };
         if name.starts_with('_') {
             return Err(invalid(
-                "bad_request",
+                ErrorKind::BadRequest,
                 format!("Attachment name '{name}' starts with prohibited character '_'"),
             ));
         }
@@ -306,7 +317,12 @@ fn parse_attachments(value: Value) -> Result<Vec<(String, AttachmentInput)>, Sto
                 encoding,
             }
         } else {
-            let bad_data = || invalid("bad_request", format!("Invalid attachment data for {name}"));
+            let bad_data = || {
+                invalid(
+                    ErrorKind::BadRequest,
+                    format!("Invalid attachment data for {name}"),
+                )
+            };
             let text = att
                 .get("data")
                 .and_then(Value::as_str)
@@ -333,7 +349,7 @@ mod tests {
 
     fn error_of(value: Value) -> (&'static str, String) {
         match DocInput::from_json(value) {
-            Err(StoreError::Invalid { error, reason }) => (error, reason),
+            Err(StoreError::Invalid { error, reason }) => (error.as_str(), reason),
             other => panic!("expected a validation error, got {other:?}"),
         }
     }

@@ -31,7 +31,7 @@ pub enum StoreError {
     /// A refused request or document: CouchDB's 400 family, with its
     /// `error` (`bad_request`, `illegal_docid`, `doc_validation`) and reason.
     #[error("{reason}")]
-    Invalid { error: &'static str, reason: String },
+    Invalid { error: ErrorKind, reason: String },
     /// CouchDB: 409 `conflict`.
     #[error("Document update conflict.")]
     Conflict,
@@ -61,17 +61,79 @@ impl StoreError {
     /// A 400 `bad_request`.
     pub fn bad_request(reason: impl Into<String>) -> StoreError {
         StoreError::Invalid {
-            error: "bad_request",
+            error: ErrorKind::BadRequest,
             reason: reason.into(),
         }
+    }
+}
+
+/// CouchDB's `error` names for a refused document or request: a closed set,
+/// so the HTTP layer's error table can map every one of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// 400 `bad_request`.
+    BadRequest,
+    /// 400 `illegal_docid`.
+    IllegalDocId,
+    /// 400 `doc_validation`.
+    DocValidation,
+    /// 409 `conflict`.
+    Conflict,
+    /// 412 `missing_stub`.
+    MissingStub,
+    /// 403 `forbidden` (a validation function's refusal).
+    Forbidden,
+    /// 401 `unauthorized`.
+    Unauthorized,
+    /// CouchDB's generic `error` (a malformed local revision, say).
+    Error,
+}
+
+impl ErrorKind {
+    /// The `error` field CouchDB sends.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::BadRequest => "bad_request",
+            ErrorKind::IllegalDocId => "illegal_docid",
+            ErrorKind::DocValidation => "doc_validation",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::MissingStub => "missing_stub",
+            ErrorKind::Forbidden => "forbidden",
+            ErrorKind::Unauthorized => "unauthorized",
+            ErrorKind::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl From<ErrorKind> for String {
+    fn from(kind: ErrorKind) -> String {
+        kind.as_str().to_string()
+    }
+}
+
+impl PartialEq<&str> for ErrorKind {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl serde::Serialize for ErrorKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
 impl From<DocFailure> for StoreError {
     fn from(failure: DocFailure) -> StoreError {
         match failure.error {
-            "conflict" => StoreError::Conflict,
-            "missing_stub" => StoreError::MissingStub(failure.reason),
+            ErrorKind::Conflict => StoreError::Conflict,
+            ErrorKind::MissingStub => StoreError::MissingStub(failure.reason),
             _ => StoreError::Refused(failure),
         }
     }
@@ -81,14 +143,14 @@ impl From<DocFailure> for StoreError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DocFailure {
     /// CouchDB's `error`: `conflict`, `missing_stub`, `forbidden`, ...
-    pub error: &'static str,
+    pub error: ErrorKind,
     pub reason: String,
 }
 
 impl DocFailure {
     pub fn conflict() -> DocFailure {
         DocFailure {
-            error: "conflict",
+            error: ErrorKind::Conflict,
             reason: "Document update conflict.".into(),
         }
     }

@@ -40,7 +40,7 @@ pub use attachments::{
 };
 pub use database::{Database, DbInfo};
 pub use doc::{AttachmentInput, DocInput, validate_doc_id};
-pub use error::{DocFailure, StoreError};
+pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;
 pub use read::{

@@ -26,7 +26,7 @@ pub(crate) fn put_in_tx(
             Some(n) => n,
             None => {
                 return Ok(Err(DocFailure {
-                    error: "error",
+                    error: crate::ErrorKind::Error,
                     reason: "Invalid rev format".into(),
                 }));
             }

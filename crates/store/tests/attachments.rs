@@ -329,7 +329,7 @@ async fn a_declared_length_is_checked_against_the_bytes_never_trusted() {
         let err = db.put_doc(input, true).await.unwrap_err();
         let kind = match err {
             StoreError::AttachmentTooLarge(_) => "attachment_too_large",
-            StoreError::Invalid { error, .. } => error,
+            StoreError::Invalid { error, .. } => error.as_str(),
             other => panic!("{other:?}"),
         };
         assert_eq!(kind, expected, "declared {length}");

@@ -194,7 +194,7 @@ async fn a_replicated_write_without_a_revision_fails_the_whole_request() {
     assert!(matches!(
         err,
         Err(StoreError::Invalid {
-            error: "bad_request",
+            error: store::ErrorKind::BadRequest,
             ..
         })
     ));
