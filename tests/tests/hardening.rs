@@ -610,3 +610,28 @@ async fn raw_status(address: &str, request: &[u8]) -> String {
         .unwrap_or("(closed without an answer)")
         .to_string()
 }
+
+#[tokio::test]
+async fn bulk_get_streams_many_pages_in_order() {
+    let (_d, _s, c) = start("bulk-get-pages").await;
+    let docs: Vec<Value> = (0..250)
+        .map(|i| json!({"_id": format!("d{i:03}"), "n": i}))
+        .collect();
+    assert_eq!(
+        c.post("/db/_bulk_docs", json!({"docs": docs})).await.status,
+        201
+    );
+    let mut asked: Vec<Value> = (0..250)
+        .map(|i| json!({"id": format!("d{i:03}")}))
+        .collect();
+    asked.push(json!({"id": "missing"}));
+    let got = c.post("/db/_bulk_get", json!({"docs": asked})).await.json();
+    let results = got["results"].as_array().unwrap();
+    assert_eq!(results.len(), 251);
+    for (i, result) in results.iter().take(250).enumerate() {
+        assert_eq!(result["docs"][0]["ok"]["n"], i, "{result}");
+    }
+    assert_eq!(results[250]["docs"][0]["error"]["error"], "not_found");
+    let none = c.post("/db/_bulk_get", json!({"docs": []})).await.json();
+    assert_eq!(none, json!({"results": []}));
+}

@@ -9,7 +9,7 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
-use futures_util::stream;
+use futures_util::{StreamExt, stream};
 use serde_json::{Map, Value, json};
 use store::{AllDocsQuery, AllDocsRow, BulkGetRequest, Database, DocInput, DocWriteResult};
 
@@ -282,17 +282,80 @@ pub(crate) async fn bulk_get(
             atts_since,
         });
     }
+    let options = BulkGetOptions {
+        revs: query.flag("revs")?,
+        latest: query.flag("latest")?,
+        attachments: query.flag("attachments")?,
+    };
+    // The answer streams a page of documents at a time: however many are
+    // asked for, only one page of them is held at once. The first page is
+    // read before answering, so a failure there is still a proper error.
+    let mut pages: std::collections::VecDeque<Vec<BulkGetRequest>> =
+        std::collections::VecDeque::new();
+    let mut requests = requests.into_iter().peekable();
+    while requests.peek().is_some() {
+        pages.push_back(requests.by_ref().take(BULK_GET_PAGE).collect());
+    }
+    let first = match pages.pop_front() {
+        Some(page) => bulk_get_page(&database, page, options, true).await?,
+        None => String::new(),
+    };
+    let head = Bytes::from(format!("{{\"results\":[{first}"));
+    let rest = stream::unfold(
+        (database, pages, false),
+        move |(database, mut pages, done)| async move {
+            if done {
+                return None;
+            }
+            match pages.pop_front() {
+                Some(page) => match bulk_get_page(&database, page, options, false).await {
+                    Ok(text) => Some((Ok(Bytes::from(text)), (database, pages, false))),
+                    Err(e) => {
+                        // The status is sent: cutting the body is the only
+                        // way left to tell the client the answer is incomplete.
+                        tracing::error!(error = ?e, "_bulk_get failed midway");
+                        Some((
+                            Err(std::io::Error::other("_bulk_get failed midway")),
+                            (database, pages, true),
+                        ))
+                    }
+                },
+                None => Some((Ok(Bytes::from_static(b"]}\n")), (database, pages, true))),
+            }
+        },
+    );
+    let body = stream::once(async move { Ok::<Bytes, std::io::Error>(head) }).chain(rest);
+    let mut response = Response::new(Body::from_stream(body));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+/// Documents per page of a streamed `_bulk_get` answer.
+const BULK_GET_PAGE: usize = 100;
+
+#[derive(Debug, Clone, Copy)]
+struct BulkGetOptions {
+    revs: bool,
+    latest: bool,
+    attachments: bool,
+}
+
+/// One page of `_bulk_get` results as JSON text, comma-led unless `first`.
+async fn bulk_get_page(
+    database: &Database,
+    requests: Vec<BulkGetRequest>,
+    options: BulkGetOptions,
+    first: bool,
+) -> Result<String, ApiError> {
     let results = database
-        .bulk_get(
-            requests,
-            query.flag("revs")?,
-            query.flag("latest")?,
-            query.flag("attachments")?,
-        )
+        .bulk_get(requests, options.revs, options.latest, options.attachments)
         .await?;
-    let mut out = String::from("{\"results\":[");
+    let mut out = String::new();
     for (i, result) in results.iter().enumerate() {
-        if i > 0 {
+        if i > 0 || !first {
             out.push(',');
         }
         out.push_str("{\"id\":");
@@ -315,8 +378,7 @@ pub(crate) async fn bulk_get(
         }
         out.push_str("]}");
     }
-    out.push_str("]}\n");
-    Ok(raw_json_response(StatusCode::OK, out))
+    Ok(out)
 }
 
 /// # POST /{db}/_revs_diff and POST /{db}/_missing_revs
