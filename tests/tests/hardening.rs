@@ -635,3 +635,48 @@ async fn bulk_get_streams_many_pages_in_order() {
     let none = c.post("/db/_bulk_get", json!({"docs": []})).await.json();
     assert_eq!(none, json!({"results": []}));
 }
+
+#[tokio::test]
+async fn an_oversized_document_is_refused_from_its_raw_text_and_attachments_do_not_count() {
+    let data = TempDir::new("doc-size");
+    let server =
+        TestServer::start_with_env(data.path(), &[], &[("RECLINER_MAX_DOCUMENT_SIZE", "1000")]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let big = "x".repeat(5000);
+    // As CouchDB: the reason is the id the body names (none in a PUT's body).
+    let put = c.put("/db/big", json!({"pad": big})).await;
+    assert_eq!(put.status, 413, "{}", put.text);
+    assert_eq!(
+        put.json(),
+        json!({"error": "document_too_large", "reason": ""})
+    );
+    for reply in [
+        c.post("/db", json!({"_id": "big", "pad": big})).await,
+        c.post(
+            "/db/_bulk_docs",
+            json!({"docs": [{"_id": "small"}, {"_id": "big", "pad": big}]}),
+        )
+        .await,
+    ] {
+        assert_eq!(reply.status, 413, "{}", reply.text);
+        assert_eq!(
+            reply.json(),
+            json!({"error": "document_too_large", "reason": "big"})
+        );
+    }
+    assert_eq!(
+        c.get("/db/small").await.status,
+        404,
+        "the whole batch was refused"
+    );
+    // Inline attachment data is not part of the document's size (CouchDB).
+    let data_b64 = "eHh4".repeat(2000);
+    let reply = c
+        .put(
+            "/db/att",
+            json!({"_attachments": {"a": {"content_type": "text/plain", "data": data_b64}}}),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+}

@@ -134,6 +134,74 @@ pub(crate) fn parse_doc(state: &AppState, value: Value) -> Result<DocInput, ApiE
     Ok(doc)
 }
 
+/// Refuses a document over `max_document_size` from its raw text, before
+/// any tree is built from it: only its top-level fields are visited (values
+/// borrowed, not parsed), and inline attachment data does not count, as in
+/// CouchDB. Text that is not an object is left to the ordinary parse.
+pub(crate) fn check_raw_document_size(state: &AppState, raw: &str) -> Result<(), ApiError> {
+    let limit = state.config.max_document_size;
+    if raw.len() as u64 <= limit {
+        return Ok(());
+    }
+    match serde_json::from_str::<RawDocSize>(raw) {
+        Ok(RawDocSize { size, id }) if size > limit => {
+            Err(ApiError::DocumentTooLarge(id.unwrap_or_default()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A document's size as `max_document_size` counts it, from its raw text.
+struct RawDocSize {
+    size: u64,
+    id: Option<String>,
+}
+
+impl<'de> serde::Deserialize<'de> for RawDocSize {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = RawDocSize;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawDocSize, A::Error> {
+                let mut out = RawDocSize { size: 2, id: None };
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let value: &'de serde_json::value::RawValue = map.next_value()?;
+                    if key == "_id" {
+                        out.id = serde_json::from_str(value.get()).ok();
+                    }
+                    if key != "_attachments" {
+                        out.size += (key.len() + 4 + value.get().len()) as u64;
+                    }
+                }
+                Ok(out)
+            }
+        }
+        deserializer.deserialize_map(Fields)
+    }
+}
+
+/// Reads a single document's JSON body: bounded by `max_http_request_size`
+/// while it arrives, then by `max_document_size` before it is parsed.
+pub(crate) async fn read_doc_object(
+    state: &AppState,
+    body: Body,
+) -> Result<Map<String, Value>, ApiError> {
+    let bytes = read_body(body, state.config.max_http_request_size).await?;
+    if let Ok(text) = std::str::from_utf8(&bytes) {
+        check_raw_document_size(state, text)?;
+    }
+    match crate::json::parse_json(&bytes)? {
+        Value::Object(map) => Ok(map),
+        _ => Err(ApiError::bad_request("Request body must be a JSON object")),
+    }
+}
+
 /// `{"ok": true, "id", "rev"}`, or the row's error.
 fn write_row(result: &DocWriteResult) -> Value {
     match &result.result {
@@ -152,7 +220,7 @@ async fn post_document(
 ) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
     let database = state.store.db(&db).await?;
-    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let body = read_doc_object(&state, request.into_body()).await?;
     let mut doc = parse_doc(&state, Value::Object(body))?;
     let id = doc
         .id
@@ -223,6 +291,7 @@ pub(crate) async fn bulk_docs(
     let count = docs.len();
     state.config.limits.check_items(count, "documents")?;
     let inputs = docs.into_iter().map(|raw| {
+        check_raw_document_size(&state, raw.get())?;
         let value: Value = serde_json::from_str(raw.get())
             .map_err(|_| ApiError::bad_request("invalid UTF-8 JSON"))?;
         parse_doc(&state, value)

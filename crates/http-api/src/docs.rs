@@ -10,7 +10,7 @@ use store::{AttachmentInput, Database, DocInput, GetOptions, OpenRev, OpenRevs};
 use crate::AppState;
 use crate::db::{encode_segment, parse_doc, set_etag, set_location};
 use crate::error::ApiError;
-use crate::json::{json_response, raw_json_response, read_json_object};
+use crate::json::{json_response, raw_json_response};
 use crate::query::{Query, parse_rev, rev_list};
 
 /// # GET|HEAD|PUT|DELETE|COPY /{db}/{docid}
@@ -223,8 +223,7 @@ async fn put(
         )
         .await;
     }
-    let mut body =
-        read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let mut body = crate::db::read_doc_object(state, request.into_body()).await?;
     if id.starts_with("_local/") {
         if let Some(rev) = explicit_rev(query, &headers, body.get("_rev").and_then(Value::as_str))?
         {
