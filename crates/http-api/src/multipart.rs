@@ -32,10 +32,7 @@ pub(crate) fn accepts(headers: &HeaderMap, mime: &str) -> bool {
         })
 }
 
-/// A fresh boundary: 32 hex digits, as CouchDB's `couch_uuids:random()`.
-fn boundary() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
+use wire::multipart::new_boundary as boundary;
 
 /// One piece of a streamed multipart body.
 enum Piece {
@@ -183,22 +180,7 @@ pub(crate) async fn doc_related(
 /// The boundary of a `multipart/related` content type.
 pub(crate) fn related_boundary(headers: &HeaderMap) -> Option<String> {
     let value = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
-    let mut params = value.split(';');
-    if !params
-        .next()?
-        .trim()
-        .eq_ignore_ascii_case("multipart/related")
-    {
-        return None;
-    }
-    params
-        .find_map(|p| {
-            let (key, val) = p.split_once('=')?;
-            key.trim()
-                .eq_ignore_ascii_case("boundary")
-                .then(|| val.trim().trim_matches('"').to_string())
-        })
-        .filter(|b| !b.is_empty())
+    wire::multipart::boundary_of(value, "multipart/related")
 }
 
 /// Reads a multipart/related document upload: the JSON part first, then the

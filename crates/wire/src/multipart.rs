@@ -5,6 +5,28 @@
 
 use std::borrow::Cow;
 
+/// A fresh boundary: 32 hex digits, as CouchDB's `couch_uuids:random()`.
+pub fn new_boundary() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// The `boundary` of a content type of the given multipart `kind`
+/// (`multipart/related`, `multipart/mixed`), quoted or not; `None` for
+/// another type or no boundary.
+pub fn boundary_of(content_type: &str, kind: &str) -> Option<String> {
+    let mut params = content_type.split(';');
+    if !params.next()?.trim().eq_ignore_ascii_case(kind) {
+        return None;
+    }
+    params.find_map(|p| {
+        let (key, value) = p.split_once('=')?;
+        key.trim()
+            .eq_ignore_ascii_case("boundary")
+            .then(|| value.trim().trim_matches('"').to_string())
+            .filter(|b| !b.is_empty())
+    })
+}
+
 /// The headers of an attachment's part (no leading or trailing line break):
 /// `Content-Disposition` with the name, `Content-Type`, `Content-Length` of
 /// the bytes as sent, and `Content-Encoding` when they are sent encoded.
@@ -80,6 +102,26 @@ mod tests {
                 "Content-Encoding: gzip",
             ]
         );
+    }
+
+    #[test]
+    fn boundaries_are_read_quoted_or_not_and_only_from_the_right_type() {
+        let related = "multipart/related";
+        assert_eq!(
+            boundary_of("multipart/related; boundary=\"abc\"", related).as_deref(),
+            Some("abc")
+        );
+        assert_eq!(
+            boundary_of("Multipart/Related;boundary=abc; type=x", related).as_deref(),
+            Some("abc")
+        );
+        assert_eq!(boundary_of("multipart/mixed; boundary=abc", related), None);
+        assert_eq!(
+            boundary_of("multipart/related; boundary=\"\"", related),
+            None
+        );
+        assert_eq!(boundary_of("multipart/related", related), None);
+        assert_eq!(new_boundary().len(), 32);
     }
 
     #[test]
