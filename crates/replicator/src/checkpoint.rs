@@ -1,9 +1,7 @@
 //! Replication checkpoints: the log written as `_local/<replication id>` on
-//! both peers, how two logs are compared to find where to resume, and the
-//! tracker that keeps the checkpointed sequence from running ahead of
-//! batches still in flight.
-
-use std::collections::VecDeque;
+//! both peers, and how two logs are compared to find where to resume. (What
+//! keeps a checkpoint from running ahead of writes still in flight is the
+//! job's queue of writes, settled oldest first: see `job`.)
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -127,56 +125,47 @@ fn compare_history(source: &[HistoryEntry], target: &[HistoryEntry]) -> Resume {
     compare_history(&source[1..], &target[1..])
 }
 
-/// Keeps the checkpoint honest when batches finish out of order: the safe
-/// sequence is the end of the longest run of finished batches from the
-/// start, so no change after an unfinished batch is ever recorded as done.
-#[derive(Debug, Default)]
-pub struct SeqTracker {
-    next_id: u64,
-    /// Batches in the order their changes were read: (id, last seq, done).
-    in_order: VecDeque<(u64, Value, bool)>,
-    safe: Option<Value>,
+/// A checkpoint document as a peer holds it: its `_rev` (a `_local`
+/// document's `0-N`, kept as text: it is no revision-tree id) and its log.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StoredLog {
+    pub rev: Option<String>,
+    pub log: Option<ReplicationLog>,
 }
 
-/// A batch handed to a worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct BatchId(u64);
-
-impl SeqTracker {
-    pub fn new() -> SeqTracker {
-        SeqTracker::default()
-    }
-
-    /// Registers the next batch read from the changes feed, ending at `last_seq`.
-    pub fn start(&mut self, last_seq: Value) -> BatchId {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.in_order.push_back((id, last_seq, false));
-        BatchId(id)
-    }
-
-    /// Marks a batch written (or its failures counted); advances the safe
-    /// sequence over every finished batch at the front.
-    pub fn finish(&mut self, batch: BatchId) {
-        if let Some(entry) = self.in_order.iter_mut().find(|(id, _, _)| *id == batch.0) {
-            entry.2 = true;
+impl StoredLog {
+    /// Reads a checkpoint document (`None`: there is none). A log that does
+    /// not parse (another replicator's, or damaged) counts as no log: the
+    /// replication starts over rather than trusting it, as CouchDB does;
+    /// its `_rev` is still kept, so the next checkpoint replaces it.
+    pub fn read(doc: Option<Value>) -> StoredLog {
+        #[derive(Deserialize)]
+        struct Rev {
+            #[serde(rename = "_rev", default)]
+            rev: Option<String>,
         }
-        while self.in_order.front().is_some_and(|(_, _, done)| *done) {
-            if let Some((_, seq, _)) = self.in_order.pop_front() {
-                self.safe = Some(seq);
+        let Some(doc) = doc else {
+            return StoredLog::default();
+        };
+        let rev = Rev::deserialize(&doc).ok().and_then(|r| r.rev);
+        let log = match serde_json::from_value::<ReplicationLog>(doc) {
+            Ok(log) => Some(log),
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring a checkpoint that does not parse");
+                None
             }
-        }
+        };
+        StoredLog { rev, log }
     }
+}
 
-    /// The highest sequence such that every change at or before it is done.
-    pub fn safe_seq(&self) -> Option<&Value> {
-        self.safe.as_ref()
-    }
-
-    /// Batches started and not yet finished.
-    pub fn in_flight(&self) -> usize {
-        self.in_order.iter().filter(|(_, _, done)| !done).count()
-    }
+/// A checkpoint document as written: the log, with the `_rev` it replaces.
+#[derive(Debug, Serialize)]
+pub struct LogDoc<'a> {
+    #[serde(rename = "_rev", skip_serializing_if = "Option::is_none")]
+    pub rev: Option<&'a str>,
+    #[serde(flatten)]
+    pub log: &'a ReplicationLog,
 }
 
 #[cfg(test)]
@@ -284,43 +273,32 @@ mod tests {
     }
 
     #[test]
-    fn the_safe_seq_never_passes_an_unfinished_batch() {
-        let mut t = SeqTracker::new();
-        let a = t.start(json!(10));
-        let b = t.start(json!(20));
-        let c = t.start(json!(30));
-        t.finish(c);
-        assert_eq!(t.safe_seq(), None, "30 is done but 10 and 20 are not");
-        t.finish(a);
-        assert_eq!(t.safe_seq(), Some(&json!(10)));
-        assert_eq!(t.in_flight(), 1);
-        t.finish(b);
-        assert_eq!(t.safe_seq(), Some(&json!(30)));
-        assert_eq!(t.in_flight(), 0);
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn batches_finishing_in_any_order_never_let_the_checkpoint_run_ahead(
-            order in proptest::collection::vec(0usize..1000, 1..40)
-        ) {
-            // Batch k ends at sequence (k + 1) * 10; finish them in a shuffled order.
-            let n = order.len();
-            let mut t = SeqTracker::new();
-            let ids: Vec<BatchId> = (0..n).map(|k| t.start(json!((k + 1) * 10))).collect();
-            let mut perm: Vec<usize> = (0..n).collect();
-            for (i, r) in order.iter().enumerate() {
-                perm.swap(i, r % n);
-            }
-            let mut done = vec![false; n];
-            for &k in &perm {
-                t.finish(ids[k]);
-                done[k] = true;
-                let prefix = done.iter().take_while(|d| **d).count();
-                let expected = (prefix > 0).then(|| json!(prefix * 10));
-                proptest::prop_assert_eq!(t.safe_seq().cloned(), expected);
-            }
-            proptest::prop_assert_eq!(t.in_flight(), 0);
-        }
+    fn stored_logs_keep_their_rev_and_written_ones_carry_it() {
+        let stored = StoredLog::read(Some(json!({
+            "_id": "_local/x", "_rev": "0-3", "session_id": "s", "source_last_seq": 5,
+            "history": [],
+        })));
+        assert_eq!(stored.rev.as_deref(), Some("0-3"));
+        let log = stored.log.unwrap();
+        assert_eq!(log.source_last_seq, json!(5));
+        let doc = serde_json::to_value(LogDoc {
+            rev: Some("0-3"),
+            log: &log,
+        })
+        .unwrap();
+        assert_eq!(
+            (&doc["_rev"], &doc["session_id"]),
+            (&json!("0-3"), &json!("s"))
+        );
+        let doc = serde_json::to_value(LogDoc {
+            rev: None,
+            log: &log,
+        })
+        .unwrap();
+        assert!(doc.get("_rev").is_none());
+        // Damaged: no log to trust, but its revision is still replaced.
+        let damaged = StoredLog::read(Some(json!({"_rev": "0-9", "history": 3})));
+        assert_eq!((damaged.rev.as_deref(), damaged.log), (Some("0-9"), None));
+        assert_eq!(StoredLog::read(None), StoredLog::default());
     }
 }

@@ -2,13 +2,25 @@
 //! (the store, called directly) and a remote one (HTTP). The replication job
 //! only ever talks to an [`Endpoint`].
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
+use bytes::Bytes;
 use reqwest::{Method, StatusCode};
+use revtree::RevId;
+use serde::Serialize;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde_json::{Map, Value, json};
 use store::{ChangesQuery, DocInput, GetOptions, OpenRev, OpenRevs, Store};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use wire::doc::DocMeta;
+use wire::rows::{
+    BulkDocsRow, BulkGetAnswer, BulkGetItem, BulkGetRequest, ChangesPage, DbInfo, DocWritten,
+    ErrorBody, FetchedRev, RevsDiffAnswer, RevsDiffRequest,
+};
 
-use crate::spec::{ChangesFilter, Peer, RemoteDb};
+use crate::spec::{ChangesFilter, Peer, RemoteDb, ReplicationSpec};
 
 /// Why a protocol call failed.
 #[derive(Debug, thiserror::Error)]
@@ -53,8 +65,8 @@ pub struct Change {
     /// Opaque: compared only by arrival order.
     pub seq: Value,
     pub id: String,
-    /// Every leaf revision (`style=all_docs`).
-    pub revs: Vec<String>,
+    /// Every leaf revision (`style=all_docs`), the winner first.
+    pub revs: Vec<RevId>,
 }
 
 /// A page of changes.
@@ -70,8 +82,8 @@ pub struct ChangesBatch {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Missing {
     pub id: String,
-    pub revs: Vec<String>,
-    pub possible_ancestors: Vec<String>,
+    pub revs: Vec<RevId>,
+    pub possible_ancestors: Vec<RevId>,
 }
 
 /// The outcome of writing one replicated document.
@@ -80,6 +92,30 @@ pub struct WriteFailure {
     pub id: String,
     pub error: String,
     pub reason: String,
+}
+
+/// How a remote peer is called: the replication's `connection_timeout`,
+/// `retries_per_request` and `http_connections`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Total time allowed for one JSON request; also bounds connecting and
+    /// every read of a streamed answer.
+    pub timeout: Duration,
+    /// Retries of a request that failed transiently.
+    pub retries: u64,
+    /// Requests in flight to the peer at once, and idle connections kept
+    /// for it (CouchDB's `http_connections`, per endpoint as in CouchDB).
+    pub http_connections: usize,
+}
+
+impl HttpOptions {
+    pub fn of(spec: &ReplicationSpec) -> HttpOptions {
+        HttpOptions {
+            timeout: Duration::from_millis(spec.connection_timeout),
+            retries: spec.retries_per_request,
+            http_connections: usize::try_from(spec.http_connections).unwrap_or(usize::MAX),
+        }
+    }
 }
 
 /// A database a replication reads from or writes to.
@@ -97,7 +133,11 @@ pub enum Endpoint {
         /// Retries of a request that failed transiently.
         retries: u64,
         /// Whether the peer answers `_bulk_get` (learned on first use).
-        bulk_get: std::sync::Arc<std::sync::atomic::AtomicU8>,
+        bulk_get: Arc<AtomicU8>,
+        /// One permit per request in flight (`http_connections`): the
+        /// writes, attachment copies and reads of one job share the peer's
+        /// connections instead of opening one each.
+        permits: Arc<Semaphore>,
     },
 }
 
@@ -112,6 +152,52 @@ pub(crate) fn transport(url: &str) -> impl Fn(reqwest::Error) -> EndpointError +
     move |e| EndpointError::Transport {
         url: url.to_string(),
         detail: e.without_url().to_string(),
+    }
+}
+
+/// Decodes a peer's JSON answer. Text that is not JSON, or stops short, is
+/// a transport failure (a body cut short looks exactly like that, and is
+/// worth another try); JSON of the wrong shape is the peer breaking the
+/// protocol, which no retry mends.
+pub(crate) fn decode<T: DeserializeOwned>(url: &str, bytes: &[u8]) -> Result<T, EndpointError> {
+    serde_json::from_slice(bytes).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => EndpointError::Protocol {
+            url: url.to_string(),
+            detail: format!("malformed answer: {e}"),
+        },
+        _ => EndpointError::Transport {
+            url: url.to_string(),
+            detail: format!("truncated or invalid JSON: {e}"),
+        },
+    })
+}
+
+/// The error an unsuccessful answer carries: CouchDB's `{error, reason}`,
+/// or, from something else (a proxy's page), the status and the start of
+/// the text.
+fn http_error(url: String, status: StatusCode, body: &[u8]) -> EndpointError {
+    let (error, reason) = match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(body) => (body.error, body.reason),
+        Err(_) => {
+            let start = String::from_utf8_lossy(&body[..body.len().min(200)])
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect::<String>();
+            (
+                status
+                    .canonical_reason()
+                    .unwrap_or("unknown")
+                    .to_ascii_lowercase()
+                    .replace(' ', "_"),
+                start.trim().to_string(),
+            )
+        }
+    };
+    EndpointError::Http {
+        url,
+        status: status.as_u16(),
+        error,
+        reason,
     }
 }
 
@@ -147,43 +233,52 @@ const RETRY_START: Duration = Duration::from_millis(250);
 /// Longest wait between retries.
 const RETRY_MAX: Duration = Duration::from_secs(10);
 
+/// An answer read as a stream (attachments), with the permit of its
+/// request: the connection stays busy until the answer is read to its end.
+#[derive(Debug)]
+pub(crate) struct Streamed {
+    pub response: reqwest::Response,
+    pub permit: Option<OwnedSemaphorePermit>,
+}
+
 impl Endpoint {
-    /// An endpoint for a peer; `timeout` bounds every remote request, and
-    /// transient failures are retried `retries` times with backoff.
+    /// An endpoint for a peer; a remote one is called with `options`.
     pub fn new(
         peer: &Peer,
         store: &Store,
-        timeout: Duration,
-        retries: u64,
+        options: HttpOptions,
     ) -> Result<Endpoint, EndpointError> {
         match peer {
             Peer::Local(name) => Ok(Endpoint::Local {
                 store: store.clone(),
                 name: name.clone(),
             }),
-            Peer::Remote(db) => {
-                // No total timeout on the client: attachment transfers may
-                // take long. JSON calls set one per request; every read has one.
-                let client = crate::http_client_builder()
-                    .read_timeout(timeout)
-                    .connect_timeout(timeout)
-                    .pool_max_idle_per_host(32)
-                    .build()
-                    .map_err(|e| EndpointError::Transport {
-                        url: db.url.to_string(),
-                        detail: e.to_string(),
-                    })?;
-                Ok(Endpoint::Remote {
-                    client,
-                    db: db.clone(),
-                    timeout,
-                    retries,
-                    bulk_get: std::sync::Arc::new(std::sync::atomic::AtomicU8::new(
-                        BULK_GET_UNKNOWN,
-                    )),
-                })
-            }
+            Peer::Remote(db) => Endpoint::remote(db, options),
         }
+    }
+
+    /// An endpoint for a remote database, called with `options`.
+    pub fn remote(db: &RemoteDb, options: HttpOptions) -> Result<Endpoint, EndpointError> {
+        let connections = options.http_connections.clamp(1, Semaphore::MAX_PERMITS);
+        // No total timeout on the client: attachment transfers may take
+        // long. JSON calls set one per request; every read has one.
+        let client = crate::http_client_builder()
+            .read_timeout(options.timeout)
+            .connect_timeout(options.timeout)
+            .pool_max_idle_per_host(connections)
+            .build()
+            .map_err(|e| EndpointError::Transport {
+                url: db.url.to_string(),
+                detail: e.to_string(),
+            })?;
+        Ok(Endpoint::Remote {
+            client,
+            db: db.clone(),
+            timeout: options.timeout,
+            retries: options.retries,
+            bulk_get: Arc::new(AtomicU8::new(BULK_GET_UNKNOWN)),
+            permits: Arc::new(Semaphore::new(connections)),
+        })
     }
 
     pub fn is_local(&self) -> bool {
@@ -211,17 +306,39 @@ impl Endpoint {
         }
     }
 
-    /// One HTTP request to a remote peer, JSON in and out, retried with
-    /// exponential backoff while it fails transiently (connection errors,
-    /// timeouts, truncated bodies, 408, 429, 5xx).
-    async fn call(
+    /// A protocol error naming this peer.
+    fn malformed(&self, detail: impl Into<String>) -> EndpointError {
+        EndpointError::Protocol {
+            url: self.display(),
+            detail: detail.into(),
+        }
+    }
+
+    /// Waits for a free connection to a remote peer (none for a local one).
+    async fn permit(&self) -> Result<Option<OwnedSemaphorePermit>, EndpointError> {
+        match self {
+            Endpoint::Remote { permits, .. } => permits
+                .clone()
+                .acquire_owned()
+                .await
+                .map(Some)
+                .map_err(|_| self.malformed("the connection pool is closed")),
+            Endpoint::Local { .. } => Ok(None),
+        }
+    }
+
+    /// One HTTP request to a remote peer, JSON in and out, its answer
+    /// decoded as `T`; retried with exponential backoff while it fails
+    /// transiently (connection errors, timeouts, truncated bodies, 408, 429, 5xx).
+    async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         path: &str,
-        body: Option<&Value>,
-    ) -> Result<(StatusCode, Value), EndpointError> {
-        with_retries(self.retries(), "a request", || {
-            self.call_once(method.clone(), path, body)
+        body: Option<Bytes>,
+    ) -> Result<T, EndpointError> {
+        with_retries(self.retries(), "a request", || async {
+            let (shown, bytes) = self.call_once(method.clone(), path, body.clone()).await?;
+            decode(&shown, &bytes)
         })
         .await
     }
@@ -234,50 +351,31 @@ impl Endpoint {
         }
     }
 
+    /// One attempt: the URL as it may be shown and the successful answer's bytes.
     async fn call_once(
         &self,
         method: Method,
         path: &str,
-        body: Option<&Value>,
-    ) -> Result<(StatusCode, Value), EndpointError> {
-        let (request, shown) = self.request(method, path, "application/json")?;
-        let mut request = request;
+        body: Option<Bytes>,
+    ) -> Result<(String, Bytes), EndpointError> {
+        let (mut request, shown) = self.request(method, path, "application/json")?;
         if let Endpoint::Remote { timeout, .. } = self {
             request = request.timeout(*timeout);
         }
         if let Some(body) = body {
             request = request
                 .header("content-type", "application/json")
-                .body(body.to_string());
+                .body(body);
         }
+        let _permit = self.permit().await?;
         let response = request.send().await.map_err(transport(&shown))?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(transport(&shown))?;
-        let value: Value = if bytes.is_empty() {
-            Value::Null
+        if status.is_success() {
+            Ok((shown, bytes))
         } else {
-            // A body cut short looks like invalid JSON: worth another try.
-            serde_json::from_slice(&bytes).map_err(|e| EndpointError::Transport {
-                url: shown.clone(),
-                detail: format!("truncated or invalid JSON: {e}"),
-            })?
-        };
-        if status.is_success() || status == StatusCode::NOT_MODIFIED {
-            return Ok((status, value));
+            Err(http_error(shown, status, &bytes))
         }
-        let text = |k: &str| {
-            value
-                .get(k)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        Err(EndpointError::Http {
-            url: shown,
-            status: status.as_u16(),
-            error: text("error"),
-            reason: text("reason"),
-        })
     }
 
     /// A request to a remote peer with its headers and credentials, and the
@@ -289,10 +387,7 @@ impl Endpoint {
         accept: &str,
     ) -> Result<(reqwest::RequestBuilder, String), EndpointError> {
         let Endpoint::Remote { client, db, .. } = self else {
-            return Err(EndpointError::Protocol {
-                url: self.display(),
-                detail: "not remote".into(),
-            });
+            return Err(self.malformed("not remote"));
         };
         let url = db.url.join(path).map_err(|e| EndpointError::Protocol {
             url: db.url.to_string(),
@@ -311,42 +406,26 @@ impl Endpoint {
 
     /// Turns an unsuccessful answer into its CouchDB error.
     async fn error_of(response: reqwest::Response, shown: String) -> EndpointError {
-        let status = response.status().as_u16();
-        let value: Value = response.json().await.unwrap_or(Value::Null);
-        let text = |k: &str| {
-            value
-                .get(k)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        EndpointError::Http {
-            url: shown,
-            status,
-            error: text("error"),
-            reason: text("reason"),
-        }
+        let status = response.status();
+        let body = response.bytes().await.unwrap_or_default();
+        http_error(shown, status, &body)
     }
 
     /// A request whose answer is read as a stream (attachments), retried
-    /// while it fails transiently before the answer starts.
+    /// while it fails transiently before the answer starts. The answer
+    /// keeps its connection permit until it is dropped.
     pub(crate) async fn send_with_retries(
         &self,
         method: Method,
         path: &str,
         accept: &str,
-        body: Option<&Value>,
-    ) -> Result<reqwest::Response, EndpointError> {
+    ) -> Result<Streamed, EndpointError> {
         with_retries(self.retries(), "a request", || async {
-            let (mut request, shown) = self.request(method.clone(), path, accept)?;
-            if let Some(body) = body {
-                request = request
-                    .header("content-type", "application/json")
-                    .body(body.to_string());
-            }
+            let (request, shown) = self.request(method.clone(), path, accept)?;
+            let permit = self.permit().await?;
             let response = request.send().await.map_err(transport(&shown))?;
             if response.status().is_success() {
-                Ok(response)
+                Ok(Streamed { response, permit })
             } else {
                 Err(Endpoint::error_of(response, shown).await)
             }
@@ -363,8 +442,9 @@ impl Endpoint {
         content_type: &str,
         body: reqwest::Body,
         length: u64,
-    ) -> Result<Value, EndpointError> {
+    ) -> Result<(), EndpointError> {
         let (request, shown) = self.request(method, path, "application/json")?;
+        let _permit = self.permit().await?;
         let response = request
             .header("content-type", content_type)
             .header("content-length", length)
@@ -375,46 +455,46 @@ impl Endpoint {
         if !response.status().is_success() {
             return Err(Endpoint::error_of(response, shown).await);
         }
-        response.json().await.map_err(transport(&shown))
+        let bytes = response.bytes().await.map_err(transport(&shown))?;
+        decode::<IgnoredAny>(&shown, &bytes).map(|_| ())
     }
 
     /// `GET /db`: the update sequence and `instance_start_time`.
-    pub async fn info(&self) -> Result<(Value, String), EndpointError> {
+    pub async fn info(&self) -> Result<DbInfo, EndpointError> {
         match self {
             Endpoint::Local { .. } => {
                 let db = self.local().await?;
-                Ok((
-                    Value::from(db.update_seq()),
-                    db.instance_start_time().to_string(),
-                ))
+                Ok(DbInfo {
+                    update_seq: Value::from(db.update_seq()),
+                    instance_start_time: db.instance_start_time().to_string(),
+                })
             }
             Endpoint::Remote { .. } => match self.call(Method::GET, "", None).await {
-                Ok((_, info)) => Ok((
-                    info.get("update_seq").cloned().unwrap_or(Value::from(0)),
-                    info.get("instance_start_time")
-                        .and_then(Value::as_str)
-                        .unwrap_or("0")
-                        .to_string(),
-                )),
                 Err(EndpointError::Http { status: 404, .. }) => {
                     Err(EndpointError::NotFound(self.display()))
                 }
-                Err(e) => Err(e),
+                other => other,
             },
         }
     }
 
-    /// Creates the database (an existing one is fine).
-    pub async fn create(&self) -> Result<(), EndpointError> {
+    /// Creates the database (an existing one is fine). A remote peer gets
+    /// `params` (`create_target_params`) as the creation's query.
+    pub async fn create(&self, params: &Map<String, Value>) -> Result<(), EndpointError> {
         match self {
+            // Our store has no shards or replicas to size: `q` and `n` mean
+            // nothing here, and partitioned databases are not supported.
             Endpoint::Local { store, name } => match store.create_db(name).await {
                 Ok(_) | Err(store::StoreError::DbExists(_)) => Ok(()),
                 Err(e) => Err(e.into()),
             },
-            Endpoint::Remote { .. } => match self.call(Method::PUT, "", None).await {
-                Ok(_) | Err(EndpointError::Http { status: 412, .. }) => Ok(()),
-                Err(e) => Err(e),
-            },
+            Endpoint::Remote { .. } => {
+                let path = create_query(params);
+                match self.call::<IgnoredAny>(Method::PUT, &path, None).await {
+                    Ok(_) | Err(EndpointError::Http { status: 412, .. }) => Ok(()),
+                    Err(e) => Err(e),
+                }
+            }
         }
     }
 
@@ -427,25 +507,25 @@ impl Endpoint {
                 Err(e) => Err(e.into()),
             },
             Endpoint::Remote { .. } => match self.call(Method::GET, id, None).await {
-                Ok((_, doc)) => Ok(Some(doc)),
+                Ok(doc) => Ok(Some(doc)),
                 Err(EndpointError::Http { status: 404, .. }) => Ok(None),
                 Err(e) => Err(e),
             },
         }
     }
 
-    /// Writes a local (checkpoint) document; returns its new `_rev` when the peer says.
-    pub async fn put_local(&self, id: &str, doc: &Value) -> Result<Option<String>, EndpointError> {
+    /// Writes a local (checkpoint) document; returns its new `_rev`.
+    pub async fn put_local(&self, id: &str, doc: &impl Serialize) -> Result<String, EndpointError> {
+        let encoding = |e: serde_json::Error| self.malformed(format!("encoding {id}: {e}"));
         match self {
             Endpoint::Local { .. } => {
-                Ok(Some(self.local().await?.put_local(id, doc.clone()).await?))
+                let doc = serde_json::to_value(doc).map_err(encoding)?;
+                Ok(self.local().await?.put_local(id, doc).await?)
             }
             Endpoint::Remote { .. } => {
-                let (_, answer) = self.call(Method::PUT, id, Some(doc)).await?;
-                Ok(answer
-                    .get("rev")
-                    .and_then(Value::as_str)
-                    .map(str::to_string))
+                let body = serde_json::to_vec(doc).map_err(encoding)?;
+                let answer: DocWritten = self.call(Method::PUT, id, Some(body.into())).await?;
+                Ok(answer.rev)
             }
         }
     }
@@ -467,14 +547,10 @@ impl Endpoint {
                     _ => None,
                 };
                 let selector = match filter {
-                    ChangesFilter::Selector(sel) => {
-                        Some(store::selector::Selector::parse(sel).map_err(|e| {
-                            EndpointError::Protocol {
-                                url: self.display(),
-                                detail: e.to_string(),
-                            }
-                        })?)
-                    }
+                    ChangesFilter::Selector(sel) => Some(
+                        store::selector::Selector::parse(sel)
+                            .map_err(|e| self.malformed(e.to_string()))?,
+                    ),
                     _ => None,
                 };
                 if let ChangesFilter::Named { name, .. } = filter {
@@ -511,7 +587,7 @@ impl Endpoint {
                     .map(|row| Change {
                         seq: Value::from(row.seq),
                         id: row.id,
-                        revs: row.changes.iter().map(ToString::to_string).collect(),
+                        revs: row.changes,
                     })
                     .collect();
                 Ok(ChangesBatch {
@@ -529,15 +605,20 @@ impl Endpoint {
                 let mut path = format!(
                     "_changes?feed=normal&style=all_docs&since={since_param}&limit={limit}"
                 );
+                let encode = |body: &Value| {
+                    serde_json::to_vec(body)
+                        .map(Bytes::from)
+                        .map_err(|e| self.malformed(e.to_string()))
+                };
                 let (method, body) = match filter {
                     ChangesFilter::All => (Method::GET, None),
                     ChangesFilter::DocIds(ids) => {
                         path.push_str("&filter=_doc_ids");
-                        (Method::POST, Some(json!({"doc_ids": ids})))
+                        (Method::POST, Some(encode(&json!({"doc_ids": ids}))?))
                     }
                     ChangesFilter::Selector(sel) => {
                         path.push_str("&filter=_selector");
-                        (Method::POST, Some(json!({"selector": sel})))
+                        (Method::POST, Some(encode(&json!({"selector": sel}))?))
                     }
                     ChangesFilter::Named { name, query_params } => {
                         path.push_str(&format!("&filter={}", form_encode(name)));
@@ -551,44 +632,20 @@ impl Endpoint {
                         (Method::GET, None)
                     }
                 };
-                let (_, page) = self.call(method, &path, body.as_ref()).await?;
-                let url = self.display();
-                let rows = page
-                    .get("results")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| EndpointError::Protocol {
-                        url: url.clone(),
-                        detail: "_changes without results".into(),
-                    })?;
-                let changes = rows
-                    .iter()
-                    .filter_map(|row| {
-                        // Rows without an id (CouchDB's markers) are skipped.
-                        let id = row.get("id")?.as_str()?.to_string();
-                        let revs = row
-                            .get("changes")?
-                            .as_array()?
-                            .iter()
-                            .filter_map(|c| {
-                                c.get("rev").and_then(Value::as_str).map(str::to_string)
-                            })
-                            .collect();
-                        Some(Change {
-                            seq: row.get("seq").cloned().unwrap_or(Value::Null),
-                            id,
-                            revs,
-                        })
+                let page: ChangesPage = self.call(method, &path, body).await?;
+                let changes = page
+                    .results
+                    .into_iter()
+                    .map(|row| Change {
+                        seq: row.seq,
+                        id: row.id,
+                        revs: row.changes.into_iter().map(|c| c.rev).collect(),
                     })
                     .collect();
-                let last_seq = page
-                    .get("last_seq")
-                    .cloned()
-                    .unwrap_or_else(|| since.clone());
-                let pending = page.get("pending").and_then(Value::as_u64);
                 Ok(ChangesBatch {
                     changes,
-                    last_seq,
-                    pending,
+                    last_seq: page.last_seq,
+                    pending: page.pending,
                 })
             }
         }
@@ -617,24 +674,22 @@ impl Endpoint {
                 }
                 Ok(())
             }
-            Endpoint::Remote { .. } => {
+            Endpoint::Remote { timeout: t, .. } => {
                 let since_text = match since {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
                 // The feed must answer before the request's own timeout.
-                let limit = match self {
-                    Endpoint::Remote { timeout: t, .. } => *t * 3 / 4,
-                    Endpoint::Local { .. } => timeout,
-                };
+                let limit = *t * 3 / 4;
                 let path = format!(
                     "_changes?feed=longpoll&limit=1&since={}&timeout={}",
                     form_encode(&since_text),
                     timeout.min(limit).as_millis()
                 );
-                // Retried like any request: a source restarting drops the feed.
+                // Retried like any request: a source restarting drops the
+                // feed. What it lists is read by the next page of changes.
                 tokio::select! {
-                    answer = self.call(Method::GET, &path, None) => answer.map(|_| ()),
+                    answer = self.call::<IgnoredAny>(Method::GET, &path, None) => answer.map(|_| ()),
                     _ = stop.changed() => Ok(()),
                 }
             }
@@ -642,69 +697,33 @@ impl Endpoint {
     }
 
     /// `_revs_diff`: which of these revisions the database lacks.
-    pub async fn revs_diff(
-        &self,
-        asked: &[(String, Vec<String>)],
-    ) -> Result<Vec<Missing>, EndpointError> {
+    pub async fn revs_diff(&self, asked: RevsDiffRequest) -> Result<Vec<Missing>, EndpointError> {
         match self {
             Endpoint::Local { .. } => {
                 let db = self.local().await?;
-                let request = asked
-                    .iter()
-                    .map(|(id, revs)| {
-                        (
-                            id.clone(),
-                            revs.iter()
-                                .filter_map(|r| revtree::RevId::parse(r).ok())
-                                .collect(),
-                        )
-                    })
-                    .collect();
                 Ok(db
-                    .revs_diff(request)
+                    .revs_diff(asked.0)
                     .await?
                     .into_iter()
                     .map(|(id, diff)| Missing {
                         id,
-                        revs: diff.missing.iter().map(ToString::to_string).collect(),
-                        possible_ancestors: diff
-                            .possible_ancestors
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect(),
+                        revs: diff.missing,
+                        possible_ancestors: diff.possible_ancestors,
                     })
                     .collect())
             }
             Endpoint::Remote { .. } => {
-                let body: Map<String, Value> = asked
-                    .iter()
-                    .map(|(id, revs)| (id.clone(), json!(revs)))
-                    .collect();
-                let (_, diff) = self
-                    .call(Method::POST, "_revs_diff", Some(&Value::Object(body)))
+                let body = serde_json::to_vec(&asked).map_err(|e| self.malformed(e.to_string()))?;
+                let diff: RevsDiffAnswer = self
+                    .call(Method::POST, "_revs_diff", Some(body.into()))
                     .await?;
-                let Value::Object(diff) = diff else {
-                    return Err(EndpointError::Protocol {
-                        url: self.display(),
-                        detail: "_revs_diff is not an object".into(),
-                    });
-                };
-                let strings = |v: Option<&Value>| -> Vec<String> {
-                    v.and_then(Value::as_array)
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(Value::as_str)
-                                .map(str::to_string)
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
                 Ok(diff
+                    .0
                     .into_iter()
                     .map(|(id, entry)| Missing {
                         id,
-                        revs: strings(entry.get("missing")),
-                        possible_ancestors: strings(entry.get("possible_ancestors")),
+                        revs: entry.missing,
+                        possible_ancestors: entry.possible_ancestors,
                     })
                     .collect())
             }
@@ -714,11 +733,8 @@ impl Endpoint {
     /// The missing revisions of one document with their history and
     /// attachment stubs (bytes travel separately: see `transfer`).
     pub async fn fetch(&self, missing: &Missing) -> Result<Vec<Value>, EndpointError> {
-        let revs: Vec<revtree::RevId> = missing
-            .revs
-            .iter()
-            .filter_map(|r| revtree::RevId::parse(r).ok())
-            .collect();
+        let mut fetched = Fetched::new(self, missing.revs.len());
+        fetched.document(missing.id.clone())?;
         match self {
             Endpoint::Local { .. } => {
                 let db = self.local().await?;
@@ -728,34 +744,35 @@ impl Endpoint {
                     ..Default::default()
                 };
                 let found = db
-                    .open_revs(&missing.id, OpenRevs::List(revs), opts, false)
+                    .open_revs(
+                        &missing.id,
+                        OpenRevs::List(missing.revs.clone()),
+                        opts,
+                        false,
+                    )
                     .await?;
-                found
-                    .into_iter()
-                    .filter_map(|r| match r {
-                        OpenRev::Ok(doc) => Some(doc.to_value().map_err(EndpointError::from)),
-                        OpenRev::Missing(_) => None,
-                    })
-                    .collect()
+                for rev in found {
+                    match rev {
+                        OpenRev::Ok(doc) => fetched.docs.push(doc.to_value()?),
+                        OpenRev::Missing(rev) => fetched.take(FetchedRev::Missing(rev)),
+                    }
+                }
             }
             Endpoint::Remote { .. } => {
-                let list = serde_json::to_string(&missing.revs).unwrap_or_default();
+                let list = serde_json::to_string(&missing.revs)
+                    .map_err(|e| self.malformed(e.to_string()))?;
                 let path = format!(
                     "{}?revs=true&latest=true&open_revs={}",
                     encode_doc_id(&missing.id),
                     form_encode(&list)
                 );
-                let (_, answer) = self.call(Method::GET, &path, None).await?;
-                let items = answer.as_array().ok_or_else(|| EndpointError::Protocol {
-                    url: self.display(),
-                    detail: "open_revs is not an array".into(),
-                })?;
-                Ok(items
-                    .iter()
-                    .filter_map(|item| item.get("ok").cloned())
-                    .collect())
+                let answer: Vec<FetchedRev> = self.call(Method::GET, &path, None).await?;
+                for rev in answer {
+                    fetched.take(rev);
+                }
             }
         }
+        fetched.finish()
     }
 
     /// The missing revisions of many documents: one `_bulk_get` request
@@ -768,80 +785,69 @@ impl Endpoint {
     ) -> Result<Vec<Value>, EndpointError> {
         if let Endpoint::Remote { bulk_get, .. } = self
             && use_bulk_get
-            && bulk_get.load(std::sync::atomic::Ordering::Relaxed) != BULK_GET_NO
+            && bulk_get.load(Ordering::Relaxed) != BULK_GET_NO
         {
-            let requests: Vec<Value> = missing
-                .iter()
-                .flat_map(|m| {
-                    m.revs
-                        .iter()
-                        .map(move |rev| json!({"id": m.id, "rev": rev}))
-                })
-                .collect();
-            let body = json!({"docs": requests});
+            let request = BulkGetRequest {
+                docs: missing
+                    .iter()
+                    .flat_map(|m| m.revs.iter().map(|rev| BulkGetItem { id: &m.id, rev }))
+                    .collect(),
+            };
+            let body = serde_json::to_vec(&request).map_err(|e| self.malformed(e.to_string()))?;
             match self
-                .call(Method::POST, "_bulk_get?revs=true&latest=true", Some(&body))
+                .call::<BulkGetAnswer>(
+                    Method::POST,
+                    "_bulk_get?revs=true&latest=true",
+                    Some(body.into()),
+                )
                 .await
             {
-                Ok((_, answer)) => {
-                    bulk_get.store(BULK_GET_YES, std::sync::atomic::Ordering::Relaxed);
-                    let mut seen = std::collections::HashSet::new();
-                    let mut docs = Vec::new();
-                    for result in answer
-                        .get("results")
-                        .and_then(Value::as_array)
-                        .into_iter()
-                        .flatten()
-                    {
-                        for doc in result
-                            .get("docs")
-                            .and_then(Value::as_array)
-                            .into_iter()
-                            .flatten()
-                        {
-                            let Some(ok) = doc.get("ok") else { continue };
-                            let key = (ok.get("_id").cloned(), ok.get("_rev").cloned());
-                            if seen.insert(key) {
-                                docs.push(ok.clone());
-                            }
+                Ok(answer) => {
+                    bulk_get.store(BULK_GET_YES, Ordering::Relaxed);
+                    let mut fetched = Fetched::new(self, request.docs.len());
+                    for result in answer.results {
+                        fetched.document(result.id)?;
+                        for rev in result.docs {
+                            fetched.take(rev);
                         }
                     }
-                    return Ok(docs);
+                    return fetched.finish();
                 }
+                // A malformed answer is the peer failing, not lacking `_bulk_get`.
+                Err(e @ EndpointError::Protocol { .. }) => return Err(e),
                 Err(e) if e.is_transient() => return Err(e),
                 Err(e) => {
                     tracing::info!(peer = %self.display(), error = %e, "_bulk_get unavailable; fetching documents one by one");
-                    bulk_get.store(BULK_GET_NO, std::sync::atomic::Ordering::Relaxed);
+                    bulk_get.store(BULK_GET_NO, Ordering::Relaxed);
                 }
             }
         }
         if let Endpoint::Local { .. } = self {
             // One read for the whole batch.
             let db = self.local().await?;
-            let requests = missing
+            let requests: Vec<store::BulkGetRequest> = missing
                 .iter()
                 .flat_map(|m| {
-                    m.revs
-                        .iter()
-                        .filter_map(|r| revtree::RevId::parse(r).ok())
-                        .map(move |rev| store::BulkGetRequest {
-                            id: m.id.clone(),
-                            rev: Some(rev),
-                            atts_since: Vec::new(),
-                        })
+                    m.revs.iter().map(move |rev| store::BulkGetRequest {
+                        id: m.id.clone(),
+                        rev: Some(rev.clone()),
+                        atts_since: Vec::new(),
+                    })
                 })
                 .collect();
-            let mut seen = std::collections::HashSet::new();
-            let mut docs = Vec::new();
+            let mut fetched = Fetched::new(self, requests.len());
             for result in db.bulk_get(requests, true, true, false).await? {
-                for doc in result.docs.into_iter().flatten() {
-                    let value = doc.to_value()?;
-                    if seen.insert((value.get("_id").cloned(), value.get("_rev").cloned())) {
-                        docs.push(value);
+                fetched.document(result.id)?;
+                for doc in result.docs {
+                    match doc {
+                        Ok(doc) => fetched.docs.push(doc.to_value()?),
+                        Err(e) => {
+                            fetched.unreadable(&e.rev.unwrap_or_default(), e.error, &e.reason)
+                        }
                     }
                 }
             }
-            return Ok(docs);
+            return fetched.finish();
         }
         let mut docs = Vec::new();
         for m in missing {
@@ -876,39 +882,49 @@ impl Endpoint {
                     .collect())
             }
             Endpoint::Remote { .. } => {
+                // Each document is encoded once: its length decides the
+                // requests it goes in, its bytes are spliced into them.
+                let encoded = docs
+                    .iter()
+                    .map(serde_json::to_vec)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| self.malformed(e.to_string()))?;
                 let mut failures = Vec::new();
-                for chunk in chunk_by_bytes(docs, MAX_WRITE_BYTES) {
-                    failures.extend(self.write_remote(chunk).await?);
+                for range in chunk_by_bytes(&encoded, MAX_WRITE_BYTES) {
+                    failures.extend(
+                        self.write_remote(&docs[range.clone()], &encoded[range])
+                            .await?,
+                    );
                 }
                 Ok(failures)
             }
         }
     }
 
-    /// One `_bulk_docs` request; a 413 splits the batch and retries the
-    /// halves, down to a single document the target then refuses.
-    fn write_remote(
-        &self,
-        docs: Vec<Value>,
+    /// One `_bulk_docs` request of `docs` (`encoded` is their JSON); a 413
+    /// splits the batch and retries the halves, down to a single document
+    /// the target then refuses.
+    fn write_remote<'a>(
+        &'a self,
+        docs: &'a [Value],
+        encoded: &'a [Vec<u8>],
     ) -> std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<Vec<WriteFailure>, EndpointError>> + Send + '_>,
+        Box<dyn std::future::Future<Output = Result<Vec<WriteFailure>, EndpointError>> + Send + 'a>,
     > {
         Box::pin(async move {
-            let body = json!({"docs": docs, "new_edits": false});
-            match self.call(Method::POST, "_bulk_docs", Some(&body)).await {
-                Ok((_, answer)) => Ok(answer
-                    .as_array()
+            let body = bulk_docs_body(encoded);
+            match self
+                .call::<Vec<BulkDocsRow>>(Method::POST, "_bulk_docs", Some(body))
+                .await
+            {
+                Ok(rows) => Ok(rows
                     .into_iter()
-                    .flatten()
-                    .filter(|row| row.get("error").is_some())
-                    .map(|row| {
-                        let text =
-                            |k: &str| row.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-                        WriteFailure {
-                            id: text("id"),
-                            error: text("error"),
-                            reason: text("reason"),
-                        }
+                    .filter_map(|row| {
+                        Some(WriteFailure {
+                            error: row.error?,
+                            id: row.id.unwrap_or_default(),
+                            reason: row.reason.unwrap_or_default(),
+                        })
                     })
                     .collect()),
                 Err(EndpointError::Http {
@@ -917,27 +933,17 @@ impl Endpoint {
                     reason,
                     ..
                 }) => {
-                    let Value::Object(mut body) = body else {
-                        return Ok(Vec::new());
-                    };
-                    let Some(Value::Array(mut docs)) = body.remove("docs") else {
-                        return Ok(Vec::new());
-                    };
                     if docs.len() <= 1 {
                         let id = docs
                             .first()
-                            .and_then(|d| d.get("_id"))
-                            .and_then(Value::as_str)
-                            .unwrap_or("");
-                        return Ok(vec![WriteFailure {
-                            id: id.to_string(),
-                            error,
-                            reason,
-                        }]);
+                            .and_then(|doc| DocMeta::of(doc).ok())
+                            .map(|meta| meta.id.to_string())
+                            .unwrap_or_default();
+                        return Ok(vec![WriteFailure { id, error, reason }]);
                     }
-                    let second = docs.split_off(docs.len() / 2);
-                    let mut failures = self.write_remote(docs).await?;
-                    failures.extend(self.write_remote(second).await?);
+                    let half = docs.len() / 2;
+                    let mut failures = self.write_remote(&docs[..half], &encoded[..half]).await?;
+                    failures.extend(self.write_remote(&docs[half..], &encoded[half..]).await?);
                     Ok(failures)
                 }
                 Err(e) => Err(e),
@@ -950,34 +956,153 @@ impl Endpoint {
         match self {
             Endpoint::Local { .. } => Ok(self.local().await?.ensure_full_commit().await?),
             Endpoint::Remote { .. } => self
-                .call(Method::POST, "_ensure_full_commit", Some(&json!({})))
+                .call::<IgnoredAny>(
+                    Method::POST,
+                    "_ensure_full_commit",
+                    Some(Bytes::from_static(b"{}")),
+                )
                 .await
                 .map(|_| ()),
         }
     }
 }
 
+/// Fetched revisions, gathered document by document (a document's are
+/// adjacent in every answer, in the order asked), each document's repeated
+/// leaves dropped.
+struct Fetched<'e> {
+    endpoint: &'e Endpoint,
+    docs: Vec<Value>,
+    /// The document being gathered, and where its revisions start.
+    id: Option<String>,
+    start: usize,
+}
+
+impl<'e> Fetched<'e> {
+    fn new(endpoint: &'e Endpoint, capacity: usize) -> Fetched<'e> {
+        Fetched {
+            endpoint,
+            docs: Vec::with_capacity(capacity),
+            id: None,
+            start: 0,
+        }
+    }
+
+    /// The next revisions are `id`'s.
+    fn document(&mut self, id: String) -> Result<(), EndpointError> {
+        if self.id.as_deref() != Some(id.as_str()) {
+            self.dedup()?;
+            self.start = self.docs.len();
+            self.id = Some(id);
+        }
+        Ok(())
+    }
+
+    /// Keeps a fetched revision, or says why there is none.
+    fn take(&mut self, fetched: FetchedRev) {
+        match fetched {
+            FetchedRev::Ok(doc) => self.docs.push(doc),
+            FetchedRev::Missing(rev) => self.unreadable(&rev.to_string(), "not_found", "missing"),
+            FetchedRev::Error(e) => {
+                let rev = e.rev.map(|r| r.to_string()).unwrap_or_default();
+                self.unreadable(&rev, &e.error, &e.reason);
+            }
+        }
+    }
+
+    /// A revision the source listed but could not read (compacted or purged
+    /// since): there is nothing to copy, as for CouchDB's replicator, but
+    /// it is said.
+    fn unreadable(&self, rev: &str, error: &str, reason: &str) {
+        let id = self.id.as_deref().unwrap_or_default();
+        tracing::warn!(peer = %self.endpoint.display(), id, rev, error, reason, "the source could not read a revision it listed");
+    }
+
+    /// Drops the current document's repeated revisions: with `latest=true`
+    /// two asked revisions may lead to the same leaf. Only a document with
+    /// several fetched revisions has its metadata read.
+    fn dedup(&mut self) -> Result<(), EndpointError> {
+        let from = self.start;
+        if self.docs.len() <= from + 1 {
+            return Ok(());
+        }
+        let mut seen: Vec<RevId> = Vec::with_capacity(self.docs.len() - from);
+        let mut keep = vec![true; from];
+        for doc in &self.docs[from..] {
+            let rev = DocMeta::of(doc)
+                .map_err(|e| self.endpoint.malformed(format!("fetched document: {e}")))?
+                .rev;
+            keep.push(!seen.contains(&rev));
+            seen.push(rev);
+        }
+        let mut keep = keep.into_iter();
+        self.docs.retain(|_| keep.next().unwrap_or(true));
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Vec<Value>, EndpointError> {
+        self.dedup()?;
+        Ok(self.docs)
+    }
+}
+
+/// The query of the target's creation `PUT` from `create_target_params`:
+/// CouchDB reads the shard count `q`, the replica count `n` and
+/// `partitioned` there. Other keys mean nothing to a database creation and
+/// are not sent.
+fn create_query(params: &Map<String, Value>) -> String {
+    let mut query = String::new();
+    for key in ["q", "n", "partitioned"] {
+        let text = match params.get(key) {
+            None | Some(Value::Null) => continue,
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+        };
+        query.push(if query.is_empty() { '?' } else { '&' });
+        query.push_str(key);
+        query.push('=');
+        query.push_str(&form_encode(&text));
+    }
+    query
+}
+
+/// A `_bulk_docs` body with `new_edits=false` around documents already
+/// encoded by serde_json (so the splice is valid JSON).
+fn bulk_docs_body(encoded: &[Vec<u8>]) -> Bytes {
+    const HEAD: &[u8] = b"{\"new_edits\":false,\"docs\":[";
+    let size = HEAD.len() + 2 + encoded.iter().map(|d| d.len() + 1).sum::<usize>();
+    let mut body = Vec::with_capacity(size);
+    body.extend_from_slice(HEAD);
+    for (i, doc) in encoded.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(doc);
+    }
+    body.extend_from_slice(b"]}");
+    Bytes::from(body)
+}
+
 /// The most JSON one `_bulk_docs` request carries, as CouchDB's replicator
 /// flushes: large enough to amortize requests, small enough for any peer.
 const MAX_WRITE_BYTES: usize = 4 << 20;
 
-/// Splits documents into runs whose JSON stays under `limit` bytes (a lone
-/// larger document still gets a run of its own).
-fn chunk_by_bytes(docs: Vec<Value>, limit: usize) -> Vec<Vec<Value>> {
+/// Splits encoded documents into runs whose JSON stays under `limit` bytes
+/// (a lone larger document still gets a run of its own).
+fn chunk_by_bytes(encoded: &[Vec<u8>], limit: usize) -> Vec<std::ops::Range<usize>> {
     let mut chunks = Vec::new();
-    let mut current = Vec::new();
+    let mut start = 0;
     let mut size = 0;
-    for doc in docs {
-        let len = serde_json::to_vec(&doc).map(|v| v.len()).unwrap_or(0);
-        if !current.is_empty() && size + len > limit {
-            chunks.push(std::mem::take(&mut current));
+    for (i, doc) in encoded.iter().enumerate() {
+        if i > start && size + doc.len() > limit {
+            chunks.push(start..i);
+            start = i;
             size = 0;
         }
-        size += len;
-        current.push(doc);
+        size += doc.len();
     }
-    if !current.is_empty() {
-        chunks.push(current);
+    if start < encoded.len() {
+        chunks.push(start..encoded.len());
     }
     chunks
 }
@@ -1013,11 +1138,17 @@ mod tests {
 
     #[test]
     fn writes_are_split_by_size_and_a_large_document_goes_alone() {
-        let doc = |n: usize| json!({"_id": "x", "pad": "p".repeat(n)});
-        let chunks = chunk_by_bytes(vec![doc(10), doc(10), doc(100), doc(10)], 80);
-        let sizes: Vec<usize> = chunks.iter().map(Vec::len).collect();
-        assert_eq!(sizes, [2, 1, 1]);
-        assert!(chunk_by_bytes(Vec::new(), 80).is_empty());
+        let doc =
+            |n: usize| serde_json::to_vec(&json!({"_id": "x", "pad": "p".repeat(n)})).unwrap();
+        let encoded = vec![doc(10), doc(10), doc(100), doc(10)];
+        let chunks = chunk_by_bytes(&encoded, 80);
+        assert_eq!(chunks, [0..2, 2..3, 3..4]);
+        assert!(chunk_by_bytes(&[], 80).is_empty());
+        let body: Value = serde_json::from_slice(&bulk_docs_body(&encoded[..2])).unwrap();
+        assert_eq!(body["new_edits"], false);
+        assert_eq!(body["docs"].as_array().map(Vec::len), Some(2));
+        let body: Value = serde_json::from_slice(&bulk_docs_body(&[])).unwrap();
+        assert_eq!(body["docs"], json!([]));
     }
 
     #[test]
@@ -1052,5 +1183,228 @@ mod tests {
         assert_eq!(seq_number(&json!(12)), 12);
         assert_eq!(seq_number(&json!("34-g1AAAA")), 34);
         assert_eq!(seq_number(&json!(null)), 0);
+    }
+
+    /// A peer on a loopback port that answers each request with what
+    /// `answer` gives for its request line, after `delay`, counting the
+    /// requests in flight (the most at once) and keeping the request lines.
+    struct FakePeer {
+        url: String,
+        most_in_flight: Arc<std::sync::atomic::AtomicUsize>,
+        requests: Arc<std::sync::Mutex<Vec<String>>>,
+    }
+
+    async fn fake_peer(delay: Duration, answer: fn(&str) -> (u16, String)) -> FakePeer {
+        use std::sync::atomic::AtomicUsize;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/db/", listener.local_addr().unwrap());
+        let in_flight = Arc::new(AtomicUsize::new(0));
+        let most_in_flight = Arc::new(AtomicUsize::new(0));
+        let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (most, lines) = (most_in_flight.clone(), requests.clone());
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let (in_flight, most, lines) = (in_flight.clone(), most.clone(), lines.clone());
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    loop {
+                        // One request: headers, then a body of Content-Length bytes.
+                        let end = loop {
+                            if let Some(at) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break at + 4;
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match socket.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        let head = String::from_utf8_lossy(&buffer[..end]).to_string();
+                        let length: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse().ok())?
+                            })
+                            .unwrap_or(0);
+                        while buffer.len() < end + length {
+                            let mut chunk = [0u8; 4096];
+                            match socket.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buffer.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        buffer.drain(..end + length);
+                        let line = head.lines().next().unwrap_or("").to_string();
+                        lines.lock().unwrap().push(line.clone());
+                        let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(now, Ordering::SeqCst);
+                        tokio::time::sleep(delay).await;
+                        in_flight.fetch_sub(1, Ordering::SeqCst);
+                        let (status, body) = answer(&line);
+                        let reply = format!(
+                            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        if socket.write_all(reply.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        FakePeer {
+            url,
+            most_in_flight,
+            requests,
+        }
+    }
+
+    fn remote(url: &str, http_connections: usize) -> Endpoint {
+        let db = RemoteDb {
+            url: url.parse().unwrap(),
+            headers: Vec::new(),
+            auth: None,
+        };
+        let options = HttpOptions {
+            timeout: Duration::from_secs(10),
+            retries: 0,
+            http_connections,
+        };
+        Endpoint::remote(&db, options).unwrap()
+    }
+
+    fn ok(_: &str) -> (u16, String) {
+        (200, r#"{"ok":true}"#.to_string())
+    }
+
+    #[tokio::test]
+    async fn requests_in_flight_to_a_peer_never_exceed_http_connections() {
+        for (connections, expected) in [(2, 2), (1, 1), (8, 8)] {
+            let peer = fake_peer(Duration::from_millis(100), ok).await;
+            let endpoint = remote(&peer.url, connections);
+            let calls = (0..8).map(|_| endpoint.ensure_full_commit());
+            for result in futures_util::future::join_all(calls).await {
+                result.unwrap();
+            }
+            assert_eq!(
+                peer.most_in_flight.load(Ordering::SeqCst),
+                expected,
+                "with http_connections = {connections}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn the_target_is_created_with_q_n_and_partitioned() {
+        fn created(line: &str) -> (u16, String) {
+            if line.starts_with("PUT /db/?q=8") {
+                (412, r#"{"error":"file_exists","reason":"exists"}"#.into())
+            } else {
+                (201, r#"{"ok":true}"#.into())
+            }
+        }
+        let peer = fake_peer(Duration::ZERO, created).await;
+        let endpoint = remote(&peer.url, 2);
+        let params = json!({"q": 8, "n": "1", "partitioned": true, "placement": "x"});
+        let Value::Object(params) = params else {
+            unreachable!()
+        };
+        // An existing database (412) is fine.
+        endpoint.create(&params).await.unwrap();
+        endpoint.create(&Map::new()).await.unwrap();
+        assert_eq!(
+            *peer.requests.lock().unwrap(),
+            [
+                "PUT /db/?q=8&n=1&partitioned=true HTTP/1.1",
+                "PUT /db/ HTTP/1.1"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_malformed_answer_is_an_error_of_the_call_not_a_dropped_revision() {
+        fn broken(line: &str) -> (u16, String) {
+            let body = if line.starts_with("POST /db/_revs_diff") {
+                r#"{"a":{"missing":["1-a","not a revision"]}}"#
+            } else if line.starts_with("GET /db/_changes") {
+                r#"{"results":[{"seq":1,"id":"a","changes":[{"rev":"x"}]}],"last_seq":1}"#
+            } else if line.starts_with("POST /db/_bulk_get") {
+                r#"{"results":[{"id":"a","docs":[{"ok":{"_id":"a","_rev":"1-a"}},{"ok":{"_id":"a"}}]}]}"#
+            } else if line.starts_with("POST /db/_bulk_docs") {
+                r#"[{"id":"a","error":"conflict","rev":7}]"#
+            } else {
+                r#"{"db_name":"db"}"#
+            };
+            (200, body.into())
+        }
+        let peer = fake_peer(Duration::ZERO, broken).await;
+        let endpoint = remote(&peer.url, 2);
+        let rev = RevId::parse("1-a").unwrap();
+        let asked = wire::rows::Entries(vec![("a".to_string(), vec![rev.clone()])]);
+        let missing = Missing {
+            id: "a".into(),
+            revs: vec![rev.clone(), RevId::parse("2-b").unwrap()],
+            possible_ancestors: Vec::new(),
+        };
+        let errors = [
+            endpoint.revs_diff(asked).await.unwrap_err(),
+            endpoint
+                .changes(&json!(0), 10, &ChangesFilter::All, false)
+                .await
+                .unwrap_err(),
+            endpoint.fetch_many(&[missing], true).await.unwrap_err(),
+            endpoint
+                .write(vec![json!({"_id": "a", "_rev": "1-a"})])
+                .await
+                .unwrap_err(),
+            endpoint.info().await.unwrap_err(),
+        ];
+        for e in errors {
+            assert!(
+                matches!(&e, EndpointError::Protocol { detail, .. } if detail.starts_with("malformed answer") || detail.starts_with("fetched document")),
+                "{e}"
+            );
+            assert!(!e.is_transient(), "{e}");
+        }
+    }
+
+    #[tokio::test]
+    async fn errors_are_read_from_couchdb_bodies_and_from_anything_else() {
+        fn refuse(line: &str) -> (u16, String) {
+            if line.starts_with("GET /db/_local") {
+                (403, r#"{"error":"forbidden","reason":{"why":"no"}}"#.into())
+            } else {
+                (502, "<html>\r\nbad gateway</html>".into())
+            }
+        }
+        let peer = fake_peer(Duration::ZERO, refuse).await;
+        let endpoint = remote(&peer.url, 2);
+        match endpoint.get_local("_local/x").await {
+            Err(EndpointError::Http {
+                status: 403,
+                error,
+                reason,
+                ..
+            }) => assert_eq!(
+                (error.as_str(), reason.as_str()),
+                ("forbidden", r#"{"why":"no"}"#)
+            ),
+            other => panic!("{other:?}"),
+        }
+        match endpoint.ensure_full_commit().await {
+            Err(EndpointError::Http {
+                status: 502,
+                error,
+                reason,
+                ..
+            }) => assert_eq!(
+                (error.as_str(), reason.as_str()),
+                ("bad_gateway", "<html>  bad gateway</html>")
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }

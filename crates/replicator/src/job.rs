@@ -6,9 +6,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use store::Store;
+use wire::doc::DocMeta;
+use wire::rows::{Entries, RevsDiffRequest};
 
-use crate::checkpoint::{HistoryEntry, ReplicationLog, compare_logs};
-use crate::endpoint::{Endpoint, EndpointError};
+use crate::checkpoint::{HistoryEntry, LogDoc, ReplicationLog, StoredLog, compare_logs};
+use crate::endpoint::{Endpoint, EndpointError, HttpOptions, Missing, WriteFailure};
 use crate::rep_id::{REP_ID_VERSION, replication_id};
 use crate::spec::ReplicationSpec;
 
@@ -53,7 +55,30 @@ pub struct ProgressSnapshot {
     pub checkpointed_source_seq: Value,
     /// Changes the source still has after `through_seq`, when known.
     pub changes_pending: Option<u64>,
+    /// Whether the job is replicating or idle, waiting for the source to change.
+    pub process_status: ProcessStatus,
     pub updated: Option<SystemTime>,
+}
+
+/// What a job is doing, as `_active_tasks` reports it in `process_status`
+/// (CouchDB shows its job process's Erlang status there: `running` while it
+/// works, `waiting` while it sits in a receive, idle).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ProcessStatus {
+    /// Reading, diffing, fetching, writing or checkpointing.
+    Running,
+    /// Caught up: waiting for the source to change (or not started).
+    #[default]
+    Waiting,
+}
+
+impl ProcessStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProcessStatus::Running => "running",
+            ProcessStatus::Waiting => "waiting",
+        }
+    }
 }
 
 impl Progress {
@@ -144,47 +169,41 @@ pub async fn run(
     mut stop: tokio::sync::watch::Receiver<bool>,
     progress: &Progress,
 ) -> Result<Value, ReplicationError> {
-    let timeout = Duration::from_millis(spec.connection_timeout);
-    let source = Endpoint::new(&spec.source, store, timeout, spec.retries_per_request)?;
-    let target = Endpoint::new(&spec.target, store, timeout, spec.retries_per_request)?;
+    progress.update(|p| p.process_status = ProcessStatus::Running);
+    let options = HttpOptions::of(spec);
+    let source = Endpoint::new(&spec.source, store, options)?;
+    let target = Endpoint::new(&spec.target, store, options)?;
     let not_found = |e: EndpointError, side: &Endpoint| match e {
         EndpointError::NotFound(_) => ReplicationError::DbNotFound(side.display()),
         other => other.into(),
     };
-    let (source_seq, source_instance) = source.info().await.map_err(|e| not_found(e, &source))?;
-    progress.update(|p| p.source_seq = source_seq);
+    let source_info = source.info().await.map_err(|e| not_found(e, &source))?;
+    progress.update(|p| p.source_seq = source_info.update_seq);
     if spec.create_target {
-        target.create().await?;
+        target.create(&spec.create_target_params).await?;
     }
-    let (_, target_instance) = target.info().await.map_err(|e| not_found(e, &target))?;
+    let target_info = target.info().await.map_err(|e| not_found(e, &target))?;
 
     let rep_id = replication_id(store.server_uuid(), spec);
     let log_id = format!("_local/{rep_id}");
     let (source_log, target_log) = if spec.use_checkpoints {
         (
-            source.get_local(&log_id).await?,
-            target.get_local(&log_id).await?,
+            StoredLog::read(source.get_local(&log_id).await?),
+            StoredLog::read(target.get_local(&log_id).await?),
         )
     } else {
-        (None, None)
+        (StoredLog::default(), StoredLog::default())
     };
-    let parse_log = |doc: &Option<Value>| {
-        doc.as_ref()
-            .and_then(|d| serde_json::from_value::<ReplicationLog>(d.clone()).ok())
-    };
-    let resume = compare_logs(
-        parse_log(&source_log).as_ref(),
-        parse_log(&target_log).as_ref(),
-    );
+    let resume = compare_logs(source_log.log.as_ref(), target_log.log.as_ref());
     let mut since = spec.since_seq.clone().unwrap_or(resume.since.clone());
     let mut checkpointer = Checkpointer {
         source: &source,
         target: &target,
         log_id: &log_id,
-        source_instance,
-        target_instance,
-        source_rev: source_log.as_ref().and_then(|d| d.get("_rev").cloned()),
-        target_rev: target_log.as_ref().and_then(|d| d.get("_rev").cloned()),
+        source_instance: source_info.instance_start_time,
+        target_instance: target_info.instance_start_time,
+        source_rev: source_log.rev,
+        target_rev: target_log.rev,
         previous: &resume.history,
         session_id: uuid::Uuid::new_v4().simple().to_string(),
         start_time: http_date(SystemTime::now()),
@@ -268,7 +287,9 @@ pub async fn run(
                 checkpointer.verify_peers(false).await?;
                 last_identity_check = Instant::now();
             }
+            progress.update(|p| p.process_status = ProcessStatus::Waiting);
             source.wait_for_changes(&since, wait, &mut stop).await?;
+            progress.update(|p| p.process_status = ProcessStatus::Running);
             continue;
         }
         moved = true;
@@ -278,13 +299,18 @@ pub async fn run(
         } else {
             usize::MAX
         };
-        let asked: Vec<(String, Vec<String>)> = batch
-            .changes
-            .iter()
-            .map(|c| (c.id.clone(), c.revs.iter().take(keep).cloned().collect()))
-            .collect();
-        stats.missing_checked += asked.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
-        let missing = target.revs_diff(&asked).await?;
+        let asked: RevsDiffRequest = Entries(
+            batch
+                .changes
+                .into_iter()
+                .map(|mut c| {
+                    c.revs.truncate(keep);
+                    (c.id, c.revs)
+                })
+                .collect(),
+        );
+        stats.missing_checked += asked.0.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
+        let missing = target.revs_diff(asked).await?;
         stats.missing_found += missing.iter().map(|m| m.revs.len() as u64).sum::<u64>();
         let docs = source.fetch_many(&missing, spec.use_bulk_get).await?;
         stats.docs_read += docs.len() as u64;
@@ -352,24 +378,30 @@ async fn copy_attachment_docs(
     source: &Endpoint,
     target: &Endpoint,
     spec: &ReplicationSpec,
-    missing: &[crate::endpoint::Missing],
+    missing: &[Missing],
     docs: Vec<Value>,
     stats: &mut Stats,
 ) -> Result<Vec<Value>, ReplicationError> {
     use futures_util::StreamExt;
-    let ancestors: std::collections::HashMap<&str, &[String]> = missing
+    let ancestors: std::collections::HashMap<&str, &[revtree::RevId]> = missing
         .iter()
         .map(|m| (m.id.as_str(), m.possible_ancestors.as_slice()))
         .collect();
     let mut plain = Vec::with_capacity(docs.len());
     let mut heavy = Vec::new();
     for doc in docs {
-        let id = doc.get("_id").and_then(Value::as_str).unwrap_or("");
-        let since = ancestors.get(id).copied().unwrap_or(&[]);
-        let names = crate::transfer::attachments_to_send(&doc, since);
+        // A fetched revision without its id or revision cannot be written
+        // anywhere: the source broke the protocol, and the job says so.
+        let meta = DocMeta::of(&doc).map_err(|e| EndpointError::Protocol {
+            url: source.display(),
+            detail: format!("fetched document: {e}"),
+        })?;
+        let since = ancestors.get(meta.id).copied().unwrap_or(&[]);
+        let names = crate::transfer::attachments_to_send(&meta, since);
         if names.is_empty() {
             plain.push(doc);
         } else {
+            // Owned: the copies run as futures of their own.
             heavy.push((doc, names, since.to_vec()));
         }
     }
@@ -397,7 +429,7 @@ async fn copy_attachment_docs(
 
 /// A `_bulk_docs` write running while the next batch is prepared.
 struct PendingWrite {
-    task: tokio::task::JoinHandle<Result<Vec<crate::endpoint::WriteFailure>, EndpointError>>,
+    task: tokio::task::JoinHandle<Result<Vec<WriteFailure>, EndpointError>>,
     count: u64,
     /// The batch's last sequence: written through here once it succeeds.
     through: Value,
@@ -475,8 +507,9 @@ struct Checkpointer<'a> {
     source_instance: String,
     target_instance: String,
     log_id: &'a str,
-    source_rev: Option<Value>,
-    target_rev: Option<Value>,
+    /// The checkpoint documents' `_rev`s (`0-N`), to update them in place.
+    source_rev: Option<String>,
+    target_rev: Option<String>,
     /// The history carried forward from the compared checkpoints.
     previous: &'a [HistoryEntry],
     session_id: String,
@@ -493,7 +526,7 @@ impl Checkpointer<'_> {
             ("target", self.target, &self.target_instance),
         ];
         for (side, endpoint, started) in sides.into_iter().take(if target_too { 2 } else { 1 }) {
-            let (_, now) = endpoint.info().await?;
+            let now = endpoint.info().await?.instance_start_time;
             if &now != started {
                 return Err(ReplicationError::PeerChanged(format!(
                     "the {side} {} changed its instance_start_time since the replication started",
@@ -537,27 +570,18 @@ impl Checkpointer<'_> {
             seq.clone(),
             REP_ID_VERSION,
         );
-        let body = |rev: &Option<Value>| {
-            let mut doc = serde_json::to_value(&log).unwrap_or(Value::Null);
-            if let Some(rev) = rev {
-                doc["_rev"] = rev.clone();
-            }
-            doc
+        let doc = LogDoc {
+            rev: self.target_rev.as_deref(),
+            log: &log,
         };
-        if let Some(rev) = self
-            .target
-            .put_local(self.log_id, &body(&self.target_rev))
-            .await?
-        {
-            self.target_rev = Some(Value::String(rev));
-        }
-        match self
-            .source
-            .put_local(self.log_id, &body(&self.source_rev))
-            .await
-        {
-            Ok(Some(rev)) => self.source_rev = Some(Value::String(rev)),
-            Ok(None) => {}
+        let rev = self.target.put_local(self.log_id, &doc).await?;
+        self.target_rev = Some(rev);
+        let doc = LogDoc {
+            rev: self.source_rev.as_deref(),
+            log: &log,
+        };
+        match self.source.put_local(self.log_id, &doc).await {
+            Ok(rev) => self.source_rev = Some(rev),
             Err(EndpointError::Http {
                 status: 401 | 403, ..
             }) => {
@@ -583,14 +607,17 @@ mod tests {
             Endpoint::new(
                 &crate::spec::Peer::Local(name.into()),
                 &store,
-                Duration::from_secs(5),
-                0,
+                HttpOptions {
+                    timeout: Duration::from_secs(5),
+                    retries: 0,
+                    http_connections: 1,
+                },
             )
             .unwrap()
         };
         let (source, target) = (peer("a"), peer("b"));
-        let (_, a_instance) = source.info().await.unwrap();
-        let (_, b_instance) = target.info().await.unwrap();
+        let a_instance = source.info().await.unwrap().instance_start_time;
+        let b_instance = target.info().await.unwrap().instance_start_time;
         let mut checkpointer = Checkpointer {
             source: &source,
             target: &target,
@@ -631,5 +658,181 @@ mod tests {
         assert_eq!(http_date(t), "Sun, 22 Nov 2026 03:13:34 GMT");
         assert_eq!(http_date(UNIX_EPOCH), "Thu, 01 Jan 1970 00:00:00 GMT");
         assert_eq!(rfc3339(t), "2026-11-22T03:13:34Z");
+    }
+
+    /// Writes that finish in `order` (a permutation of the batches), at
+    /// most `max` in flight, batch `k` refusing `refused[k]` of its three
+    /// documents and batch `error_at` failing outright.
+    fn run_writes(order: Vec<usize>, max: usize, refused: Vec<u64>, error_at: Option<usize>) {
+        use std::sync::{Arc, Mutex};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let n = order.len();
+            let through = |k: usize| json!((k as u64 + 1) * 10);
+            let finished = Arc::new(Mutex::new(vec![false; n]));
+            let (mut senders, mut receivers): (Vec<_>, Vec<_>) = (0..n)
+                .map(|_| {
+                    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                    (Some(tx), Some(rx))
+                })
+                .unzip();
+            // The target finishes the writes in its own order, one at a
+            // time, interleaved with the job's queueing and settling.
+            let done = finished.clone();
+            let target = tokio::spawn(async move {
+                for k in order {
+                    tokio::task::yield_now().await;
+                    done.lock().unwrap()[k] = true;
+                    if let Some(tx) = senders[k].take() {
+                        let _ = tx.send(());
+                    }
+                }
+            });
+            // Every batch at or before `written` is finished at the target.
+            let check = |written: &Value| {
+                let through_batches = written.as_u64().unwrap_or(0) / 10;
+                let finished = finished.lock().unwrap();
+                assert!(
+                    finished.iter().take(through_batches as usize).all(|f| *f),
+                    "{written} passes an unfinished batch: {finished:?}"
+                );
+            };
+            let mut writes = Writes::new(max);
+            let mut stats = Stats::default();
+            let mut written = json!(0);
+            let mut outcome = Ok(());
+            for k in 0..n {
+                outcome = writes.make_room(&mut stats, &mut written).await;
+                check(&written);
+                if outcome.is_err() {
+                    break;
+                }
+                let rx = receivers[k].take().unwrap();
+                let failed = refused[k];
+                let fails = error_at == Some(k);
+                let task = tokio::spawn(async move {
+                    let _ = rx.await;
+                    if fails {
+                        return Err(EndpointError::Transport {
+                            url: String::new(),
+                            detail: "reset".into(),
+                        });
+                    }
+                    Ok((0..failed)
+                        .map(|i| WriteFailure {
+                            id: format!("{k}-{i}"),
+                            error: "forbidden".into(),
+                            reason: String::new(),
+                        })
+                        .collect())
+                });
+                writes.queue.push_back(PendingWrite {
+                    task,
+                    count: 3,
+                    through: through(k),
+                });
+                assert!(writes.queue.len() <= max);
+            }
+            if outcome.is_ok() {
+                outcome = writes.settle_all(&mut stats, &mut written).await;
+            }
+            check(&written);
+            match error_at {
+                None => {
+                    assert!(outcome.is_ok());
+                    assert_eq!(written, through(n - 1), "everything is written");
+                    let failures: u64 = refused.iter().sum();
+                    assert_eq!(stats.doc_write_failures, failures);
+                    assert_eq!(stats.docs_written, 3 * n as u64 - failures);
+                }
+                Some(e) => {
+                    assert!(outcome.is_err());
+                    assert!(
+                        written.as_u64().unwrap_or(0) < through(e).as_u64().unwrap_or(0),
+                        "{written} passes the failed batch {e}"
+                    );
+                }
+            }
+            target.abort();
+        });
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        /// What decides checkpoints is `written`, moved only by
+        /// `Writes::settle_oldest`: whatever order the target finishes the
+        /// writes in, it never passes a batch that is not fully written, it
+        /// never passes a failed one, and it ends at the last batch.
+        #[test]
+        fn a_checkpoint_never_passes_a_batch_that_is_not_fully_written(
+            (order, max, refused, error_at) in (1usize..20).prop_flat_map(|n| (
+                Just((0..n).collect::<Vec<_>>()).prop_shuffle(),
+                1usize..5,
+                proptest::collection::vec(0u64..=3, n),
+                proptest::option::weighted(0.3, 0..n),
+            ))
+        ) {
+            run_writes(order, max, refused, error_at);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_job_reports_waiting_when_caught_up() {
+        let dir = std::env::temp_dir().join(format!("recliner-status-{}", uuid::Uuid::new_v4()));
+        let store = Store::open(&dir).unwrap();
+        store.create_db("a").await.unwrap();
+        let progress = std::sync::Arc::new(Progress::default());
+        let spec = crate::spec::ReplicationSpec::parse(
+            &json!({"source": "a", "target": "b", "create_target": true, "continuous": true}),
+        )
+        .unwrap();
+        let (stop, stop_rx) = tokio::sync::watch::channel(false);
+        let job = {
+            let (store, progress) = (store.clone(), progress.clone());
+            tokio::spawn(async move { run(&store, &spec, stop_rx, &progress).await })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // Caught up (`changes_pending` is 0 once the feed is read to its end) and idle.
+        while progress.snapshot().changes_pending != Some(0)
+            || progress.snapshot().process_status != ProcessStatus::Waiting
+        {
+            assert!(Instant::now() < deadline, "the idle job never waits");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let _ = stop.send(true);
+        job.await.unwrap().unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_job_that_has_started_is_running() {
+        // A peer that accepts connections and never answers: the job is
+        // still busy with its first request.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/db", listener.local_addr().unwrap());
+        let dir = std::env::temp_dir().join(format!("recliner-running-{}", uuid::Uuid::new_v4()));
+        let store = Store::open(&dir).unwrap();
+        let spec =
+            crate::spec::ReplicationSpec::parse(&json!({"source": url, "target": "b"})).unwrap();
+        let progress = std::sync::Arc::new(Progress::default());
+        assert_eq!(progress.snapshot().process_status, ProcessStatus::Waiting);
+        let (_stop, stop_rx) = tokio::sync::watch::channel(false);
+        let job = {
+            let (store, progress) = (store.clone(), progress.clone());
+            tokio::spawn(async move { run(&store, &spec, stop_rx, &progress).await })
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while progress.snapshot().process_status != ProcessStatus::Running {
+            assert!(Instant::now() < deadline, "the job never says it runs");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        job.abort();
+        drop(listener);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

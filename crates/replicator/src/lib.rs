@@ -19,9 +19,11 @@ pub mod transfer;
 
 use std::sync::Once;
 
-pub use checkpoint::{HistoryEntry, ReplicationLog, Resume, SeqTracker, compare_logs};
-pub use endpoint::{Endpoint, EndpointError};
-pub use job::{Progress, ProgressSnapshot, ReplicationError, Stats, rfc3339, run, run_once};
+pub use checkpoint::{HistoryEntry, ReplicationLog, Resume, StoredLog, compare_logs};
+pub use endpoint::{Endpoint, EndpointError, HttpOptions};
+pub use job::{
+    ProcessStatus, Progress, ProgressSnapshot, ReplicationError, Stats, rfc3339, run, run_once,
+};
 pub use rep_id::{REP_ID_VERSION, job_id, replication_id};
 pub use scheduler::{
     Added, DOC_STATES, DocCompleted, DocInfo, DocPhase, Event, EventKind, JobInfo, JobState,

@@ -9,8 +9,11 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 use reqwest::Method;
-use serde_json::{Map, Value};
+use revtree::RevId;
+use serde_json::Value;
 use store::{AttachmentReader, DocInput};
+use tokio::sync::OwnedSemaphorePermit;
+use wire::doc::DocMeta;
 
 use crate::endpoint::{
     Endpoint, EndpointError, WriteFailure, encode_doc_id, form_encode, transport, with_retries,
@@ -20,42 +23,40 @@ use crate::endpoint::{
 /// after the newest of the target's possible ancestors that lies in the
 /// revision's history (CouchDB's `atts_since` rule). With no such ancestor,
 /// all of them.
-pub fn attachments_to_send(doc: &Value, possible_ancestors: &[String]) -> Vec<String> {
-    let Some(Value::Object(atts)) = doc.get("_attachments") else {
+pub fn attachments_to_send(meta: &DocMeta<'_>, possible_ancestors: &[RevId]) -> Vec<String> {
+    if meta.attachments.0.is_empty() {
         return Vec::new();
-    };
-    let since = common_ancestor_pos(doc, possible_ancestors);
-    atts.iter()
-        .filter(|(_, att)| {
-            let revpos = att.get("revpos").and_then(Value::as_u64);
-            revpos.is_none_or(|pos| pos > since)
-        })
-        .map(|(name, _)| name.clone())
+    }
+    let since = common_ancestor_pos(meta, possible_ancestors);
+    meta.attachments
+        .0
+        .iter()
+        .filter(|(_, att)| att.revpos.is_none_or(|pos| pos > since))
+        .map(|(name, _)| name.to_string())
         .collect()
 }
 
 /// The position of the newest possible ancestor found in the revision's
 /// `_revisions` history; 0 when none is.
-fn common_ancestor_pos(doc: &Value, possible_ancestors: &[String]) -> u64 {
-    let Some(revisions) = doc.get("_revisions") else {
+fn common_ancestor_pos(meta: &DocMeta<'_>, possible_ancestors: &[RevId]) -> u64 {
+    let Some(revisions) = &meta.revisions else {
         return 0;
     };
-    let start = revisions.get("start").and_then(Value::as_u64).unwrap_or(0);
-    let ids: Vec<&str> = revisions
-        .get("ids")
-        .and_then(Value::as_array)
-        .map(|ids| ids.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
     possible_ancestors
         .iter()
-        .filter_map(|rev| {
-            let (pos, hash) = rev.split_once('-')?;
-            let pos: u64 = pos.parse().ok()?;
-            let back = start.checked_sub(pos)? as usize;
-            (ids.get(back) == Some(&hash)).then_some(pos)
-        })
+        .filter(|rev| revisions.contains(rev))
+        .map(RevId::pos)
         .max()
         .unwrap_or(0)
+}
+
+/// A fetched document's metadata, or the protocol error of a source that
+/// sent a document without it.
+fn meta_of<'a>(doc: &'a Value, peer: &Endpoint) -> Result<DocMeta<'a>, EndpointError> {
+    DocMeta::of(doc).map_err(|e| EndpointError::Protocol {
+        url: peer.display(),
+        detail: format!("fetched document: {e}"),
+    })
 }
 
 /// One attachment about to travel: its name and the bytes on the wire
@@ -77,6 +78,8 @@ enum Parts {
         multipart: Box<multer::Multipart<'static>>,
         current: Option<Box<multer::Field<'static>>>,
         url: String,
+        /// The source connection the answer is read from, busy until done.
+        _permit: Option<OwnedSemaphorePermit>,
     },
     /// A peer that answered JSON with base64 data (PouchDB Server): already
     /// in memory. `ended` marks the end of the attachment just handed out.
@@ -110,6 +113,7 @@ impl Parts {
                 multipart,
                 current,
                 url,
+                ..
             } => {
                 let transport = |e: multer::Error| EndpointError::Transport {
                     url: url.clone(),
@@ -153,38 +157,32 @@ impl Parts {
 
 /// A revision with its attachments' metadata, ready to be sent.
 struct Prepared {
+    id: String,
     /// The document with `follows: true` on the attachments that travel.
     doc: Value,
     outgoing: Vec<Outgoing>,
     parts: Parts,
 }
 
-/// The wire length of an attachment as its metadata announces it.
-fn wire_length(att: &Map<String, Value>) -> u64 {
-    let field = if att.get("encoding").is_some() {
-        "encoded_length"
-    } else {
-        "length"
-    };
-    att.get(field).and_then(Value::as_u64).unwrap_or(0)
-}
-
-fn outgoing_of(doc: &Value) -> Vec<Outgoing> {
-    let Some(Value::Object(atts)) = doc.get("_attachments") else {
-        return Vec::new();
-    };
-    atts.iter()
-        .filter(|(_, att)| att.get("follows").and_then(Value::as_bool) == Some(true))
-        .filter_map(|(name, att)| {
-            let att = att.as_object()?;
-            Some(Outgoing {
-                name: name.clone(),
+/// The attachments marked `follows`, in the document's order (the order
+/// their parts come in), with the length each announces.
+fn outgoing_of(doc: &Value, peer: &Endpoint) -> Result<Vec<Outgoing>, EndpointError> {
+    meta_of(doc, peer)?
+        .attachments
+        .0
+        .iter()
+        .filter(|(_, att)| att.follows)
+        .map(|(name, att)| {
+            Ok(Outgoing {
+                name: name.to_string(),
                 content_type: att
-                    .get("content_type")
-                    .and_then(Value::as_str)
+                    .content_type
                     .unwrap_or("application/octet-stream")
                     .to_string(),
-                wire_length: wire_length(att),
+                wire_length: att.wire_length().ok_or_else(|| EndpointError::Protocol {
+                    url: peer.display(),
+                    detail: format!("attachment {name} follows without a length"),
+                })?,
             })
         })
         .collect()
@@ -195,25 +193,15 @@ async fn prepare(
     source: &Endpoint,
     doc: Value,
     names: &[String],
-    possible_ancestors: &[String],
+    possible_ancestors: &[RevId],
 ) -> Result<Prepared, EndpointError> {
-    let id = doc
-        .get("_id")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    let rev = doc
-        .get("_rev")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
+    let (id, rev) = {
+        let meta = meta_of(&doc, source)?;
+        (meta.id.to_string(), meta.rev)
+    };
     match source {
         Endpoint::Local { .. } => {
             let db = source.local().await?;
-            let parsed_rev = revtree::RevId::parse(&rev).map_err(|e| EndpointError::Protocol {
-                url: source.display(),
-                detail: e.to_string(),
-            })?;
             let mut doc = doc;
             let mut readers = VecDeque::new();
             if let Some(Value::Object(atts)) = doc.get_mut("_attachments") {
@@ -223,15 +211,16 @@ async fn prepare(
                     if !names.contains(name) {
                         continue;
                     }
-                    let (_, reader) = db.attachment(&id, name, Some(parsed_rev.clone())).await?;
+                    let (_, reader) = db.attachment(&id, name, Some(rev.clone())).await?;
                     att.remove("stub");
                     att.remove("data");
                     att.insert("follows".into(), Value::Bool(true));
                     readers.push_back(reader);
                 }
             }
-            let outgoing = outgoing_of(&doc);
+            let outgoing = outgoing_of(&doc, source)?;
             Ok(Prepared {
+                id,
                 doc,
                 outgoing,
                 parts: Parts::Local {
@@ -244,19 +233,19 @@ async fn prepare(
             let mut path = format!(
                 "{}?rev={}&revs=true&attachments=true",
                 encode_doc_id(&id),
-                form_encode(&rev)
+                form_encode(&rev.to_string())
             );
             if !possible_ancestors.is_empty() {
-                let since = serde_json::to_string(possible_ancestors).unwrap_or_default();
+                let since = serde_json::to_string(possible_ancestors).map_err(|e| {
+                    EndpointError::Protocol {
+                        url: source.display(),
+                        detail: e.to_string(),
+                    }
+                })?;
                 path.push_str(&format!("&atts_since={}", form_encode(&since)));
             }
-            let response = source
-                .send_with_retries(
-                    Method::GET,
-                    &path,
-                    "multipart/related, application/json",
-                    None,
-                )
+            let crate::endpoint::Streamed { response, permit } = source
+                .send_with_retries(Method::GET, &path, "multipart/related, application/json")
                 .await?;
             let url = source.display();
             let content_type = response
@@ -265,7 +254,8 @@ async fn prepare(
                 .and_then(|v| v.to_str().ok())
                 .unwrap_or("")
                 .to_string();
-            if let Some(boundary) = boundary_of(&content_type) {
+            if let Some(boundary) = wire::multipart::boundary_of(&content_type, "multipart/related")
+            {
                 let stream = response.bytes_stream();
                 let mut multipart = multer::Multipart::new(stream, boundary);
                 let transport = |e: multer::Error| EndpointError::Transport {
@@ -281,29 +271,24 @@ async fn prepare(
                         detail: "multipart answer without a document part".into(),
                     })?;
                 let json = first.bytes().await.map_err(transport)?;
-                let doc: Value =
-                    serde_json::from_slice(&json).map_err(|e| EndpointError::Transport {
-                        url: url.clone(),
-                        detail: format!("truncated or invalid JSON: {e}"),
-                    })?;
-                let outgoing = outgoing_of(&doc);
+                let doc: Value = crate::endpoint::decode(&url, &json)?;
+                let outgoing = outgoing_of(&doc, source)?;
                 Ok(Prepared {
+                    id,
                     doc,
                     outgoing,
                     parts: Parts::Remote {
                         multipart: Box::new(multipart),
                         current: None,
                         url,
+                        _permit: permit,
                     },
                 })
             } else {
                 // JSON with the bytes inline (peers without multipart answers).
                 let bytes = response.bytes().await.map_err(transport(&url))?;
-                let mut doc: Value =
-                    serde_json::from_slice(&bytes).map_err(|e| EndpointError::Transport {
-                        url: url.clone(),
-                        detail: format!("truncated or invalid JSON: {e}"),
-                    })?;
+                drop(permit);
+                let mut doc: Value = crate::endpoint::decode(&url, &bytes)?;
                 let mut datas = VecDeque::new();
                 if let Some(Value::Object(atts)) = doc.get_mut("_attachments") {
                     for (_, att) in atts.iter_mut() {
@@ -324,8 +309,9 @@ async fn prepare(
                         datas.push_back(bytes);
                     }
                 }
-                let outgoing = outgoing_of(&doc);
+                let outgoing = outgoing_of(&doc, source)?;
                 Ok(Prepared {
+                    id,
                     doc,
                     outgoing,
                     parts: Parts::Inline {
@@ -345,20 +331,6 @@ fn base64_decode(text: &str) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("invalid base64 attachment data: {e}"))
 }
 
-/// The `boundary` of a `multipart/related` content type.
-fn boundary_of(content_type: &str) -> Option<String> {
-    let (kind, params) = content_type.split_once(';')?;
-    if !kind.trim().eq_ignore_ascii_case("multipart/related") {
-        return None;
-    }
-    params.split(';').find_map(|p| {
-        let (k, v) = p.split_once('=')?;
-        k.trim()
-            .eq_ignore_ascii_case("boundary")
-            .then(|| v.trim().trim_matches('"').to_string())
-    })
-}
-
 /// Copies one revision whose attachments `names` the target lacks, retrying
 /// the whole copy after transient failures. A refusal by the target is
 /// returned as a write failure, not an error.
@@ -367,7 +339,7 @@ pub async fn copy(
     target: &Endpoint,
     doc: Value,
     names: &[String],
-    possible_ancestors: &[String],
+    possible_ancestors: &[RevId],
     retries: u64,
 ) -> Result<Option<WriteFailure>, EndpointError> {
     with_retries(retries, "a document with attachments", || async {
@@ -383,15 +355,11 @@ async fn write(
     prepared: Prepared,
 ) -> Result<Option<WriteFailure>, EndpointError> {
     let Prepared {
+        id,
         doc,
         outgoing,
         mut parts,
     } = prepared;
-    let id = doc
-        .get("_id")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
     match target {
         Endpoint::Local { .. } => {
             let db = target.local().await?;
@@ -417,7 +385,7 @@ async fn write(
             }))
         }
         Endpoint::Remote { .. } => {
-            let boundary = uuid::Uuid::new_v4().simple().to_string();
+            let boundary = wire::multipart::new_boundary();
             let json = doc.to_string().into_bytes();
             let heads: Vec<Vec<u8>> = std::iter::once(
                 format!("--{boundary}\r\nContent-Type: application/json\r\n\r\n").into_bytes(),
@@ -537,9 +505,11 @@ mod tests {
 
     #[test]
     fn attachments_newer_than_the_common_ancestor_travel() {
+        let doc = doc();
+        let meta = DocMeta::of(&doc).unwrap();
         let names = |ancestors: &[&str]| {
-            let a: Vec<String> = ancestors.iter().map(|s| s.to_string()).collect();
-            let mut n = attachments_to_send(&doc(), &a);
+            let a: Vec<RevId> = ancestors.iter().map(|s| RevId::parse(s).unwrap()).collect();
+            let mut n = attachments_to_send(&meta, &a);
             n.sort();
             n
         };
@@ -548,16 +518,46 @@ mod tests {
         assert_eq!(names(&["3-c", "1-a"]), ["new"]);
         // Not in this revision's history: no help.
         assert_eq!(names(&["3-zz"]), ["mid", "new", "old"]);
-        assert!(attachments_to_send(&json!({"_id": "x"}), &[]).is_empty());
+        let bare = json!({"_id": "x", "_rev": "1-a"});
+        assert!(attachments_to_send(&DocMeta::of(&bare).unwrap(), &[]).is_empty());
     }
 
     #[test]
-    fn the_boundary_is_read_from_a_related_content_type() {
+    fn attachments_that_follow_announce_their_length_or_the_document_is_refused() {
+        let db = crate::spec::RemoteDb {
+            url: "http://127.0.0.1:1/db/".parse().unwrap(),
+            headers: Vec::new(),
+            auth: None,
+        };
+        let options = crate::endpoint::HttpOptions {
+            timeout: std::time::Duration::from_secs(1),
+            retries: 0,
+            http_connections: 1,
+        };
+        let peer = Endpoint::remote(&db, options).unwrap();
+        let doc = json!({"_id": "d", "_rev": "1-a", "_attachments": {
+            "b": {"follows": true, "length": 9, "encoding": "gzip", "encoded_length": 4},
+            "a": {"follows": true, "length": 3, "content_type": "text/plain"},
+            "s": {"stub": true, "length": 3},
+        }});
+        let out = outgoing_of(&doc, &peer).unwrap();
+        let shown: Vec<(&str, &str, u64)> = out
+            .iter()
+            .map(|o| (o.name.as_str(), o.content_type.as_str(), o.wire_length))
+            .collect();
         assert_eq!(
-            boundary_of("multipart/related; boundary=\"abc\"").as_deref(),
-            Some("abc")
+            shown,
+            [("b", "application/octet-stream", 4), ("a", "text/plain", 3)]
         );
-        assert_eq!(boundary_of("application/json"), None);
-        assert_eq!(boundary_of("multipart/mixed; boundary=x"), None);
+        let doc = json!({"_id": "d", "_rev": "1-a", "_attachments": {"a": {"follows": true}}});
+        let err = outgoing_of(&doc, &peer).unwrap_err().to_string();
+        assert!(
+            err.contains("attachment a follows without a length"),
+            "{err}"
+        );
+        let err = outgoing_of(&json!({"_id": "d"}), &peer)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("_rev"), "{err}");
     }
 }

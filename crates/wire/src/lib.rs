@@ -5,12 +5,16 @@
 //! - [`json`]: the one way to write a JSON string by hand. Every streamed
 //!   fast path that splices JSON text goes through it, so no id, revision,
 //!   attachment name or content type can ever break the JSON around it.
-//! - [`rows`]: the rows of `_changes`, `_all_docs`, `_revs_diff`, `_bulk_docs`
-//!   and errors, as serde types (revisions travel as `RevId`, never as
-//!   strings), plus writers for the streamed rows.
+//! - [`rows`]: the rows and answers of `_changes`, `_all_docs`, `_revs_diff`,
+//!   `_bulk_docs`, `_bulk_get`/`open_revs`, database info and errors, as serde
+//!   types (revisions travel as `RevId`, never as strings), plus writers for
+//!   the streamed rows.
+//! - [`doc`]: a document's `_id`/`_rev`/`_revisions`/`_attachments`, read
+//!   typed from the otherwise opaque document.
 //! - [`multipart`]: attachment part headers, which must never carry a line
 //!   break a client could use to inject a header.
 
+pub mod doc;
 pub mod json;
 pub mod multipart;
 pub mod rows;

@@ -5,8 +5,12 @@
 //! goes through [`crate::json`]. The replicator decodes the same shapes with
 //! serde, so a revision it cannot parse is an error, never silently dropped.
 
+use std::fmt;
+use std::marker::PhantomData;
+
 use revtree::RevId;
-use serde::{Deserialize, Serialize};
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::json::{push_display, push_string};
@@ -87,6 +91,68 @@ pub fn write_all_docs_row(
     out.push('}');
 }
 
+/// A JSON object read and written as an ordered list of its members:
+/// `_revs_diff`'s request and answer (keyed by document id) and a
+/// document's `_attachments` (keyed by name). The order is the order on the
+/// wire, which is the order attachments travel in a multipart body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entries<K, V>(pub Vec<(K, V)>);
+
+impl<K, V> Default for Entries<K, V> {
+    fn default() -> Self {
+        Entries(Vec::new())
+    }
+}
+
+impl<K: Serialize, V: Serialize> Serialize for Entries<K, V> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Deserialize<'de> for Entries<K, V> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<K, V>(PhantomData<(K, V)>);
+        impl<'de, K: Deserialize<'de>, V: Deserialize<'de>> Visitor<'de> for Visit<K, V> {
+            type Value = Entries<K, V>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0).min(4096));
+                while let Some(entry) = map.next_entry()? {
+                    out.push(entry);
+                }
+                Ok(Entries(out))
+            }
+        }
+        deserializer.deserialize_map(Visit(PhantomData))
+    }
+}
+
+/// A `_changes` page (`feed=normal`): its rows, where the next page starts,
+/// and how many changes are left when the peer says (CouchDB does; PouchDB
+/// Server may not).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ChangesPage {
+    pub results: Vec<ChangesRow>,
+    /// Opaque, like every sequence: handed back as `since`.
+    pub last_seq: Value,
+    #[serde(default)]
+    pub pending: Option<u64>,
+}
+
+/// A `_revs_diff` request: the revisions of each document to look for.
+pub type RevsDiffRequest = Entries<String, Vec<RevId>>;
+
+/// A `_revs_diff` answer: documents lacking something, each with what it lacks.
+pub type RevsDiffAnswer = Entries<String, RevsDiffEntry>;
+
 /// One document's entry in a `_revs_diff` answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RevsDiffEntry {
@@ -96,7 +162,8 @@ pub struct RevsDiffEntry {
 }
 
 /// One row of a `_bulk_docs` answer: `{"ok":true,"id","rev"}` or
-/// `{"id","error","reason"}`.
+/// `{"id","error","reason"}` (with `new_edits=false` CouchDB lists only the
+/// refused documents).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BulkDocsRow {
     #[serde(default)]
@@ -104,19 +171,115 @@ pub struct BulkDocsRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rev: Option<String>,
+    pub rev: Option<RevId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "optional_text"
+    )]
     pub reason: Option<String>,
+}
+
+/// One revision asked of `_bulk_get`: `{"id", "rev"}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct BulkGetItem<'a> {
+    pub id: &'a str,
+    pub rev: &'a RevId,
+}
+
+/// The body of a `_bulk_get` request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BulkGetRequest<'a> {
+    pub docs: Vec<BulkGetItem<'a>>,
+}
+
+/// A `_bulk_get` answer: one result per revision asked, in order.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct BulkGetAnswer {
+    pub results: Vec<BulkGetResult>,
+}
+
+/// The answer for one asked revision: with `latest=true`, each leaf it led to.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct BulkGetResult {
+    pub id: String,
+    pub docs: Vec<FetchedRev>,
+}
+
+/// One revision read by `_bulk_get` or `GET /db/doc?open_revs=[...]`:
+/// `{"ok": doc}`, `{"missing": rev}` (`open_revs`, and PouchDB Server's
+/// `_bulk_get`) or `{"error": {...}}` (CouchDB's `_bulk_get`). Externally
+/// tagged, so a document is decoded once, straight into its `Value`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FetchedRev {
+    /// The document: an opaque body with its metadata (see [`crate::doc`]).
+    Ok(Value),
+    Missing(RevId),
+    Error(BulkGetError),
+}
+
+/// Why `_bulk_get` could not read a revision.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkGetError {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub rev: Option<RevId>,
+    pub error: String,
+    #[serde(default, deserialize_with = "text")]
+    pub reason: String,
 }
 
 /// CouchDB's error body: `{"error": ..., "reason": ...}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
     pub error: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "text")]
     pub reason: String,
+}
+
+/// What the replicator reads of `GET /db`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct DbInfo {
+    /// Opaque, like every sequence.
+    pub update_seq: Value,
+    /// Changes when the database is recreated (or restored): CouchDB 2+
+    /// always says `"0"`, PouchDB Server may leave it out. A number is kept
+    /// as its text.
+    #[serde(default = "zero_text", deserialize_with = "text")]
+    pub instance_start_time: String,
+}
+
+fn zero_text() -> String {
+    "0".to_string()
+}
+
+/// The answer to writing a single document (`PUT /db/_local/id`). Its
+/// `rev` stays text: a `_local` document's revision is `0-N`, outside any
+/// revision tree and outside [`RevId`]'s range.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct DocWritten {
+    #[serde(default)]
+    pub id: String,
+    pub rev: String,
+}
+
+/// A `reason` (or similar) field: CouchDB sends a string, except when a
+/// validation function threw an object, which it passes on as is. Either
+/// way we keep it as text rather than refusing the whole answer.
+fn text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    Ok(match Value::deserialize(deserializer)? {
+        Value::String(s) => s,
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+fn optional_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    text(deserializer).map(Some)
 }
 
 #[cfg(test)]
@@ -135,6 +298,90 @@ mod tests {
             ],
         )
             .prop_map(|(pos, hash)| RevId::new(pos, revtree::RevHash::parse(&hash)).unwrap())
+    }
+
+    #[test]
+    fn answers_decode_typed_in_wire_order() {
+        let page: ChangesPage = serde_json::from_str(
+            r#"{"results":[{"seq":"3-g1","id":"a","changes":[{"rev":"2-b"},{"rev":"2-a"}],"deleted":true,"doc":{"x":1}}],
+                "last_seq":"3-g1","pending":7}"#,
+        )
+        .unwrap();
+        assert_eq!(page.results[0].changes.len(), 2);
+        assert!(page.results[0].deleted);
+        assert_eq!(
+            (page.last_seq, page.pending),
+            (Value::from("3-g1"), Some(7))
+        );
+
+        let diff: RevsDiffAnswer = serde_json::from_str(
+            r#"{"z":{"missing":["2-b"],"possible_ancestors":["1-a"]},"a":{"missing":["1-c"]}}"#,
+        )
+        .unwrap();
+        let ids: Vec<&str> = diff.0.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["z", "a"], "the peer's order is kept");
+        assert_eq!(diff.0[0].1.possible_ancestors[0].to_string(), "1-a");
+        let request: RevsDiffRequest = Entries(vec![("b".into(), diff.0[0].1.missing.clone())]);
+        assert_eq!(serde_json::to_string(&request).unwrap(), r#"{"b":["2-b"]}"#);
+
+        let got: BulkGetAnswer = serde_json::from_str(
+            r#"{"results":[{"id":"a","docs":[{"ok":{"_id":"a","_rev":"1-a"}},{"missing":"2-x"},
+                {"error":{"id":"a","rev":"3-y","error":"not_found","reason":"missing"}}]}]}"#,
+        )
+        .unwrap();
+        let docs = &got.results[0].docs;
+        assert!(matches!(&docs[0], FetchedRev::Ok(doc) if doc["_rev"] == "1-a"));
+        assert!(matches!(&docs[1], FetchedRev::Missing(rev) if rev.pos() == 2));
+        assert!(matches!(&docs[2], FetchedRev::Error(e) if e.error == "not_found"));
+
+        let rows: Vec<BulkDocsRow> = serde_json::from_str(
+            r#"[{"id":"a","error":"forbidden","reason":{"field":"x"}},{"ok":true,"id":"b","rev":"1-b"}]"#,
+        )
+        .unwrap();
+        assert_eq!(rows[0].reason.as_deref(), Some(r#"{"field":"x"}"#));
+        assert_eq!(rows[1].rev.as_ref().map(RevId::pos), Some(1));
+
+        let info: DbInfo = serde_json::from_str(r#"{"db_name":"x","update_seq":12}"#).unwrap();
+        assert_eq!(
+            (info.update_seq, info.instance_start_time.as_str()),
+            (Value::from(12), "0")
+        );
+        let info: DbInfo =
+            serde_json::from_str(r#"{"update_seq":"1-x","instance_start_time":1234}"#).unwrap();
+        assert_eq!(info.instance_start_time, "1234");
+    }
+
+    #[test]
+    fn malformed_answers_are_errors_not_dropped_revisions() {
+        for text in [
+            r#"{"results":[{"seq":1,"id":"a","changes":[{"rev":"nope"}]}],"last_seq":1}"#,
+            r#"{"results":[{"seq":1,"changes":[{"rev":"1-a"}]}],"last_seq":1}"#,
+            r#"{"results":[]}"#,
+        ] {
+            assert!(serde_json::from_str::<ChangesPage>(text).is_err(), "{text}");
+        }
+        assert!(serde_json::from_str::<RevsDiffAnswer>(r#"{"a":{"missing":["0-a"]}}"#).is_err());
+        assert!(serde_json::from_str::<RevsDiffAnswer>(r#"[]"#).is_err());
+        for text in [
+            r#"{"results":[{"id":"a","docs":[{}]}]}"#,
+            r#"{"results":[{"id":"a","docs":[{"missing":"x"}]}]}"#,
+        ] {
+            assert!(
+                serde_json::from_str::<BulkGetAnswer>(text).is_err(),
+                "{text}"
+            );
+        }
+        assert!(serde_json::from_str::<Vec<BulkDocsRow>>(r#"[{"id":"a","rev":"bad"}]"#).is_err());
+        assert!(serde_json::from_str::<DbInfo>(r#"{"db_name":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn error_bodies_keep_non_string_reasons_as_text() {
+        let body: ErrorBody =
+            serde_json::from_str(r#"{"error":"forbidden","reason":{"a":1}}"#).unwrap();
+        assert_eq!(body.reason, r#"{"a":1}"#);
+        let body: ErrorBody = serde_json::from_str(r#"{"error":"x"}"#).unwrap();
+        assert_eq!(body.reason, "");
     }
 
     proptest! {
