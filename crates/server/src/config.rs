@@ -51,6 +51,13 @@ pub struct Config {
     /// but the last ones may be lost on power loss (SQLite WAL,
     /// synchronous=NORMAL).
     pub durability: DurabilityMode,
+    /// Databases kept open at once (CouchDB's default: 500). Past it the
+    /// least recently used database that no request, feed or replication
+    /// holds is closed (and reopened when next used), so thousands of
+    /// databases do not each hold file descriptors and memory. Each open
+    /// database holds a few file descriptors: the process's limit
+    /// (`ulimit -n`) should allow several per open database.
+    pub max_dbs_open: usize,
     /// Answer cross-origin requests (browser apps); off by default.
     pub cors_enabled: bool,
     /// Allowed origins when CORS is on: a list, or one comma-separated string; `*` for any.
@@ -147,6 +154,8 @@ impl Config {
                 DurabilityMode::Full => store::Durability::Full,
             },
             max_attachment_size: self.max_attachment_size,
+            max_dbs_open: self.max_dbs_open,
+            ..store::StoreOptions::default()
         }
     }
 
@@ -214,6 +223,7 @@ impl Config {
                 self.max_attachment_name_length as u64,
             ),
             ("max_bulk_items", self.max_bulk_items as u64),
+            ("max_dbs_open", self.max_dbs_open as u64),
         ] {
             if value == 0 {
                 return Err(format!(
@@ -256,6 +266,7 @@ impl Default for Config {
             max_attachment_name_length: limits.max_attachment_name_length,
             max_bulk_items: limits.max_bulk_items,
             durability: DurabilityMode::Full,
+            max_dbs_open: store::DEFAULT_MAX_DBS_OPEN,
             cors_enabled: false,
             cors_origins: Vec::new(),
             cors_credentials: false,
@@ -512,6 +523,12 @@ mod tests {
                 .unwrap_err()
                 .contains("`max_document_size`")
         );
+        let vars = env(&[("RECLINER_MAX_DBS_OPEN", "0")]);
+        let config = Config::load(None, &FlagOverrides::default(), &vars).unwrap();
+        assert!(config.validate().unwrap_err().contains("`max_dbs_open`"));
+        let vars = env(&[("RECLINER_MAX_DBS_OPEN", "20")]);
+        let config = Config::load(None, &FlagOverrides::default(), &vars).unwrap();
+        assert_eq!(config.store_options().max_dbs_open, 20);
         let vars = env(&[("RECLINER_DURABILITY", "sometimes")]);
         let err = Config::load(None, &FlagOverrides::default(), &vars).unwrap_err();
         assert!(err.contains("`durability`"), "{err}");

@@ -8,53 +8,64 @@
 //! blocking writers or readers. When the checkpointer cannot keep up (the
 //! WAL passes four times the threshold), the writer checkpoints inline as
 //! SQLite would, so the WAL never grows without bound.
+//!
+//! The thread and its connection are started by the first wake-up, not
+//! with the writer: most databases (one per user, say) never write 32 MiB
+//! between two closes of their writer, and would otherwise hold an idle
+//! thread and two file descriptors each for nothing.
 
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
 use rusqlite::wal::CheckpointMode;
 
-use crate::StoreError;
-
 /// WAL pages (4 KiB each) from which the checkpointer is woken: 32 MiB.
 pub(crate) const BACKGROUND_PAGES: i32 = 8192;
 
-/// The checkpointer thread of one database.
+/// Opens the checkpointer's own connection to the database file (the
+/// error is only logged).
+pub(crate) type Connect = Arc<dyn Fn() -> Result<Connection, String> + Send + Sync>;
+
+/// The checkpointer of one writer session: its thread runs from the first
+/// wake-up until [`Checkpointer::stop`].
 pub(crate) struct Checkpointer {
-    wake: SyncSender<()>,
-    thread: JoinHandle<()>,
+    lazy: Arc<Mutex<Lazy>>,
     background_pages: i32,
 }
 
+/// Shared by the writer's WAL hook (which starts the thread) and `stop`.
+struct Lazy {
+    connect: Connect,
+    db_name: String,
+    running: Option<Running>,
+}
+
+struct Running {
+    wake: SyncSender<()>,
+    thread: JoinHandle<()>,
+}
+
 impl Checkpointer {
-    /// Starts the thread on `conn`, a connection of its own to the file.
-    pub fn start(
-        conn: Connection,
-        db_name: &str,
-        background_pages: i32,
-    ) -> Result<Checkpointer, StoreError> {
-        // A connection only checkpoints once it has opened the WAL.
-        conn.pragma_update(None, "journal_mode", "WAL")?;
-        // One pending wake-up is enough: a checkpoint covers every commit
-        // before it, so wake-ups that arrive meanwhile coalesce.
-        let (wake, woken) = sync_channel(1);
-        let name = db_name.to_string();
-        let thread = std::thread::Builder::new()
-            .name(format!("ckpt:{db_name}").chars().take(15).collect())
-            .spawn(move || run(conn, woken, name))?;
-        Ok(Checkpointer {
-            wake,
-            thread,
+    /// A checkpointer that will open its connection with `connect` when
+    /// first woken.
+    pub fn new(connect: Connect, db_name: &str, background_pages: i32) -> Checkpointer {
+        Checkpointer {
+            lazy: Arc::new(Mutex::new(Lazy {
+                connect,
+                db_name: db_name.to_string(),
+                running: None,
+            })),
             background_pages,
-        })
+        }
     }
 
     /// Installs the writer's side on its connection: after each commit,
     /// wake the checkpointer past the threshold, and checkpoint inline past
     /// four times it. This replaces SQLite's automatic checkpoint.
     pub fn attach(&self, writer: &mut Connection) -> rusqlite::Result<()> {
-        let wake = self.wake.clone();
+        let lazy = self.lazy.clone();
         let (background, backstop) = (self.background_pages, 4 * self.background_pages);
         writer.wal_hook(Some(move |wal: &mut rusqlite::hooks::Wal, pages| {
             if pages >= backstop {
@@ -62,25 +73,82 @@ impl Checkpointer {
                 // the commit; SQLite ignores it for automatic checkpoints.
                 let _ = wal.checkpoint_v2(CheckpointMode::PASSIVE);
             } else if pages >= background {
-                // Full: a wake-up is already pending. Disconnected: the
-                // checkpointer is stopping with the database.
-                let _ = wake.try_send(());
+                lock(&lazy).wake();
             }
             Ok(())
         }))
     }
 
-    /// Stops the thread and closes its connection. Call it after the
-    /// writer's connection (which holds a wake-up handle) is closed.
+    /// Whether the thread has been started (and not stopped).
+    #[cfg(test)]
+    pub fn is_running(&self) -> bool {
+        lock(&self.lazy).running.is_some()
+    }
+
+    /// Stops the thread, if it was started, and closes its connection. Call
+    /// it after the writer's connection (whose hook may start it) is closed.
     pub fn stop(self) {
-        drop(self.wake);
-        let _ = self.thread.join();
+        let running = lock(&self.lazy).running.take();
+        if let Some(Running { wake, thread }) = running {
+            drop(wake);
+            let _ = thread.join();
+        }
     }
 }
 
-fn run(conn: Connection, woken: Receiver<()>, db_name: String) {
+fn lock(lazy: &Mutex<Lazy>) -> MutexGuard<'_, Lazy> {
+    lazy.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Lazy {
+    fn wake(&mut self) {
+        if let Some(running) = &self.running {
+            match running.wake.try_send(()) {
+                // Full: a wake-up is already pending, and one is enough (a
+                // checkpoint covers every commit before it).
+                Ok(()) | Err(TrySendError::Full(())) => return,
+                // The thread ended (it could not open its connection):
+                // start another below.
+                Err(TrySendError::Disconnected(())) => {}
+            }
+        }
+        if let Some(Running { thread, .. }) = self.running.take() {
+            let _ = thread.join();
+        }
+        let (wake, woken) = sync_channel(1);
+        let connect = self.connect.clone();
+        let name = self.db_name.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("ckpt:{}", self.db_name).chars().take(15).collect())
+            .spawn(move || run(&connect, woken, &name));
+        match spawned {
+            Ok(thread) => {
+                let _ = wake.try_send(());
+                self.running = Some(Running { wake, thread });
+            }
+            // The writer's backstop still bounds the WAL.
+            Err(e) => {
+                tracing::warn!(db = %self.db_name, error = %e, "cannot start the checkpointer")
+            }
+        }
+    }
+}
+
+fn run(connect: &Connect, woken: Receiver<()>, db_name: &str) {
+    // A connection only checkpoints once it has opened the WAL.
+    let conn = match connect().and_then(|conn| {
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(|e| e.to_string())?;
+        Ok(conn)
+    }) {
+        Ok(conn) => conn,
+        Err(e) => {
+            tracing::warn!(db = %db_name, error = %e, "the checkpointer cannot open the database");
+            return;
+        }
+    };
     while woken.recv().is_ok() {
-        checkpoint(&conn, &db_name);
+        checkpoint(&conn, db_name);
     }
 }
 
@@ -124,10 +192,25 @@ mod tests {
         let mut writer = Connection::open(&path).unwrap();
         writer.pragma_update(None, "journal_mode", "WAL").unwrap();
         writer.pragma_update(None, "synchronous", "OFF").unwrap();
-        let reader = Connection::open(&path).unwrap();
-        let checkpointer = Checkpointer::start(reader, "t", BACKGROUND).unwrap();
+        let reader_path = path.clone();
+        let checkpointer = Checkpointer::new(
+            // Without fsyncs, as the writer: the test is about who
+            // checkpoints, not how fast this disk syncs.
+            Arc::new(move || {
+                let conn = Connection::open(&reader_path).map_err(|e| e.to_string())?;
+                conn.pragma_update(None, "synchronous", "OFF")
+                    .map_err(|e| e.to_string())?;
+                Ok(conn)
+            }),
+            "t",
+            BACKGROUND,
+        );
         checkpointer.attach(&mut writer).unwrap();
         writer.execute_batch("CREATE TABLE t (x BLOB)").unwrap();
+        assert!(
+            !checkpointer.is_running(),
+            "no thread before the WAL reaches the threshold"
+        );
         let blob = vec![7u8; 3000];
         // Without checkpoints these commits would need a WAL of about 20
         // times the threshold; the writer alone would let it reach 4 times.
@@ -147,6 +230,7 @@ mod tests {
             longest < backstop - 8 * frame,
             "the WAL reached {longest} bytes"
         );
+        assert!(checkpointer.is_running());
         drop(writer);
         checkpointer.stop();
         let conn = Connection::open(&path).unwrap();

@@ -1,18 +1,20 @@
-//! One open database: its file, the reader connections, the writer thread,
-//! and the update-sequence channel that wakes changes-feed listeners.
+//! One open database: its file, the reader connections, the writer (a
+//! thread while writes come, none when idle), and the update-sequence
+//! channel that wakes changes-feed listeners.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
-use crate::checkpoint::{self, Checkpointer};
 use crate::schema::{self, Durability};
-use crate::writer::{self, DbState, Msg, TypedJob, WriteCtx};
+use crate::writer::{DbState, TypedJob, WriteCtx, WriterConfig, WriterHandle};
 use crate::{StoreError, StoreOptions};
 
 /// Reader connections kept open per database; more are opened on demand and
@@ -32,10 +34,11 @@ struct DbInner {
     instance_start_time: String,
     options: StoreOptions,
     readers: Mutex<Vec<Connection>>,
-    writer: Sender<Msg>,
-    seq_rx: watch::Receiver<u64>,
+    writer: WriterHandle,
     deleted: AtomicBool,
-    commits: Arc<AtomicU64>,
+    /// Closed (deleted, evicted or at shutdown): writes are refused and
+    /// reader connections are no longer pooled.
+    closed: AtomicBool,
     compacting: AtomicBool,
     uploads: AtomicU64,
     pins: Arc<crate::attachments::Pins>,
@@ -80,7 +83,7 @@ fn write_meta(conn: &Connection, key: &str, value: &str) -> Result<(), StoreErro
     Ok(())
 }
 
-fn open_connection(
+pub(crate) fn open_connection(
     path: &Path,
     create: bool,
     durability: Durability,
@@ -134,10 +137,13 @@ impl Database {
         Database::start(name, path, conn, options)
     }
 
+    /// Wraps an open file. `conn` (which set the schema up) becomes the
+    /// first pooled reader; the writer opens its own connection with the
+    /// first write.
     fn start(
         name: &str,
         path: &Path,
-        mut conn: Connection,
+        conn: Connection,
         options: StoreOptions,
     ) -> Result<Database, StoreError> {
         let corrupt = |what: &str| StoreError::Corrupt {
@@ -147,33 +153,18 @@ impl Database {
         let uuid = read_meta(&conn, "uuid")?.ok_or_else(|| corrupt("uuid"))?;
         let instance_start_time = read_meta(&conn, "instance_start_time")?
             .ok_or_else(|| corrupt("instance_start_time"))?;
-        let state = DbState::load(&conn)?;
-        let (seq_tx, seq_rx) = watch::channel(state.update_seq);
-        let (tx, rx) = std::sync::mpsc::channel();
-        let thread_name = format!("writer:{name}");
-        let db_name = name.to_string();
-        let commits = Arc::new(AtomicU64::new(0));
-        let counter = commits.clone();
-        let checkpointer = Checkpointer::start(
-            open_connection(path, false, options.durability)?,
-            name,
-            checkpoint::BACKGROUND_PAGES,
-        )?;
-        checkpointer.attach(&mut conn)?;
-        std::thread::Builder::new()
-            .name(thread_name.chars().take(15).collect())
-            .spawn(move || {
-                writer::run(writer::Writer {
-                    conn,
-                    rx,
-                    state,
-                    seq_tx,
-                    db_name,
-                    commits: counter,
-                    checkpointer,
-                    max_attachment_size: options.max_attachment_size,
-                })
-            })?;
+        let update_seq = DbState::load(&conn)?.update_seq;
+        conn.pragma_update(None, "query_only", "ON")?;
+        let writer = WriterHandle::new(
+            WriterConfig {
+                db_name: name.to_string(),
+                path: path.to_path_buf(),
+                durability: options.durability,
+                max_attachment_size: options.max_attachment_size,
+                idle_timeout: options.writer_idle_timeout,
+            },
+            update_seq,
+        );
         Ok(Database {
             inner: Arc::new(DbInner {
                 name: name.to_string(),
@@ -181,11 +172,10 @@ impl Database {
                 uuid,
                 instance_start_time,
                 options,
-                readers: Mutex::new(Vec::new()),
-                writer: tx,
-                seq_rx,
+                readers: Mutex::new(vec![conn]),
+                writer,
                 deleted: AtomicBool::new(false),
-                commits,
+                closed: AtomicBool::new(false),
                 compacting: AtomicBool::new(false),
                 uploads: AtomicU64::new(0),
                 pins: Arc::default(),
@@ -215,18 +205,47 @@ impl Database {
 
     /// The latest committed update sequence.
     pub fn update_seq(&self) -> u64 {
-        *self.inner.seq_rx.borrow()
+        self.inner.writer.update_seq()
     }
 
     /// A receiver that changes whenever a commit moves the update sequence:
     /// the wake-up for longpoll and continuous changes feeds. It reports an
     /// error once the database is closed or deleted.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
-        self.inner.seq_rx.clone()
+        self.inner.writer.subscribe()
     }
 
     fn not_found(&self) -> StoreError {
         StoreError::DbNotFound(self.inner.name.clone())
+    }
+
+    /// Why a write was refused or went unanswered: the database is gone,
+    /// or (only at shutdown, as the store never closes a handle someone
+    /// holds otherwise) this handle was closed.
+    fn writer_gone(&self) -> StoreError {
+        if self.inner.deleted.load(Ordering::Acquire) {
+            self.not_found()
+        } else if self.inner.closed.load(Ordering::Acquire) {
+            StoreError::CommitFailed("the database was closed".into())
+        } else {
+            // A group failed in a way the writer survived but could not report.
+            StoreError::CommitFailed("the writer stopped before answering".into())
+        }
+    }
+
+    /// Whether nothing but the store's cache holds this database: no
+    /// request, feed, upload, pinned blob or replication. Only such a
+    /// database may be closed to make room for others; nobody can take a
+    /// new clone of it but the cache, under the cache's lock.
+    pub(crate) fn is_idle(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1
+            && Arc::strong_count(&self.inner.pins) == 1
+            && !self.inner.writer.has_subscribers()
+    }
+
+    /// Whether a writer thread runs for this database now.
+    pub fn writer_running(&self) -> bool {
+        self.inner.writer.is_running()
     }
 
     /// Runs a write on the writer thread, grouped with any other pending
@@ -236,16 +255,17 @@ impl Database {
         T: Send + 'static,
         F: FnOnce(&mut WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
     {
-        self.submit_write(weight, op)?.await
+        self.submit_write(weight, op).await?.await
     }
 
-    /// Hands a write to the writer thread now; the returned future is its
-    /// outcome. (For callers that keep working while the writer runs it.)
-    pub(crate) fn submit_write<T, F>(
+    /// Hands a write to the writer thread, once its queue has room; the
+    /// returned future is its outcome. (For callers that keep working while
+    /// the writer runs it.)
+    pub(crate) async fn submit_write<T, F>(
         &self,
         weight: usize,
         op: F,
-    ) -> Result<impl std::future::Future<Output = Result<T, StoreError>> + use<T, F>, StoreError>
+    ) -> Result<WriteReply<T>, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&mut WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
@@ -253,23 +273,15 @@ impl Database {
         if self.inner.deleted.load(Ordering::Acquire) {
             return Err(self.not_found());
         }
-        let (job, rx) = TypedJob::new(weight, op);
+        let (job, reply) = TypedJob::new(weight, op);
         self.inner
             .writer
-            .send(Msg::Job(Box::new(job)))
-            .map_err(|_| self.not_found())?;
-        let db = self.clone();
-        Ok(async move {
-            // The writer answers every job; a dropped reply means the
-            // database closed under it, or a group failed in a way the
-            // writer survived but could not report.
-            rx.await.map_err(|_| {
-                if db.inner.deleted.load(Ordering::Acquire) {
-                    db.not_found()
-                } else {
-                    StoreError::CommitFailed("the writer stopped before answering".into())
-                }
-            })?
+            .submit(weight, Box::new(job))
+            .await
+            .map_err(|_| self.writer_gone())?;
+        Ok(WriteReply {
+            reply,
+            db: self.clone(),
         })
     }
 
@@ -318,7 +330,8 @@ impl Database {
             drop(tx);
             out
         })();
-        if let Ok(mut pool) = self.inner.readers.lock()
+        if !self.inner.closed.load(Ordering::Acquire)
+            && let Ok(mut pool) = self.inner.readers.lock()
             && pool.len() < MAX_POOLED_READERS
         {
             pool.push(conn);
@@ -420,16 +433,16 @@ impl Database {
         .map_err(|e| StoreError::CommitFailed(format!("sync task failed: {e}")))?
     }
 
-    /// Stops the writer after queued writes and drops pooled readers; later
-    /// calls on any clone answer `DbNotFound`. Blocks until the writer is done.
+    /// Stops the writer after queued writes, ends the update-sequence
+    /// channel and drops pooled readers. Later writes on any clone fail:
+    /// `DbNotFound` when `deleted` (reads too). Blocks until no connection
+    /// of the writer is left.
     pub(crate) fn close(&self, deleted: bool) {
         if deleted {
             self.inner.deleted.store(true, Ordering::Release);
         }
-        let (ack_tx, ack_rx) = std::sync::mpsc::channel();
-        if self.inner.writer.send(Msg::Close(ack_tx)).is_ok() {
-            let _ = ack_rx.recv();
-        }
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.writer.close();
         if let Ok(mut pool) = self.inner.readers.lock() {
             pool.clear();
         }
@@ -460,14 +473,34 @@ impl Database {
     /// Transactions the writer has committed since the database was opened:
     /// with group commit, far fewer than the writes it served.
     pub fn commit_count(&self) -> u64 {
-        self.inner.commits.load(Ordering::Relaxed)
+        self.inner.writer.commits()
+    }
+}
+
+/// The outcome of a write handed to the writer ([`Database::submit_write`]).
+pub(crate) struct WriteReply<T> {
+    reply: oneshot::Receiver<Result<T, StoreError>>,
+    db: Database,
+}
+
+impl<T> Future for WriteReply<T> {
+    type Output = Result<T, StoreError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // The writer answers every job; a dropped reply means the database
+        // closed under it.
+        match Pin::new(&mut self.reply).poll(cx) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(result)) => Poll::Ready(result),
+            Poll::Ready(Err(_)) => Poll::Ready(Err(self.db.writer_gone())),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::writer::WriteJob;
+    use crate::writer::{self, WriteJob};
 
     fn scratch(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("recliner-db-{name}-{}", std::process::id()));
@@ -519,7 +552,8 @@ mod tests {
         let reached = Arc::new(AtomicBool::new(false));
         db.inner
             .writer
-            .send(Msg::Job(Box::new(PanicsWhenSized(reached.clone()))))
+            .submit(1, Box::new(PanicsWhenSized(reached.clone())))
+            .await
             .unwrap();
         while !reached.load(Ordering::Acquire) {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -528,5 +562,79 @@ mod tests {
         put(&db, "after").await.unwrap();
         let info = db.info().await.unwrap();
         assert_eq!((info.doc_count, info.update_seq), (2, 2));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_write_queue_makes_writers_wait_for_room() {
+        let db = Database::create("t", &scratch("back-pressure"), StoreOptions::default()).unwrap();
+        // Holds the writer thread until released, so the queue fills up.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (started, running) = oneshot::channel();
+        let holding = db
+            .submit_write(1, move |_| {
+                let _ = started.send(());
+                let _ = held.recv();
+                Ok(())
+            })
+            .await
+            .unwrap();
+        running.await.unwrap();
+        // The writer took the first write; fill its queue to the brim.
+        let mut queued = Vec::new();
+        for _ in 0..4 {
+            queued.push(
+                db.submit_write(writer::QUEUE_DOCS / 4, |_| Ok(()))
+                    .await
+                    .unwrap(),
+            );
+        }
+        let one_more = db.write(1, |_| Ok(()));
+        tokio::pin!(one_more);
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(200), &mut one_more)
+                .await
+                .is_err(),
+            "a write past the queue's room waits"
+        );
+        release.send(()).unwrap();
+        holding.await.unwrap();
+        for reply in queued {
+            reply.await.unwrap();
+        }
+        one_more.await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn an_idle_writer_ends_and_the_next_write_starts_another() {
+        let options = StoreOptions {
+            writer_idle_timeout: std::time::Duration::from_millis(50),
+            ..StoreOptions::default()
+        };
+        let db = Database::create("t", &scratch("idle-writer"), options).unwrap();
+        assert!(!db.writer_running(), "no thread before the first write");
+        let mut feed = db.subscribe();
+        put(&db, "a").await.unwrap();
+        assert!(db.writer_running());
+        for _ in 0..200 {
+            if !db.writer_running() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(!db.writer_running(), "the writer ends when idle");
+        // The feed's channel outlives the thread: it sees both commits.
+        assert!(feed.has_changed().unwrap());
+        assert_eq!(*feed.borrow_and_update(), 1);
+        put(&db, "b").await.unwrap();
+        feed.changed().await.unwrap();
+        assert_eq!(*feed.borrow_and_update(), 2);
+        assert_eq!(db.info().await.unwrap().doc_count, 2);
+        // Closing ends the feed.
+        db.close(false);
+        assert!(feed.changed().await.is_err());
+        assert!(matches!(
+            put(&db, "c").await,
+            Err(StoreError::CommitFailed(_))
+        ));
     }
 }

@@ -12,6 +12,13 @@
 //! writes into one transaction (group commit); readers use pooled connections
 //! of their own (SQLite WAL) and never wait for the writer. All SQLite work
 //! runs off the async executor's threads.
+//!
+//! Open databases: at most `max_dbs_open` stay open; the least recently
+//! used one that nobody holds is closed to make room, and opened again
+//! transparently when next asked for. A writer thread runs only while its
+//! database is being written (it ends after `writer_idle_timeout`), so
+//! threads and file descriptors follow the open and active databases, never
+//! the number of databases in the data folder.
 
 mod attachments;
 mod body;
@@ -33,7 +40,8 @@ mod writer;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Duration;
 
 pub use attachments::{
     AttachmentMeta, AttachmentReader, AttachmentUpload, BlobPin, CHUNK_SIZE, StagedBlob, digest_of,
@@ -58,14 +66,65 @@ pub struct StoreOptions {
     /// 1 GiB by default): declared lengths above it are refused, and gzip
     /// bytes are never inflated past it.
     pub max_attachment_size: u64,
+    /// Databases kept open (CouchDB's `max_dbs_open`, 500 by default). Each
+    /// open database holds its pooled reader connections (file descriptors
+    /// and page cache); past the limit the least recently used one that no
+    /// request, feed or replication holds is closed. When all are held the
+    /// limit is exceeded for a while rather than a request refused.
+    pub max_dbs_open: usize,
+    /// How long a database's writer thread waits for the next write before
+    /// it closes its connection and ends (the next write starts another).
+    /// When more than 64 writer threads run, each waits 100 ms at most.
+    pub writer_idle_timeout: Duration,
 }
+
+/// `max_dbs_open` by default, as CouchDB's.
+pub const DEFAULT_MAX_DBS_OPEN: usize = 500;
 
 impl Default for StoreOptions {
     fn default() -> StoreOptions {
         StoreOptions {
             durability: Durability::default(),
             max_attachment_size: 1 << 30,
+            max_dbs_open: DEFAULT_MAX_DBS_OPEN,
+            // Long enough that a database written every second or so keeps
+            // its thread and connection; short enough that thousands of
+            // databases written once each do not hold a thread apiece.
+            writer_idle_timeout: Duration::from_secs(2),
         }
+    }
+}
+
+/// File descriptors an open database holds in the common case: its pooled
+/// reader's database file and write-ahead log, the shared-memory index, and
+/// a writer connection's two while it is written.
+const FDS_PER_OPEN_DB: u64 = 5;
+
+/// Warns when the process's limit on open files (`ulimit -n`, often 1024)
+/// is too low for `max_dbs_open`: opening databases would fail with "too
+/// many open files" long before the limit closes any. (Linux: read from
+/// `/proc`; elsewhere nothing is checked.)
+fn check_file_limit(max_dbs_open: usize) {
+    let Ok(limits) = std::fs::read_to_string("/proc/self/limits") else {
+        return;
+    };
+    // "unlimited" does not parse: nothing to warn about.
+    let Some(soft) = limits
+        .lines()
+        .find_map(|line| line.strip_prefix("Max open files"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|value| value.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let needed = (max_dbs_open as u64).saturating_mul(FDS_PER_OPEN_DB) + 100;
+    if soft < needed {
+        tracing::warn!(
+            max_dbs_open,
+            open_files_limit = soft,
+            needed,
+            "the process may open too few files for max_dbs_open databases: raise `ulimit -n` or lower max_dbs_open"
+        );
     }
 }
 
@@ -80,8 +139,146 @@ struct StoreInner {
     data_dir: PathBuf,
     server_uuid: String,
     options: StoreOptions,
-    /// Open databases by name; also serializes create/delete.
-    open: Mutex<HashMap<String, Database>>,
+    /// Open databases by name; also serializes create/delete of a name.
+    dbs: Mutex<OpenDbs>,
+    /// Signalled whenever a database settles (opened, closed, created or
+    /// deleted), for callers waiting on a `Slot::Changing` name.
+    settled: Condvar,
+}
+
+/// The cache of open databases.
+#[derive(Debug, Default)]
+struct OpenDbs {
+    slots: HashMap<String, Slot>,
+    /// Ticks on every use; a handle's last tick orders eviction.
+    clock: u64,
+    /// `Slot::Open` entries (the ones the limit counts).
+    open: usize,
+}
+
+#[derive(Debug)]
+enum Slot {
+    Open {
+        db: Database,
+        used: u64,
+    },
+    /// Being opened, created, closed or deleted outside the lock (file
+    /// work, possibly an fsync): whoever wants the name waits until it
+    /// settles, so no name ever has two live handles (two writers).
+    Changing,
+}
+
+impl OpenDbs {
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        self.clock
+    }
+
+    /// The open handle of `name`, marked as just used.
+    fn get(&mut self, name: &str) -> Option<Database> {
+        let now = self.tick();
+        match self.slots.get_mut(name) {
+            Some(Slot::Open { db, used }) => {
+                *used = now;
+                Some(db.clone())
+            }
+            _ => None,
+        }
+    }
+
+    fn is_changing(&self, name: &str) -> bool {
+        matches!(self.slots.get(name), Some(Slot::Changing))
+    }
+
+    /// Marks `name` as changing; returns its open handle, if it had one.
+    fn begin_change(&mut self, name: &str) -> Option<Database> {
+        match self.slots.insert(name.to_string(), Slot::Changing) {
+            Some(Slot::Open { db, .. }) => {
+                self.open -= 1;
+                Some(db)
+            }
+            _ => None,
+        }
+    }
+
+    /// Ends a change: `name` is open with `db`, or closed.
+    fn settle(&mut self, name: &str, db: Option<Database>) {
+        match db {
+            Some(db) => {
+                let used = self.tick();
+                self.slots.insert(name.to_string(), Slot::Open { db, used });
+                self.open += 1;
+            }
+            None => {
+                self.slots.remove(name);
+            }
+        }
+    }
+
+    /// Takes the least recently used idle handles past `max` out of the
+    /// cache (their names are left changing until they are closed). Busy
+    /// ones stay, even past the limit.
+    fn evict(&mut self, max: usize) -> Vec<(String, Database)> {
+        let excess = self.open.saturating_sub(max);
+        if excess == 0 {
+            return Vec::new();
+        }
+        let mut idle: Vec<(u64, &String)> = self
+            .slots
+            .iter()
+            .filter_map(|(name, slot)| match slot {
+                Slot::Open { db, used } if db.is_idle() => Some((*used, name)),
+                _ => None,
+            })
+            .collect();
+        if idle.len() > excess {
+            idle.select_nth_unstable(excess);
+            idle.truncate(excess);
+        }
+        let names: Vec<String> = idle.into_iter().map(|(_, name)| name.clone()).collect();
+        if names.len() < excess {
+            tracing::debug!(
+                open = self.open,
+                max_dbs_open = max,
+                "every open database is in use: over the limit until one is free"
+            );
+        }
+        names
+            .into_iter()
+            .filter_map(|name| self.begin_change(&name).map(|db| (name, db)))
+            .collect()
+    }
+}
+
+/// Names a caller marked `Slot::Changing`. Dropping it settles them as
+/// closed and wakes the waiters, also when the caller unwinds midway, so
+/// no name is left changing for good.
+struct Changes<'a> {
+    store: &'a Store,
+    names: Vec<String>,
+}
+
+impl<'a> Changes<'a> {
+    fn one(store: &'a Store, name: &str) -> Changes<'a> {
+        Changes {
+            store,
+            names: vec![name.to_string()],
+        }
+    }
+}
+
+impl Drop for Changes<'_> {
+    fn drop(&mut self) {
+        if self.names.is_empty() {
+            return;
+        }
+        let mut dbs = self.store.lock();
+        for name in self.names.drain(..) {
+            dbs.settle(&name, None);
+        }
+        drop(dbs);
+        self.store.inner.settled.notify_all();
+    }
 }
 
 impl Store {
@@ -100,12 +297,14 @@ impl Store {
             source,
         })?;
         let server_uuid = server_uuid::load_or_create(&data_dir)?;
+        check_file_limit(options.max_dbs_open);
         Ok(Store {
             inner: Arc::new(StoreInner {
                 data_dir,
                 server_uuid,
                 options,
-                open: Mutex::new(HashMap::new()),
+                dbs: Mutex::new(OpenDbs::default()),
+                settled: Condvar::new(),
             }),
         })
     }
@@ -121,11 +320,52 @@ impl Store {
         &self.inner.server_uuid
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Database>> {
+    fn lock(&self) -> MutexGuard<'_, OpenDbs> {
         self.inner
-            .open
+            .dbs
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Locks the cache once `name` is not changing (blocking: call it off
+    /// the async threads).
+    fn lock_settled(&self, name: &str) -> MutexGuard<'_, OpenDbs> {
+        let mut dbs = self.lock();
+        while dbs.is_changing(name) {
+            dbs = self
+                .inner
+                .settled
+                .wait(dbs)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        dbs
+    }
+
+    /// Ends the change of one name (see `Slot::Changing`): it is open with
+    /// `db`, or closed. Then closes what the limit evicts. Blocking.
+    fn finish_change(&self, mut change: Changes<'_>, db: Option<Database>) {
+        let Some(name) = change.names.pop() else {
+            return;
+        };
+        let evicted = {
+            let mut dbs = self.lock();
+            dbs.settle(&name, db);
+            dbs.evict(self.inner.options.max_dbs_open)
+        };
+        self.inner.settled.notify_all();
+        let closing = Changes {
+            store: self,
+            names: evicted.iter().map(|(name, _)| name.clone()).collect(),
+        };
+        for (_, db) in &evicted {
+            db.close(false);
+        }
+        drop(closing);
+    }
+
+    /// How many databases are open now (idle or in use).
+    pub fn open_dbs(&self) -> usize {
+        self.lock().open
     }
 
     fn path_of(&self, name: &str) -> PathBuf {
@@ -155,35 +395,44 @@ impl Store {
         Store::check_name(name)?;
         let name = name.to_string();
         self.blocking(move |store| {
-            let mut open = store.lock();
             let path = store.path_of(&name);
-            if open.contains_key(&name) || path.exists() {
-                return Err(StoreError::DbExists(name));
-            }
-            let db = Database::create(&name, &path, store.inner.options)?;
-            open.insert(name, db.clone());
-            Ok(db)
+            let change = {
+                let mut dbs = store.lock_settled(&name);
+                if dbs.slots.contains_key(&name) || path.exists() {
+                    return Err(StoreError::DbExists(name));
+                }
+                dbs.begin_change(&name);
+                Changes::one(store, &name)
+            };
+            let created = Database::create(&name, &path, store.inner.options);
+            store.finish_change(change, created.as_ref().ok().cloned());
+            created
         })
         .await
     }
 
-    /// Opens a database (cached after the first call); `DbNotFound` if absent.
+    /// Opens a database (kept open after the first call, within
+    /// `max_dbs_open`); `DbNotFound` if absent.
     pub async fn db(&self, name: &str) -> Result<Database, StoreError> {
         if let Some(db) = self.lock().get(name) {
-            return Ok(db.clone());
+            return Ok(db);
         }
         if !name::is_valid_db_name(name) {
             return Err(StoreError::DbNotFound(name.to_string()));
         }
         let name = name.to_string();
         self.blocking(move |store| {
-            let mut open = store.lock();
-            if let Some(db) = open.get(&name) {
-                return Ok(db.clone());
-            }
-            let db = Database::open(&name, &store.path_of(&name), store.inner.options)?;
-            open.insert(name, db.clone());
-            Ok(db)
+            let change = {
+                let mut dbs = store.lock_settled(&name);
+                if let Some(db) = dbs.get(&name) {
+                    return Ok(db);
+                }
+                dbs.begin_change(&name);
+                Changes::one(store, &name)
+            };
+            let opened = Database::open(&name, &store.path_of(&name), store.inner.options);
+            store.finish_change(change, opened.as_ref().ok().cloned());
+            opened
         })
         .await
     }
@@ -204,25 +453,32 @@ impl Store {
         }
         let name = name.to_string();
         self.blocking(move |store| {
-            let mut open = store.lock();
             let path = store.path_of(&name);
-            let cached = open.remove(&name);
-            if cached.is_none() && !path.exists() {
-                return Err(StoreError::DbNotFound(name));
-            }
+            let (change, cached) = {
+                let mut dbs = store.lock_settled(&name);
+                if !dbs.slots.contains_key(&name) && !path.exists() {
+                    return Err(StoreError::DbNotFound(name));
+                }
+                (Changes::one(store, &name), dbs.begin_change(&name))
+            };
             if let Some(db) = cached {
                 db.close(true);
             }
+            let mut removed = Ok(());
             for suffix in ["", "-wal", "-shm"] {
                 let mut file = path.as_os_str().to_owned();
                 file.push(suffix);
                 match std::fs::remove_file(PathBuf::from(file)) {
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e.into()),
+                    Err(e) => {
+                        removed = Err(e.into());
+                        break;
+                    }
                 }
             }
-            Ok(())
+            store.finish_change(change, None);
+            removed
         })
         .await
     }
@@ -244,13 +500,31 @@ impl Store {
     }
 
     /// Closes every open database cleanly (writers finish queued writes).
+    /// Handles still held refuse writes afterwards.
     pub async fn close_all(&self) {
         let _ = self
             .blocking(|store| {
-                let dbs: Vec<Database> = store.lock().drain().map(|(_, db)| db).collect();
-                for db in dbs {
+                let closing: Vec<(String, Database)> = {
+                    let mut dbs = store.lock();
+                    let names: Vec<String> = dbs
+                        .slots
+                        .iter()
+                        .filter(|(_, slot)| matches!(slot, Slot::Open { .. }))
+                        .map(|(name, _)| name.clone())
+                        .collect();
+                    names
+                        .into_iter()
+                        .filter_map(|name| dbs.begin_change(&name).map(|db| (name, db)))
+                        .collect()
+                };
+                let change = Changes {
+                    store,
+                    names: closing.iter().map(|(name, _)| name.clone()).collect(),
+                };
+                for (_, db) in &closing {
                     db.close(false);
                 }
+                drop(change);
                 Ok(())
             })
             .await;

@@ -111,6 +111,7 @@ impl Database {
                     }
                 }
             })
+            .await
             .map_err(BulkError::Store)?;
         let mut failure = None;
         let mut chunk = Vec::with_capacity(PREPARE_CHUNK);

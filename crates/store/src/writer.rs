@@ -3,17 +3,27 @@
 //! (group commit), so fifty concurrent single-document writes cost one
 //! commit rather than fifty. Each write runs inside its own savepoint: one
 //! that fails is rolled back alone, and the others still commit.
+//!
+//! The thread runs only while writes come: it is started by a write and
+//! ends (closing its connection) after `writer_idle_timeout` without one
+//! (much sooner when many writers run), so a server with thousands of
+//! databases holds threads for the ones being written, not for every one
+//! ever touched. The queue in front of it
+//! is bounded ([`QUEUE_DOCS`]): writers wait for room asynchronously.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, TryRecvError};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use rusqlite::{Connection, TransactionBehavior};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 
 use crate::StoreError;
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{self, Checkpointer};
+use crate::schema::Durability;
 
 /// Upper bound on documents per group commit: large enough to amortize the
 /// commit, small enough that one group never holds the write lock for long.
@@ -162,76 +172,410 @@ where
     }
 }
 
+/// Writer threads running in the process (every store's: threads and
+/// memory are the process's).
+static RUNNING_WRITERS: AtomicUsize = AtomicUsize::new(0);
+
+/// Writer threads that may wait the whole `idle_timeout` for their next
+/// write. Past this many, a writer waits [`CROWDED_IDLE_TIMEOUT`] only:
+/// when writes are spread over many databases (one per user), a database
+/// quiet for a moment is unlikely to be written again soon, and its thread
+/// and connection (~200 KiB) are worth more than the half millisecond a
+/// restart costs. Without this, 5,000 databases written once each kept
+/// ~500 writer threads waiting (one per open database).
+const WRITERS_KEPT_WAITING: usize = 64;
+
+/// How long a writer waits for its next write when more than
+/// [`WRITERS_KEPT_WAITING`] run.
+const CROWDED_IDLE_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Counts a writer thread in [`RUNNING_WRITERS`] while it lives.
+struct CountedWriter;
+
+impl CountedWriter {
+    fn start() -> CountedWriter {
+        RUNNING_WRITERS.fetch_add(1, Ordering::Relaxed);
+        CountedWriter
+    }
+}
+
+impl Drop for CountedWriter {
+    fn drop(&mut self) {
+        RUNNING_WRITERS.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// How long a writer waits for its next write before it ends.
+fn idle_wait(idle_timeout: Duration) -> Duration {
+    if RUNNING_WRITERS.load(Ordering::Relaxed) > WRITERS_KEPT_WAITING {
+        idle_timeout.min(CROWDED_IDLE_TIMEOUT)
+    } else {
+        idle_timeout
+    }
+}
+
+/// Documents a database's write queue holds at most: one full group. A
+/// write waits for room (asynchronously: no executor thread is blocked)
+/// before it is queued, so a flood of writes to one database cannot grow
+/// memory without limit, and the writer can still fill its next group from
+/// the queue while it commits the one before. A write heavier than this
+/// takes the whole queue.
+pub(crate) const QUEUE_DOCS: usize = MAX_GROUP_WEIGHT;
+
 /// Messages to the writer thread.
 pub(crate) enum Msg {
-    Job(Box<dyn WriteJob>),
+    /// A write, and its room in the queue (given back when the writer takes
+    /// it into a group).
+    Job(Box<dyn WriteJob>, OwnedSemaphorePermit),
     /// Stop after the writes already queued; the sender learns when the
     /// connection is closed.
     Close(std::sync::mpsc::Sender<()>),
 }
 
-/// Everything the writer thread owns.
-pub(crate) struct Writer {
-    pub conn: Connection,
-    pub rx: Receiver<Msg>,
-    pub state: DbState,
-    /// Bumped with `update_seq` after each commit: wakes changes feeds.
-    pub seq_tx: watch::Sender<u64>,
+/// What a writer thread needs to open its connection and serve writes.
+#[derive(Debug, Clone)]
+pub(crate) struct WriterConfig {
     pub db_name: String,
-    pub commits: Arc<AtomicU64>,
-    pub checkpointer: Checkpointer,
+    pub path: PathBuf,
+    pub durability: Durability,
     pub max_attachment_size: u64,
+    /// How long a writer thread waits for the next write before it closes
+    /// its connection and ends.
+    pub idle_timeout: Duration,
 }
 
-/// The writer thread's loop: take every queued write, run them in one
-/// transaction, commit, then answer each and wake change listeners.
+/// A database's writer as its handles see it: a bounded queue, and the
+/// thread serving it, started by the first write and ended after
+/// `idle_timeout` without one. An idle database therefore holds no thread
+/// and no write connection: a server with thousands of databases spends
+/// threads only on the ones being written. The queue and the
+/// update-sequence channel belong to the handle and outlive every thread,
+/// so a write queued while a thread ends is served by the next one, and
+/// feeds keep waiting across restarts.
+pub(crate) struct WriterHandle {
+    queue: Sender<Msg>,
+    room: Arc<Semaphore>,
+    shared: Arc<Shared>,
+    seq_rx: watch::Receiver<u64>,
+}
+
+/// What the handle and whichever writer thread runs share.
+struct Shared {
+    config: WriterConfig,
+    thread: Mutex<ThreadState>,
+    /// Bumped with `update_seq` after each commit: wakes changes feeds.
+    /// Taken (so that every receiver sees the channel closed) when the
+    /// database closes.
+    seq_tx: Mutex<Option<watch::Sender<u64>>>,
+    commits: AtomicU64,
+}
+
+/// Who holds the queue's receiving end.
+enum ThreadState {
+    /// No thread runs: the receiver waits here for the next one.
+    Idle(Receiver<Msg>),
+    /// A thread owns the receiver; it puts it back here when it ends idle.
+    Running,
+    /// The database was closed: the receiver is gone, writes are refused.
+    Closed,
+}
+
+/// The writer no longer takes writes: its database was closed or deleted.
+#[derive(Debug)]
+pub(crate) struct Closed;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl WriterHandle {
+    /// A writer with no thread yet, for a database at `update_seq`.
+    pub(crate) fn new(config: WriterConfig, update_seq: u64) -> WriterHandle {
+        let (queue, rx) = std::sync::mpsc::channel();
+        let (seq_tx, seq_rx) = watch::channel(update_seq);
+        WriterHandle {
+            queue,
+            room: Arc::new(Semaphore::new(QUEUE_DOCS)),
+            shared: Arc::new(Shared {
+                config,
+                thread: Mutex::new(ThreadState::Idle(rx)),
+                seq_tx: Mutex::new(Some(seq_tx)),
+                commits: AtomicU64::new(0),
+            }),
+            seq_rx,
+        }
+    }
+
+    /// Queues a write of `weight` documents, waiting for room first, and
+    /// starts a writer thread if none runs.
+    pub(crate) async fn submit(&self, weight: usize, job: Box<dyn WriteJob>) -> Result<(), Closed> {
+        let places = u32::try_from(weight.clamp(1, QUEUE_DOCS)).unwrap_or(u32::MAX);
+        let room = self
+            .room
+            .clone()
+            .acquire_many_owned(places)
+            .await
+            .map_err(|_| Closed)?;
+        self.queue.send(Msg::Job(job, room)).map_err(|_| Closed)?;
+        // After the send: a thread that ends idle checks the queue once
+        // more under this lock, so either it sees the write or this sees
+        // it gone and starts another.
+        self.start_thread();
+        Ok(())
+    }
+
+    /// Starts a thread on the queue if none runs.
+    fn start_thread(&self) {
+        let mut state = lock(&self.shared.thread);
+        if let ThreadState::Idle(_) = &*state
+            && let ThreadState::Idle(rx) = std::mem::replace(&mut *state, ThreadState::Running)
+        {
+            self.spawn(&mut state, rx, None);
+        }
+    }
+
+    /// Starts a thread on `rx` (`first` is a message already taken from
+    /// it), with the state locked and set to `Running`. If the thread
+    /// cannot be started, what is queued is answered with the error rather
+    /// than left waiting, and the receiver goes back to `Idle`.
+    fn spawn(&self, state: &mut ThreadState, rx: Receiver<Msg>, first: Option<Msg>) {
+        // Kept here too, so the receiver comes back if the spawn fails.
+        let handoff = Arc::new(Mutex::new(Some((rx, first))));
+        let shared = self.shared.clone();
+        let taken = handoff.clone();
+        let thread_name: String = format!("writer:{}", self.shared.config.db_name)
+            .chars()
+            .take(15)
+            .collect();
+        let spawned = std::thread::Builder::new()
+            .name(thread_name)
+            .spawn(move || {
+                let handed = lock(&taken).take();
+                if let Some((rx, first)) = handed {
+                    serve(shared, rx, first);
+                }
+            });
+        if let Err(e) = spawned
+            && let Some((rx, first)) = lock(&handoff).take()
+        {
+            let reason = format!("cannot start the database's writer: {e}");
+            tracing::error!(db = %self.shared.config.db_name, error = %e, "cannot start a writer thread");
+            if let Some(msg) = first {
+                fail(msg, &reason);
+            }
+            while let Ok(msg) = rx.try_recv() {
+                fail(msg, &reason);
+            }
+            *state = ThreadState::Idle(rx);
+        }
+    }
+
+    /// Stops the writer after the writes queued before, refuses later ones,
+    /// and closes the update-sequence channel (feeds waiting on it end).
+    /// Blocks until no connection of the writer is left.
+    pub(crate) fn close(&self) {
+        self.room.close();
+        let (ack_tx, ack_rx) = std::sync::mpsc::channel();
+        if self.queue.send(Msg::Close(ack_tx)).is_ok() {
+            let mut state = lock(&self.shared.thread);
+            if let ThreadState::Idle(_) = &*state
+                && let ThreadState::Idle(rx) = std::mem::replace(&mut *state, ThreadState::Closed)
+            {
+                // No thread runs. Usually only this close is queued and
+                // there is nothing to do; writes other handles queued just
+                // before it get a thread to finish them.
+                match rx.try_recv() {
+                    Ok(Msg::Close(ack)) => {
+                        drop(rx);
+                        let _ = ack.send(());
+                    }
+                    Ok(first) => {
+                        *state = ThreadState::Running;
+                        self.spawn(&mut state, rx, Some(first));
+                        if let ThreadState::Idle(_) = &*state {
+                            // No thread could start; everything was answered.
+                            *state = ThreadState::Closed;
+                        }
+                    }
+                    Err(_) => {}
+                }
+            }
+            drop(state);
+            // Answered by the thread, or an error once the queue is gone.
+            let _ = ack_rx.recv();
+        }
+        lock(&self.shared.seq_tx).take();
+    }
+
+    /// The latest committed update sequence.
+    pub(crate) fn update_seq(&self) -> u64 {
+        *self.seq_rx.borrow()
+    }
+
+    /// A receiver that changes with every commit that moves the sequence.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.seq_rx.clone()
+    }
+
+    /// Whether a receiver of the update-sequence channel is held outside
+    /// this handle: someone is waiting for changes.
+    pub(crate) fn has_subscribers(&self) -> bool {
+        lock(&self.shared.seq_tx)
+            .as_ref()
+            .is_some_and(|tx| tx.receiver_count() > 1)
+    }
+
+    /// Whether a writer thread runs now.
+    pub(crate) fn is_running(&self) -> bool {
+        matches!(*lock(&self.shared.thread), ThreadState::Running)
+    }
+
+    /// Transactions committed since the database was opened.
+    pub(crate) fn commits(&self) -> u64 {
+        self.shared.commits.load(Ordering::Relaxed)
+    }
+}
+
+impl Shared {
+    /// Wakes changes feeds when the committed update sequence moved.
+    fn publish(&self, update_seq: u64) {
+        if let Some(tx) = lock(&self.seq_tx).as_ref() {
+            tx.send_if_modified(|seq| {
+                let changed = *seq != update_seq;
+                *seq = update_seq;
+                changed
+            });
+        }
+    }
+}
+
+/// Answers a message that will not be served.
+fn fail(msg: Msg, reason: &str) {
+    match msg {
+        Msg::Job(job, _room) => {
+            let _ = panic::catch_unwind(AssertUnwindSafe(|| job.finish(Some(reason))));
+        }
+        Msg::Close(ack) => {
+            let _ = ack.send(());
+        }
+    }
+}
+
+/// What one writer thread opened: the write connection, the counters read
+/// from it, and the checkpointer attached to it. Closed when the thread
+/// goes idle, reopened by the next.
+struct Session {
+    conn: Connection,
+    state: DbState,
+    checkpointer: Checkpointer,
+}
+
+impl Session {
+    fn open(config: &WriterConfig) -> Result<Session, StoreError> {
+        let mut conn = crate::database::open_connection(&config.path, false, config.durability)?;
+        let state = DbState::load(&conn)?;
+        let (path, durability) = (config.path.clone(), config.durability);
+        let checkpointer = Checkpointer::new(
+            Arc::new(move || {
+                crate::database::open_connection(&path, false, durability)
+                    .map_err(|e| e.to_string())
+            }),
+            &config.db_name,
+            checkpoint::BACKGROUND_PAGES,
+        );
+        checkpointer.attach(&mut conn)?;
+        Ok(Session {
+            conn,
+            state,
+            checkpointer,
+        })
+    }
+
+    /// The connection holds the checkpointer's wake-up hook: close it
+    /// first, then wait for the checkpointer, so no connection to the file
+    /// is left afterwards (the file may be deleted next).
+    fn close(self) {
+        drop(self.conn);
+        self.checkpointer.stop();
+    }
+}
+
+/// A writer thread's loop: take every queued write, run them in one
+/// transaction, commit, then answer each and wake change listeners. After
+/// `idle_timeout` without a write the thread closes its connection, hands
+/// the queue back and ends; a close request ends it at once.
 ///
 /// A panic never ends the loop. One inside a write fails that write alone
 /// ([`run_job`]); one anywhere else in a group rolls the group back, its
 /// writes are answered with an error, the counters are reloaded from the
 /// file, and the writer goes on with the next group.
-pub(crate) fn run(writer: Writer) {
-    let Writer {
-        mut conn,
-        rx,
-        mut state,
-        seq_tx,
-        db_name,
-        commits,
-        checkpointer,
-        max_attachment_size,
-    } = writer;
+fn serve(shared: Arc<Shared>, rx: Receiver<Msg>, mut first: Option<Msg>) {
+    let _counted = CountedWriter::start();
+    let config = &shared.config;
+    let mut session: Option<Session> = None;
     let mut pending_close = None;
     while pending_close.is_none() {
-        let Ok(first) = rx.recv() else { break };
+        let msg = match first.take() {
+            Some(msg) => msg,
+            None => match rx.recv_timeout(idle_wait(config.idle_timeout)) {
+                Ok(msg) => msg,
+                Err(RecvTimeoutError::Disconnected) => break,
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Some(session) = session.take() {
+                        session.close();
+                    }
+                    // Checked under the lock writers take after queueing:
+                    // a write queued before this is served here, one queued
+                    // after finds the receiver back and starts a thread.
+                    let mut state = lock(&shared.thread);
+                    match rx.try_recv() {
+                        Ok(msg) => msg,
+                        Err(_) => {
+                            *state = ThreadState::Idle(rx);
+                            return;
+                        }
+                    }
+                }
+            },
+        };
+        if let Msg::Close(ack) = msg {
+            pending_close = Some(ack);
+            break;
+        }
+        let session = match &mut session {
+            Some(session) => session,
+            None => match Session::open(config) {
+                Ok(opened) => session.insert(opened),
+                Err(e) => {
+                    tracing::error!(db = %config.db_name, error = %e, "the writer cannot open the database");
+                    fail(msg, &e.to_string());
+                    continue;
+                }
+            },
+        };
         let served = panic::catch_unwind(AssertUnwindSafe(|| {
-            let group = Group {
-                conn: &mut conn,
-                state: &mut state,
-                max_attachment_size,
-            };
-            serve_group(first, &rx, group, &mut pending_close, &seq_tx, &commits, &db_name)
+            serve_group(msg, &rx, session, &mut pending_close, &shared)
         }));
         if served.is_err() {
-            tracing::error!(db = %db_name, "the writer panicked: its group was rolled back, the writer goes on");
-            match DbState::load(&conn) {
-                Ok(fresh) => state = fresh,
+            tracing::error!(db = %config.db_name, "the writer panicked: its group was rolled back, the writer goes on");
+            match DbState::load(&session.conn) {
+                Ok(fresh) => session.state = fresh,
                 Err(e) => {
-                    tracing::error!(db = %db_name, error = %e, "cannot reload the database state")
+                    tracing::error!(db = %config.db_name, error = %e, "cannot reload the database state")
                 }
             }
         }
-        seq_tx.send_if_modified(|seq| {
-            let changed = *seq != state.update_seq;
-            *seq = state.update_seq;
-            changed
-        });
+        shared.publish(session.state.update_seq);
     }
-    // The connection holds the checkpointer's wake-up handle: close it
-    // first, then wait for the checkpointer, so no connection to the file
-    // is left when the close is acknowledged (the file may be deleted next).
-    drop(conn);
-    checkpointer.stop();
+    if let Some(session) = session.take() {
+        session.close();
+    }
+    *lock(&shared.thread) = ThreadState::Closed;
+    // Writes queued after the close are dropped with the receiver: their
+    // callers learn that the writer stopped.
+    drop(rx);
     if let Some(ack) = pending_close {
         let _ = ack.send(());
     }
@@ -239,26 +583,18 @@ pub(crate) fn run(writer: Writer) {
 
 /// Takes `first` and whatever else is queued (up to a group's weight), runs
 /// them in one transaction and answers each.
-/// What a group of writes runs against.
-struct Group<'a> {
-    conn: &'a mut Connection,
-    state: &'a mut DbState,
-    max_attachment_size: u64,
-}
-
 fn serve_group(
     first: Msg,
     rx: &Receiver<Msg>,
-    group: Group<'_>,
+    session: &mut Session,
     pending_close: &mut Option<std::sync::mpsc::Sender<()>>,
-    seq_tx: &watch::Sender<u64>,
-    commits: &AtomicU64,
-    db_name: &str,
+    shared: &Shared,
 ) {
     let mut jobs: Vec<Box<dyn WriteJob>> = Vec::new();
     let mut weight = 0;
     match first {
-        Msg::Job(job) => {
+        Msg::Job(job, room) => {
+            drop(room);
             weight += job.weight();
             jobs.push(job);
         }
@@ -266,7 +602,8 @@ fn serve_group(
     }
     while pending_close.is_none() && weight < MAX_GROUP_WEIGHT {
         match rx.try_recv() {
-            Ok(Msg::Job(job)) => {
+            Ok(Msg::Job(job, room)) => {
+                drop(room);
                 weight += job.weight();
                 jobs.push(job);
             }
@@ -277,25 +614,27 @@ fn serve_group(
     if jobs.is_empty() {
         return;
     }
-    let Group {
-        conn,
-        state,
-        max_attachment_size,
-    } = group;
-    let commit_error = run_group(conn, state, max_attachment_size, &mut jobs).err();
+    let db_name = &shared.config.db_name;
+    let commit_error = run_group(
+        &mut session.conn,
+        &mut session.state,
+        shared.config.max_attachment_size,
+        &mut jobs,
+    )
+    .err();
     if commit_error.is_none() {
-        commits.fetch_add(1, Ordering::Relaxed);
+        shared.commits.fetch_add(1, Ordering::Relaxed);
     }
     if let Some(e) = &commit_error {
         tracing::error!(db = %db_name, error = %e, "group commit failed");
         // Whatever the failure, the in-memory counters must match the file.
-        if let Ok(fresh) = DbState::load(conn) {
-            *state = fresh;
+        if let Ok(fresh) = DbState::load(&session.conn) {
+            session.state = fresh;
         }
     }
     // Published before any write is answered: whoever got an answer sees
     // the new sequence.
-    publish_seq(seq_tx, state);
+    shared.publish(session.state.update_seq);
     for job in jobs {
         // Each answer on its own: a panic while answering one write must
         // not leave the others of a committed group unanswered.
@@ -305,15 +644,6 @@ fn serve_group(
             tracing::error!(db = %db_name, "answering a write panicked");
         }
     }
-}
-
-/// Wakes changes feeds when the committed update sequence moved.
-fn publish_seq(seq_tx: &watch::Sender<u64>, state: &DbState) {
-    seq_tx.send_if_modified(|seq| {
-        let changed = *seq != state.update_seq;
-        *seq = state.update_seq;
-        changed
-    });
 }
 
 /// Runs one write; a panic inside it fails this write alone (the caller
