@@ -66,7 +66,7 @@ pub(crate) async fn active_tasks(State(state): State<AppState>) -> Response {
                 "continuous": job.continuous,
                 "source": job.source,
                 "target": job.target,
-                "process_status": "waiting",
+                "process_status": job.progress.process_status.as_str(),
                 "started_on": unix(started),
                 "updated_on": unix(job.progress.updated.unwrap_or(started)),
             });
