@@ -9,6 +9,7 @@
 //!   same run (BENCHMARKS.md).
 //! - `bench replicate`: Recliner's replicator (HTTP, local, attachments)
 //!   against a PouchDB Server pair replicating with PouchDB (BENCHMARKS.md).
+//! - `fuzz`: the fuzz targets of `tests/tests/fuzz`, each for a while.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -18,8 +19,9 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("bench") => bench(&args[1..]),
+        Some("fuzz") => fuzz(&args[1..]),
         _ => {
-            eprintln!("usage: cargo xtask <test|bench> [args]");
+            eprintln!("usage: cargo xtask <test|bench|fuzz> [args]");
             eprintln!("  test   build the recliner binary, then run every test of the workspace");
             eprintln!(
                 "  bench store  the store's throughput and peak-memory figures (release build)"
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
                 "  bench replicate [--recliner-only] [--docs N] [--pouchdb-docs N]  replication \
                  throughput and memory, against a PouchDB Server pair"
             );
+            eprintln!("  {FUZZ_USAGE}");
             return ExitCode::from(2);
         }
     };
@@ -282,4 +285,154 @@ fn bench_against_pouchdb_server(
         );
     }
     run(bench)
+}
+
+const FUZZ_USAGE: &str = "fuzz [--seconds N] [--seed S] [TARGET...]  run fuzz targets \
+     (rev, tree, doc, selector, http; default all) for N seconds each (default 60)";
+
+/// Every fuzz target, in the order they run.
+const FUZZ_TARGETS: &[&str] = &["rev", "tree", "doc", "selector", "http"];
+
+/// The profile the fuzz targets build in: release speed, but with overflow
+/// checks and debug assertions, so arithmetic on hostile numbers fails
+/// loudly instead of wrapping. Defined here rather than in Cargo.toml, and
+/// in its own folder (`target/fuzz`), so it never disturbs other builds.
+const FUZZ_PROFILE: &[&str] = &[
+    "--profile",
+    "fuzz",
+    "--config",
+    "profile.fuzz.inherits=\"release\"",
+    "--config",
+    "profile.fuzz.overflow-checks=true",
+    "--config",
+    "profile.fuzz.debug-assertions=true",
+    "--config",
+    "profile.fuzz.lto=false",
+    "--config",
+    "profile.fuzz.codegen-units=16",
+    "--config",
+    "profile.fuzz.debug=\"line-tables-only\"",
+];
+
+/// `cargo xtask fuzz`: runs each chosen target of `tests/tests/fuzz` (see
+/// its `main.rs` and `driver.rs`) for a time budget, one after the other,
+/// then summarizes. Findings are printed by the targets themselves with
+/// their minimal inputs; a target that dies (stack overflow, abort) or
+/// hangs is reported as such and the next one still runs.
+fn fuzz(args: &[String]) -> Result<(), String> {
+    let mut seconds = "60".to_string();
+    let mut seed = None;
+    let mut targets = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--seconds" => {
+                seconds = args
+                    .next()
+                    .filter(|s| s.parse::<f64>().is_ok_and(|n| n >= 0.0))
+                    .ok_or(format!(
+                        "--seconds needs a number\nusage: cargo xtask {FUZZ_USAGE}"
+                    ))?
+                    .clone();
+            }
+            "--seed" => {
+                seed = Some(
+                    args.next()
+                        .filter(|s| s.parse::<u64>().is_ok())
+                        .ok_or(format!(
+                            "--seed needs an integer\nusage: cargo xtask {FUZZ_USAGE}"
+                        ))?
+                        .clone(),
+                );
+            }
+            name if FUZZ_TARGETS.contains(&name) => targets.push(name),
+            other => {
+                return Err(format!(
+                    "unknown fuzz target or option {other:?}\nusage: cargo xtask {FUZZ_USAGE}"
+                ));
+            }
+        }
+    }
+    if targets.is_empty() {
+        targets = FUZZ_TARGETS.to_vec();
+    }
+    if targets.contains(&"http") {
+        // The end-to-end target starts this binary (found beside the test's).
+        let mut build = cargo();
+        build
+            .args(["build", "--package", "server", "--bin", "recliner"])
+            .args(FUZZ_PROFILE);
+        run(build)?;
+    }
+    let exe = fuzz_executable()?;
+    let mut outcomes = Vec::new();
+    for target in &targets {
+        // The test binary itself, not `cargo test`, so its exit status tells
+        // findings (101), a hang (3) and a crash (a signal) apart.
+        let mut cmd = Command::new(&exe);
+        cmd.args(["--exact", target, "--nocapture", "--test-threads", "1"])
+            .current_dir(workspace_root().join("tests"))
+            .env("RECLINER_FUZZ_SECONDS", &seconds);
+        if let Some(seed) = &seed {
+            cmd.env("RECLINER_FUZZ_SEED", seed);
+        }
+        eprintln!("xtask: fuzzing {target} for {seconds} s");
+        let outcome = match cmd.status() {
+            Ok(status) if status.success() => "clean".to_string(),
+            Ok(status) if status.code() == Some(3) => {
+                "HANG (its input is printed above)".to_string()
+            }
+            Ok(status) if status.code().is_none() => format!(
+                "CRASHED ({status}: the process died, e.g. a stack overflow); rerun with \
+                 RECLINER_FUZZ_TRACE=1 and the seed printed above to see the input"
+            ),
+            Ok(_) => "FINDINGS (listed above with minimal inputs)".to_string(),
+            Err(e) => format!("could not run: {e}"),
+        };
+        outcomes.push((target, outcome));
+    }
+    eprintln!("\nxtask: fuzz summary ({seconds} s per target)");
+    for (target, outcome) in &outcomes {
+        eprintln!("  {target:<9} {outcome}");
+    }
+    if outcomes.iter().all(|(_, o)| o == "clean") {
+        Ok(())
+    } else {
+        Err("fuzzing found defects".into())
+    }
+}
+
+/// Builds the fuzz test binary and returns its path (from cargo's JSON
+/// messages: the `executable` of the `fuzz` test target).
+fn fuzz_executable() -> Result<PathBuf, String> {
+    let mut build = cargo();
+    build
+        .args([
+            "test",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .args(["--package", "recliner-tests", "--test", "fuzz"])
+        .args(FUZZ_PROFILE)
+        .stderr(std::process::Stdio::inherit());
+    eprintln!("xtask: building the fuzz targets");
+    let output = build
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !output.status.success() {
+        return Err(format!(
+            "building the fuzz targets failed: {}",
+            output.status
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout
+        .lines()
+        .filter(|line| line.contains("\"name\":\"fuzz\"") && line.contains("\"test\""))
+        .find_map(|line| {
+            let start = line.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let end = start + line[start..].find('"')?;
+            Some(PathBuf::from(&line[start..end]))
+        })
+        .ok_or_else(|| "cargo built no fuzz test executable".into())
 }
