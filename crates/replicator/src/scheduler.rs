@@ -362,7 +362,7 @@ impl Scheduler {
         };
         tracing::info!(job = %id, "replication job removed");
         if let Some(task) = task {
-            let _ = task.await;
+            stop_within(task, id).await;
         }
         done.send_replace(Some(Outcome::Failed {
             error: "cancelled",
@@ -574,7 +574,7 @@ impl Scheduler {
                 .collect()
         };
         for task in tasks {
-            let _ = task.await;
+            stop_within(task, "at shutdown").await;
         }
     }
 
@@ -818,6 +818,20 @@ pub fn progress_json(p: &ProgressSnapshot) -> Value {
         "source_seq": p.source_seq,
         "through_seq": p.through_seq,
     })
+}
+
+/// How long a stopped job may take to write its checkpoint and end (a peer
+/// may not answer at all) before its task is aborted.
+const STOP_LIMIT: Duration = Duration::from_secs(30);
+
+/// Awaits a stopping job's task for at most `STOP_LIMIT`, then aborts it:
+/// removing one job, or stopping them all, never waits on a stuck peer.
+async fn stop_within(task: JoinHandle<()>, job: &str) {
+    let abort = task.abort_handle();
+    if tokio::time::timeout(STOP_LIMIT, task).await.is_err() {
+        tracing::warn!(%job, limit = ?STOP_LIMIT, "a replication job did not stop in time; aborted");
+        abort.abort();
+    }
 }
 
 #[cfg(test)]
