@@ -38,6 +38,10 @@ use crate::hostile::{self, object};
 /// How long one request may take before it counts as a hang.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// How long a server that dropped a connection gets to finish dying (an
+/// abort prints a backtrace first) before it is taken to be alive.
+const DYING_TIME: Duration = Duration::from_millis(1500);
+
 const METHODS: &[&str] = &[
     "GET", "PUT", "POST", "DELETE", "HEAD", "COPY", "OPTIONS", "PATCH",
 ];
@@ -908,7 +912,7 @@ impl Harness {
         // while: after a dropped connection, give it time to finish dying so
         // the death is charged to this input and not to the next one.
         let died = if self.troubled.get() {
-            self.rt.block_on(self.dies_within(Duration::from_secs(3)))
+            self.rt.block_on(self.dies_within(DYING_TIME))
         } else {
             !self.server_alive()
         };
@@ -944,7 +948,7 @@ impl Harness {
             let answer = match result {
                 Ok(answer) => answer,
                 Err(e) => {
-                    if self.dies_within(Duration::from_secs(3)).await {
+                    if self.dies_within(DYING_TIME).await {
                         return; // reported by the caller, with the log
                     }
                     let kind = if e.contains("timed out") {
