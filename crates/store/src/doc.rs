@@ -106,7 +106,7 @@ const IGNORED_SPECIAL_FIELDS: &[&str] = &[
 
 /// Underscore fields CouchDB keeps as ordinary body content: access lists and
 /// the replicator's state fields in `_replicator` documents.
-const BODY_SPECIAL_FIELDS: &[&str] = &[
+pub const BODY_SPECIAL_FIELDS: &[&str] = &[
     "_access",
     "_replication_state",
     "_replication_state_time",

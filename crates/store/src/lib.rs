@@ -47,7 +47,7 @@ pub use attachments::{
     AttachmentMeta, AttachmentReader, AttachmentUpload, BlobPin, CHUNK_SIZE, StagedBlob, digest_of,
 };
 pub use database::{Database, DbInfo};
-pub use doc::{AttachmentInput, DocInput, validate_doc_id};
+pub use doc::{AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id};
 pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;

@@ -1007,37 +1007,11 @@ impl Harness {
 
     /// `GET path` answered 200 with valid JSON, or how it failed.
     async fn get_json(&self, base: &str, path: &str) -> Result<Value, Failed> {
-        let failed = |class: String, detail: String| Failed {
-            class,
-            detail: format!("GET {path}: {detail}"),
-        };
-        let answer = self
+        let request = self
             .http
             .get(format!("{base}{path}"))
-            .header("accept", "application/json")
-            .send()
-            .await
-            .map_err(|e| {
-                self.troubled.set(true);
-                failed("no answer".into(), error_chain(e))
-            })?;
-        let status = answer.status().as_u16();
-        let body = answer.bytes().await.map_err(|e| {
-            self.troubled.set(true);
-            failed("no answer".into(), error_chain(e))
-        })?;
-        if status != 200 {
-            return Err(failed(format!("answers {status}"), snippet(&body, 300)));
-        }
-        match serde_json::from_slice(&body) {
-            Ok(value) => Ok(value),
-            // Valid, but deeper than serde_json parses: nothing to look into.
-            Err(_) if is_json(&body) => Ok(Value::Null),
-            Err(e) => Err(failed(
-                "invalid JSON".into(),
-                format!("({e}): {}", snippet(&body, 600)),
-            )),
-        }
+            .header("accept", "application/json");
+        self.audit_json(request, format!("GET {path}")).await
     }
 
     /// One revision of a document through `_bulk_get`, for the ids no path
@@ -1051,39 +1025,56 @@ impl Harness {
     ) -> Result<Value, Failed> {
         let body = serde_json::json!({"docs": [{"id": id, "rev": rev}]}).to_string();
         let path = format!("/{d}/_bulk_get");
-        let failed = |class: String, detail: String| Failed {
-            class,
-            detail: format!("POST {path} {body}: {detail}"),
-        };
-        let answer = self
+        let shown = format!("POST {path} {body}");
+        let request = self
             .http
             .post(format!("{base}{path}"))
             .header("content-type", "application/json")
-            .body(body.clone())
-            .send()
-            .await
-            .map_err(|e| {
-                self.troubled.set(true);
-                failed("no answer".into(), error_chain(e))
-            })?;
+            .body(body);
+        let value = self.audit_json(request, shown.clone()).await?;
+        if value.is_null() {
+            return Ok(value);
+        }
+        match value["results"][0]["docs"][0].get("ok") {
+            Some(doc) => Ok(doc.clone()),
+            None => Err(Failed {
+                class: "answers an error".into(),
+                detail: format!("{shown}: {value}"),
+            }),
+        }
+    }
+
+    /// Sends an audit request: 200 with valid JSON, or how it failed.
+    /// JSON deeper than serde_json parses is valid but has nothing to look
+    /// into (`Null`). `shown` names the request in reports.
+    async fn audit_json(
+        &self,
+        request: reqwest::RequestBuilder,
+        shown: String,
+    ) -> Result<Value, Failed> {
+        let failed = |class: String, detail: String| Failed {
+            class,
+            detail: format!("{shown}: {detail}"),
+        };
+        let answer = request.send().await.map_err(|e| {
+            self.troubled.set(true);
+            failed("no answer".into(), error_chain(e))
+        })?;
         let status = answer.status().as_u16();
-        let bytes = answer.bytes().await.map_err(|e| {
+        let body = answer.bytes().await.map_err(|e| {
             self.troubled.set(true);
             failed("no answer".into(), error_chain(e))
         })?;
         if status != 200 {
-            return Err(failed(format!("answers {status}"), snippet(&bytes, 300)));
+            return Err(failed(format!("answers {status}"), snippet(&body, 300)));
         }
-        let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
-            return if is_json(&bytes) {
-                Ok(Value::Null)
-            } else {
-                Err(failed("invalid JSON".into(), snippet(&bytes, 600)))
-            };
-        };
-        match value["results"][0]["docs"][0].get("ok") {
-            Some(doc) => Ok(doc.clone()),
-            None => Err(failed("answers an error".into(), value.to_string())),
+        match serde_json::from_slice(&body) {
+            Ok(value) => Ok(value),
+            Err(_) if is_json(&body) => Ok(Value::Null),
+            Err(e) => Err(failed(
+                "invalid JSON".into(),
+                format!("({e}): {}", snippet(&body, 600)),
+            )),
         }
     }
 
