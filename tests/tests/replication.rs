@@ -460,3 +460,69 @@ async fn winning_revs_only_leaves_conflicts_behind() {
         3
     );
 }
+
+#[tokio::test]
+async fn headers_no_request_can_carry_are_a_bad_request_at_once_and_the_server_carries_on() {
+    let data = TempDir::new("repl-bad-headers");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    assert_eq!(c.put("/src", json!({})).await.status, 201);
+    c.put("/src/a", json!({"v": 1})).await;
+    let remote = server.url("/src");
+    let cases = [
+        // A value with a line break: header injection.
+        (
+            json!({"source": {"url": remote, "headers": {"X-Bad": "a\r\nInjected: yes"}}, "target": "t", "create_target": true}),
+            "\"X-Bad\"",
+        ),
+        // A name that is no HTTP token.
+        (
+            json!({"source": "src", "target": {"url": server.url("/t"), "headers": {"Bad Name": "x"}}, "create_target": true}),
+            "\"Bad Name\"",
+        ),
+        (
+            json!({"source": {"url": remote, "headers": {"X\r\nY": "z"}}, "target": "t", "continuous": true}),
+            "\"X\\r\\nY\"",
+        ),
+        (
+            json!({"source": {"url": remote, "headers": {"X-Nul": "a\u{0}b"}}, "target": "t"}),
+            "\"X-Nul\"",
+        ),
+    ];
+    for (body, named) in cases {
+        let started = std::time::Instant::now();
+        let reply = c.post("/_replicate", body.clone()).await;
+        let took = started.elapsed();
+        assert_eq!(
+            (reply.status, reply.json()["error"].as_str()),
+            (400, Some("bad_request")),
+            "{body}: {}",
+            reply.text
+        );
+        assert!(
+            took < std::time::Duration::from_secs(2),
+            "{body}: answered after {took:?}"
+        );
+        let reason = reply.json()["reason"].as_str().unwrap().to_string();
+        assert!(
+            reason.contains("headers") && reason.contains(named),
+            "{body}: the reason names the header: {reason}"
+        );
+        assert!(
+            !reason.contains("Injected"),
+            "a header's value is never shown: {reason}"
+        );
+    }
+    // Nothing was scheduled, and the server goes on replicating.
+    assert_eq!(c.get("/_scheduler/jobs").await.json()["total_rows"], 0);
+    assert_eq!(c.get("/t").await.status, 404, "no target was created");
+    let ok = c
+        .post(
+            "/_replicate",
+            json!({"source": {"url": remote, "headers": {"X-Fine": "yes\tand é"}}, "target": "t", "create_target": true}),
+        )
+        .await;
+    assert_eq!(ok.status, 200, "{}", ok.text);
+    assert_eq!(ok.json()["ok"], true);
+    assert_eq!(c.get("/t/a").await.json()["v"], 1);
+}

@@ -200,3 +200,37 @@ async fn running_jobs_show_in_active_tasks_and_the_scheduler_without_credentials
         assert!(text.contains("\"type\":\"replication\"") || text.contains("\"jobs\""));
     }
 }
+
+#[tokio::test]
+async fn a_document_whose_headers_no_request_can_carry_fails_at_once() {
+    let data = TempDir::new("repdb-bad-headers");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/src", json!({})).await;
+    c.put(
+        "/_replicator/injected",
+        json!({"source": {"url": server.url("/src"), "headers": {"X-Bad": "a\r\nInjected: yes"}}, "target": "dst", "create_target": true, "continuous": true}),
+    )
+    .await;
+    assert!(
+        eventually(
+            2,
+            async || state(&c, "injected").await["_replication_state"] == "failed"
+        )
+        .await,
+        "{}",
+        state(&c, "injected").await
+    );
+    let reason = state(&c, "injected").await["_replication_state_reason"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        reason.contains("`source.headers`") && reason.contains("\"X-Bad\""),
+        "{reason}"
+    );
+    let docs = c.get("/_scheduler/docs/_replicator/injected").await.json();
+    assert_eq!(docs["state"], "failed", "{docs}");
+    assert_eq!(c.get("/_scheduler/jobs").await.json()["total_rows"], 0);
+    assert_eq!(c.get("/dst").await.status, 404, "the job never ran");
+}

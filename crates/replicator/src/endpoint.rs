@@ -39,6 +39,11 @@ pub enum EndpointError {
     /// The request did not complete (refused, reset, timed out, truncated).
     #[error("request to {url} failed: {detail}")]
     Transport { url: String, detail: String },
+    /// The request could not even be built (a header no HTTP request can
+    /// carry, a URL it cannot go to): the replication's own settings are
+    /// wrong, and no retry mends them.
+    #[error("a request to {url} cannot be made: {detail}")]
+    Request { url: String, detail: String },
     /// The answer was not what the protocol says.
     #[error("unexpected answer from {url}: {detail}")]
     Protocol { url: String, detail: String },
@@ -146,12 +151,29 @@ const BULK_GET_UNKNOWN: u8 = 0;
 const BULK_GET_YES: u8 = 1;
 const BULK_GET_NO: u8 = 2;
 
-/// Maps a reqwest failure to a transport error naming `url` (never with
-/// credentials: reqwest's own URL is left out).
+/// Maps a reqwest failure to an error naming `url` (never with
+/// credentials: reqwest's own URL is left out): a request that could not
+/// be built is [`EndpointError::Request`], never retried; anything else is
+/// a transport failure.
 pub(crate) fn transport(url: &str) -> impl Fn(reqwest::Error) -> EndpointError + '_ {
-    move |e| EndpointError::Transport {
-        url: url.to_string(),
-        detail: e.without_url().to_string(),
+    move |e| {
+        let e = e.without_url();
+        if e.is_builder() {
+            // reqwest's own text ("builder error") says little; its source says what.
+            let detail = match std::error::Error::source(&e) {
+                Some(source) => format!("{e}: {source}"),
+                None => e.to_string(),
+            };
+            EndpointError::Request {
+                url: url.to_string(),
+                detail,
+            }
+        } else {
+            EndpointError::Transport {
+                url: url.to_string(),
+                detail: e.to_string(),
+            }
+        }
     }
 }
 
@@ -267,9 +289,9 @@ impl Endpoint {
             .connect_timeout(options.timeout)
             .pool_max_idle_per_host(connections)
             .build()
-            .map_err(|e| EndpointError::Transport {
+            .map_err(|e| EndpointError::Request {
                 url: db.url.to_string(),
-                detail: e.to_string(),
+                detail: format!("the HTTP client cannot be built: {e}"),
             })?;
         Ok(Endpoint::Remote {
             client,
@@ -813,8 +835,12 @@ impl Endpoint {
                     }
                     return fetched.finish();
                 }
-                // A malformed answer is the peer failing, not lacking `_bulk_get`.
-                Err(e @ EndpointError::Protocol { .. }) => return Err(e),
+                // A malformed answer is the peer failing, not lacking
+                // `_bulk_get`; a request that cannot be built fails alike
+                // one by one.
+                Err(e @ (EndpointError::Protocol { .. } | EndpointError::Request { .. })) => {
+                    return Err(e);
+                }
                 Err(e) if e.is_transient() => return Err(e),
                 Err(e) => {
                     tracing::info!(peer = %self.display(), error = %e, "_bulk_get unavailable; fetching documents one by one");
@@ -1176,6 +1202,13 @@ mod tests {
             .is_transient()
         );
         assert!(!EndpointError::NotFound(String::new()).is_transient());
+        assert!(
+            !EndpointError::Request {
+                url: String::new(),
+                detail: String::new()
+            }
+            .is_transient()
+        );
     }
 
     #[test]
@@ -1295,6 +1328,61 @@ mod tests {
                 "with http_connections = {connections}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_request_that_cannot_be_built_fails_at_once_and_is_never_retried() {
+        let peer = fake_peer(Duration::ZERO, ok).await;
+        // Headers the spec would refuse, put here directly: whatever slips
+        // past it still fails on the first try, not after retries.
+        let db = RemoteDb {
+            url: peer.url.parse().unwrap(),
+            headers: vec![("X-Bad".into(), "a\r\nInjected: yes".into())],
+            auth: None,
+        };
+        let options = HttpOptions {
+            timeout: Duration::from_secs(10),
+            retries: 5,
+            http_connections: 2,
+        };
+        let endpoint = Endpoint::remote(&db, options).unwrap();
+        let started = std::time::Instant::now();
+        let calls = [
+            endpoint.info().await.map(|_| ()),
+            endpoint.ensure_full_commit().await,
+            endpoint
+                .send_with_retries(Method::GET, "doc", "application/json")
+                .await
+                .map(|_| ()),
+            endpoint
+                .send_streaming(Method::PUT, "doc", "text/plain", "x".into(), 1)
+                .await,
+        ];
+        for result in calls {
+            let e = result.unwrap_err();
+            assert!(
+                matches!(&e, EndpointError::Request { url, detail } if url.starts_with(&peer.url) && detail.contains("header")),
+                "{e:?}"
+            );
+            assert!(!e.is_transient(), "{e}");
+        }
+        // The first retry would have waited 250 ms.
+        assert!(started.elapsed() < RETRY_START, "{:?}", started.elapsed());
+        assert!(peer.requests.lock().unwrap().is_empty(), "nothing was sent");
+        // _bulk_get is not given up for it: the error is the request's own.
+        let missing = Missing {
+            id: "d".into(),
+            revs: vec!["1-a".parse().unwrap()],
+            possible_ancestors: Vec::new(),
+        };
+        assert!(matches!(
+            endpoint.fetch_many(&[missing], true).await,
+            Err(EndpointError::Request { .. })
+        ));
+        let Endpoint::Remote { bulk_get, .. } = &endpoint else {
+            panic!("remote")
+        };
+        assert_eq!(bulk_get.load(Ordering::Relaxed), BULK_GET_UNKNOWN);
     }
 
     #[tokio::test]

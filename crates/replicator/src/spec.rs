@@ -123,9 +123,11 @@ fn parse_peer(value: &Value, field: &str) -> Result<Peer, SpecError> {
                 Some(Value::Object(h)) => h
                     .iter()
                     .map(|(k, v)| {
-                        v.as_str()
-                            .map(|v| (k.clone(), v.to_string()))
-                            .ok_or_else(|| bad(format!("`{field}.headers.{k}` must be a string")))
+                        let v = v.as_str().ok_or_else(|| {
+                            bad(format!("`{field}.headers.{k}` must be a string"))
+                        })?;
+                        check_header(field, k, v)?;
+                        Ok((k.clone(), v.to_string()))
                     })
                     .collect::<Result<_, _>>()?,
                 Some(_) => return Err(bad(format!("`{field}.headers` must be an object"))),
@@ -157,6 +159,26 @@ fn parse_peer(value: &Value, field: &str) -> Result<Peer, SpecError> {
             "`{field}` must be a database name, a URL or an object with a `url`"
         ))),
     }
+}
+
+/// Refuses a header no HTTP request can carry: a name that is not an HTTP
+/// token (empty, spaces, colons, CR/LF, non-ASCII) or a value with control
+/// characters (CR, LF, NUL...). Such a header would fail every request the
+/// replication makes, so it is a bad request, not a peer to retry. The
+/// reason names the header (escaped) but never shows its value, which may
+/// be a secret.
+fn check_header(field: &str, name: &str, value: &str) -> Result<(), SpecError> {
+    if reqwest::header::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Err(bad(format!(
+            "`{field}.headers` has an invalid HTTP header name {name:?}: a name is a non-empty token of letters, digits and !#$%&'*+-.^_`|~"
+        )));
+    }
+    if reqwest::header::HeaderValue::from_str(value).is_err() {
+        return Err(bad(format!(
+            "`{field}.headers` has an invalid value for the HTTP header {name:?}: a value may not contain control characters such as CR or LF"
+        )));
+    }
+    Ok(())
 }
 
 fn peer_from_text(
@@ -437,6 +459,58 @@ mod tests {
         };
         assert_eq!(remote.headers, vec![("X-Key".to_string(), "1".to_string())]);
         assert_eq!(remote.auth.as_ref().map(|a| a.username.as_str()), Some("u"));
+    }
+
+    #[test]
+    fn headers_no_request_can_carry_are_refused_naming_the_header_not_its_value() {
+        let with = |headers: Value| {
+            parse(json!({"source": {"url": "http://h/db", "headers": headers}, "target": "t"}))
+        };
+        for name in ["X-Bad\r\nInjected", "Bad Name", "", "X:Y", "Ünï", "X\u{0}"] {
+            let reason = with(json!({ name: "v" })).unwrap_err().0;
+            assert!(
+                reason.contains("`source.headers`")
+                    && reason.contains("header name")
+                    && reason.contains(&format!("{name:?}")),
+                "{name:?}: {reason}"
+            );
+            assert!(
+                !reason.contains('\r') && !reason.contains('\n'),
+                "{reason:?}"
+            );
+        }
+        for value in [
+            "a\r\nInjected: yes",
+            "line\nbreak",
+            "cr\r",
+            "nul\u{0}",
+            "del\u{7f}",
+        ] {
+            let reason = with(json!({"X-Secret": value})).unwrap_err().0;
+            assert!(
+                reason.contains("`source.headers`") && reason.contains("\"X-Secret\""),
+                "{value:?}: {reason}"
+            );
+            assert!(
+                !reason.contains(value),
+                "the value is never shown: {reason}"
+            );
+        }
+        // The target is checked the same way.
+        let reason = parse(
+            json!({"source": "s", "target": {"url": "http://h/db", "headers": {"X": "a\nb"}}}),
+        )
+        .unwrap_err()
+        .0;
+        assert!(reason.contains("`target.headers`"), "{reason}");
+        // What a request can carry is kept: tabs, non-ASCII text (sent as
+        // its UTF-8 bytes), empty values, any token name.
+        let spec = with(json!({"X-Tab": "a\tb", "X-Utf8": "é", "X-Empty": "", "x.odd~name!": "1"}))
+            .unwrap();
+        let Peer::Remote(remote) = &spec.source else {
+            panic!("remote")
+        };
+        assert_eq!(remote.headers.len(), 4);
     }
 
     #[test]
