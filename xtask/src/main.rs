@@ -288,10 +288,24 @@ fn bench_against_pouchdb_server(
 }
 
 const FUZZ_USAGE: &str = "fuzz [--seconds N] [--seed S] [TARGET...]  run fuzz targets \
-     (rev, tree, doc, selector, http; default all) for N seconds each (default 60)";
+     (rev, tree, doc, selector, http, multipart, query; default all) for N seconds each \
+     (default 60)";
 
 /// Every fuzz target, in the order they run.
-const FUZZ_TARGETS: &[&str] = &["rev", "tree", "doc", "selector", "http"];
+const FUZZ_TARGETS: &[&str] = &[
+    "rev",
+    "tree",
+    "doc",
+    "selector",
+    "http",
+    "multipart",
+    "query",
+];
+
+/// The targets that start the `recliner` binary (end to end): `http`
+/// (requests of every kind), `multipart` (multipart/related uploads and
+/// read-backs) and `query` (query strings on the GET endpoints).
+const END_TO_END_TARGETS: &[&str] = &["http", "multipart", "query"];
 
 /// The profile the fuzz targets build in: release speed, but with overflow
 /// checks and debug assertions, so arithmetic on hostile numbers fails
@@ -356,8 +370,8 @@ fn fuzz(args: &[String]) -> Result<(), String> {
     if targets.is_empty() {
         targets = FUZZ_TARGETS.to_vec();
     }
-    if targets.contains(&"http") {
-        // The end-to-end target starts this binary (found beside the test's).
+    if targets.iter().any(|t| END_TO_END_TARGETS.contains(t)) {
+        // The end-to-end targets start this binary (found beside the test's).
         let mut build = cargo();
         build
             .args(["build", "--package", "server", "--bin", "recliner"])

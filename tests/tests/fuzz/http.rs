@@ -112,7 +112,7 @@ pub struct Req {
 pub struct Case(Vec<Req>);
 
 /// At most `limit` bytes of `bytes`, as text.
-fn snippet(bytes: &[u8], limit: usize) -> String {
+pub(crate) fn snippet(bytes: &[u8], limit: usize) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(limit)]).into_owned();
     if bytes.len() > limit {
         format!("{text}... ({} bytes in all)", bytes.len())
@@ -153,7 +153,7 @@ impl fmt::Debug for Case {
 // --- generators ---
 
 /// Percent-encodes a query value or path segment, keeping `@` for placeholders.
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' | b'@' => {
@@ -166,7 +166,7 @@ fn enc(s: &str) -> String {
 
 /// A document id as a path segment: `percent_encode`, plus `.` encoded, so
 /// that the client never resolves an id `..` as a relative path.
-fn doc_path(id: &str) -> String {
+pub(crate) fn doc_path(id: &str) -> String {
     percent_encode(id).replace('.', "%2E")
 }
 
@@ -458,7 +458,7 @@ fn multipart() -> BoxedStrategy<(Option<String>, Option<Vec<u8>>)> {
 }
 
 /// `bytes` gzip-compressed, as CouchDB's replicator sends compressible attachments.
-fn gzip(bytes: &[u8]) -> Vec<u8> {
+pub(crate) fn gzip(bytes: &[u8]) -> Vec<u8> {
     use std::io::Write;
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     let _ = encoder.write_all(bytes);
@@ -796,16 +796,26 @@ struct Server {
 }
 
 /// A server answer.
-struct Answer {
-    status: u16,
-    content_type: String,
-    body: Vec<u8>,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    /// Lowercased.
+    pub(crate) content_type: String,
+    pub(crate) body: Vec<u8>,
 }
 
 /// Why an audit read failed: `class` names the kind of failure.
-struct Failed {
-    class: String,
-    detail: String,
+pub(crate) struct Failed {
+    pub(crate) class: String,
+    pub(crate) detail: String,
+}
+
+/// What became of a request sent with [`Harness::exchange`].
+pub(crate) enum Sent {
+    Answered(Answer),
+    /// The server died on it (the caller of [`Harness::run_input`] reports that).
+    Died,
+    /// No answer, and the server lives on: already recorded as a violation.
+    Lost,
 }
 
 /// An acknowledged write.
@@ -816,18 +826,26 @@ struct Acked {
     maybe_deleted: bool,
 }
 
-/// Runs inputs against a live server.
+/// Runs inputs against a live server. The `multipart` and `query` targets
+/// run theirs through it too ([`Harness::run_input`]).
 pub struct Harness {
     rt: tokio::runtime::Runtime,
     http: reqwest::Client,
     server: RefCell<Option<Server>>,
     /// Whether a request of the current input went unanswered.
     troubled: std::cell::Cell<bool>,
+    /// Names the server's data folder.
+    label: &'static str,
 }
 
 impl Harness {
     /// Starts the server at once, so that a missing binary fails here, plainly.
     pub fn new() -> Harness {
+        Harness::named("fuzz-http")
+    }
+
+    /// A harness whose server's data folder is named after `label`.
+    pub(crate) fn named(label: &'static str) -> Harness {
         // Installs the TLS provider reqwest needs before any client exists.
         let _ = recliner_tests::http_client();
         let harness = Harness {
@@ -841,6 +859,7 @@ impl Harness {
                 .expect("an HTTP client"),
             server: RefCell::new(None),
             troubled: std::cell::Cell::new(false),
+            label,
         };
         harness.base();
         harness
@@ -854,7 +873,7 @@ impl Harness {
         {
             return server.server.url.clone();
         }
-        let data = TempDir::new("fuzz-http");
+        let data = TempDir::new(self.label);
         // Backtraces name the frame of ours behind a panic in the standard library.
         let server = TestServer::start_with_env(
             data.path(),
@@ -896,7 +915,7 @@ impl Harness {
         true
     }
 
-    fn server_alive(&self) -> bool {
+    pub(crate) fn server_alive(&self) -> bool {
         self.server
             .borrow()
             .as_ref()
@@ -904,10 +923,21 @@ impl Harness {
     }
 
     pub fn check(&self, case: &Case, v: &mut Violations) {
+        self.run_input(v, async |base, v| self.run(base, case, v).await);
+    }
+
+    /// Runs one input, `input(base URL, violations)`, against a live
+    /// server (started anew if the last one died), then charges to it a
+    /// death of the server or a panic it logged.
+    pub(crate) fn run_input(
+        &self,
+        v: &mut Violations,
+        input: impl AsyncFnOnce(&str, &mut Violations),
+    ) {
         let base = self.base();
         let _ = self.new_log(); // whatever an earlier input left behind
         self.troubled.set(false);
-        self.rt.block_on(self.run(&base, case, v));
+        self.rt.block_on(input(&base, v));
         // A process that aborts first prints its backtrace, which takes a
         // while: after a dropped connection, give it time to finish dying so
         // the death is charged to this input and not to the next one.
@@ -976,8 +1006,57 @@ impl Harness {
         }
     }
 
+    /// The client requests go through (20 s timeout unless the request sets one).
+    pub(crate) fn client(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// Sends `request`; an unanswered one is a violation (`shown` is the
+    /// request as reports show it, `what` names it in the kind) unless the
+    /// server died on it.
+    pub(crate) async fn exchange(
+        &self,
+        request: reqwest::Request,
+        shown: &str,
+        what: &str,
+        v: &mut Violations,
+    ) -> Sent {
+        let result = async {
+            let response = self.http.execute(request).await.map_err(error_chain)?;
+            let status = response.status().as_u16();
+            let content_type = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let body = response.bytes().await.map_err(error_chain)?.to_vec();
+            Ok::<_, String>(Answer {
+                status,
+                content_type,
+                body,
+            })
+        }
+        .await;
+        match result {
+            Ok(answer) => Sent::Answered(answer),
+            Err(e) => {
+                if self.dies_within(DYING_TIME).await {
+                    return Sent::Died;
+                }
+                let kind = if e.contains("timed out") {
+                    "no answer in time"
+                } else {
+                    "connection closed without an answer"
+                };
+                v.add(format!("{kind}: {what}"), format!("{shown}\n{e}"));
+                Sent::Lost
+            }
+        }
+    }
+
     /// Deletes every user database and creates an empty `db`.
-    async fn reset(&self, base: &str) -> Result<(), String> {
+    pub(crate) async fn reset(&self, base: &str) -> Result<(), String> {
         let dbs = self
             .get_json(base, "/_all_dbs")
             .await
@@ -1006,7 +1085,7 @@ impl Harness {
     }
 
     /// `GET path` answered 200 with valid JSON, or how it failed.
-    async fn get_json(&self, base: &str, path: &str) -> Result<Value, Failed> {
+    pub(crate) async fn get_json(&self, base: &str, path: &str) -> Result<Value, Failed> {
         let request = self
             .http
             .get(format!("{base}{path}"))
@@ -1370,7 +1449,7 @@ fn error_chain(e: reqwest::Error) -> String {
     out
 }
 
-fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+pub(crate) fn replace_bytes(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(haystack.len());
     let mut i = 0;
     while i < haystack.len() {
@@ -1534,7 +1613,7 @@ fn percent_decode(s: &str) -> String {
 /// serde_json stops at 128 levels, which a server may legitimately pass
 /// (a deep document inside a response's rows), so deep answers are checked
 /// here instead. Iterative, so no depth can exhaust the stack.
-fn is_json(bytes: &[u8]) -> bool {
+pub(crate) fn is_json(bytes: &[u8]) -> bool {
     if std::str::from_utf8(bytes).is_err() {
         return false;
     }

@@ -5,13 +5,20 @@
 //! cheap and deterministic in CI.
 //!
 //! Targets: `rev` (revision ids and `_revisions` paths), `tree` (revision
-//! trees), `doc` (document validation), `selector` (Mango selectors) and
-//! `http` (the real server, end to end).
+//! trees), `doc` (document validation), `selector` (Mango selectors), and
+//! three against the real server, end to end: `http` (requests of every
+//! kind), `multipart` (multipart/related uploads and the multipart answers
+//! they read back as) and `query` (query strings on the GET endpoints).
+//! `answers.rs` holds the strict readers of the server's answers that the
+//! last two share.
 
+mod answers;
 mod doc;
 mod driver;
 mod hostile;
 mod http;
+mod multipart;
+mod query;
 mod rev;
 mod selector;
 mod tree;
@@ -83,4 +90,34 @@ fn http() {
     };
     let harness = http::Harness::new();
     fuzz(target, http::strategy(), |case, v| harness.check(case, v));
+}
+
+#[test]
+fn multipart() {
+    let target = Target {
+        name: "multipart",
+        smoke_cases: 120,
+        round_cases: 50,
+        shrink_time: Duration::from_secs(90),
+        hang_after: Duration::from_secs(300),
+        max_findings: 16,
+    };
+    let harness = multipart::Target::new();
+    fuzz(target, multipart::strategy(), |case, v| {
+        harness.check(case, v)
+    });
+}
+
+#[test]
+fn query() {
+    let target = Target {
+        name: "query",
+        smoke_cases: 60,
+        round_cases: 50,
+        shrink_time: Duration::from_secs(90),
+        hang_after: Duration::from_secs(300),
+        max_findings: 16,
+    };
+    let harness = query::Target::new();
+    fuzz(target, query::strategy(), |case, v| harness.check(case, v));
 }
