@@ -223,3 +223,47 @@ async fn a_multipart_upload_missing_its_bytes_is_refused() {
     assert_eq!(reply.status, 400, "{}", reply.text);
     assert_eq!(c.get("/dst/nobytes").await.status, 404);
 }
+
+/// A headerless attachment part used to be misread: the reader took the
+/// bytes up to the next blank line for its headers, so `world` was stored
+/// for an upload that sent `hello` (and answered 201).
+#[tokio::test]
+async fn a_headerless_part_is_refused_rather_than_misread() {
+    let (_d, _s, c) = start().await;
+    let b = "B";
+    let doc = json!({"_attachments": {"a": {"follows": true, "content_type": "text/plain"}}});
+    let attachment_headerless = format!(
+        "--{b}\r\nContent-Type: application/json\r\n\r\n{doc}\r\n--{b}\r\n\r\nhello\r\n--{b}\r\n\r\nworld\r\n--{b}--\r\n"
+    );
+    let document_headerless = format!(
+        "--{b}\r\n\r\n{doc}\r\n--{b}\r\nContent-Type: text/plain\r\n\r\nhello\r\n--{b}--\r\n"
+    );
+    for (id, body) in [("d1", attachment_headerless), ("d2", document_headerless)] {
+        let reply = c
+            .send_bytes(
+                "PUT",
+                &format!("/dst/{id}"),
+                body.into_bytes(),
+                &format!("multipart/related; boundary=\"{b}\""),
+            )
+            .await;
+        assert_eq!(reply.status, 400, "{id}: {}", reply.text);
+        assert_eq!(reply.json()["error"], "bad_request", "{id}");
+        assert_eq!(c.get(&format!("/dst/{id}")).await.status, 404, "{id}");
+    }
+    // The same upload with a header on each part is stored as sent.
+    let good = format!(
+        "--{b}\r\nContent-Type: application/json\r\n\r\n{doc}\r\n--{b}\r\nContent-Type: text/plain\r\n\r\nhello\r\n--{b}--\r\n"
+    );
+    let reply = c
+        .send_bytes(
+            "PUT",
+            "/dst/d3",
+            good.into_bytes(),
+            &format!("multipart/related; boundary=\"{b}\""),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let att = c.get("/dst/d3/a").await;
+    assert_eq!(att.text, "hello");
+}

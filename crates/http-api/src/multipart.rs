@@ -199,6 +199,7 @@ pub(crate) async fn read_related(
         .await
         .map_err(bad)?
         .ok_or_else(|| ApiError::bad_request("multipart body has no document part"))?;
+    refuse_headerless(&first)?;
     let mut json = Vec::new();
     while let Some(chunk) = first.chunk().await.map_err(bad)? {
         if (json.len() + chunk.len()) as u64 > state.config.max_http_request_size {
@@ -219,6 +220,7 @@ pub(crate) async fn read_related(
         if waiting.is_empty() {
             break;
         }
+        refuse_headerless(&field)?;
         let by_name = field
             .file_name()
             .and_then(|f| waiting.iter().position(|&i| doc.attachments[i].0 == f));
@@ -250,6 +252,20 @@ pub(crate) async fn read_related(
         )));
     }
     Ok(doc)
+}
+
+/// A part with no headers (`--B\r\n\r\nbytes`) is refused: the
+/// multipart reader would take everything up to the next blank line, in
+/// whatever part it falls, for that part's headers, and store other bytes
+/// than the ones sent. Every client we know of (CouchDB's replicator,
+/// nano, PouchDB) names at least the part's type or file.
+fn refuse_headerless(field: &multer::Field<'_>) -> Result<(), ApiError> {
+    if field.headers().is_empty() {
+        return Err(ApiError::bad_request(
+            "invalid multipart body: every part needs at least one header",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -637,20 +637,11 @@ struct Expected {
     /// Attachments whose declared length their bytes do not have: the
     /// upload must be refused.
     lying: Vec<String>,
+    /// A part the server reads has no headers (`--B\r\n\r\n...`): the
+    /// upload must be refused, since the multipart reader cannot tell where
+    /// such a part starts.
+    headerless: bool,
 }
-
-/// KNOWN SERVER DEFECT (reported, not fixed here: it is in
-/// `crates/http-api/src/multipart.rs`, through multer 3.1): an attachment
-/// part with no headers at all (`--B\r\n\r\ncontent`) is misread. multer
-/// takes the part's header block to be everything up to the next blank
-/// line *anywhere* after the boundary line and discards it, so the part's
-/// content (and the parts after it, up to the next blank line) is lost or
-/// shifted: `--B\r\n\r\nhello\r\n--B\r\n\r\nworld\r\n--B--` stores `world`
-/// for the attachment, with 201, and a headerless part whose content
-/// starts with CRLF loses those two bytes. While this is `true`, the model
-/// gives up on uploads with a headerless attachment part instead of
-/// reporting the defect on every run; set it to `false` to see it.
-const TOLERATE_HEADERLESS_PARTS: bool = true;
 
 /// The server's reading of a multipart content type's boundary.
 fn server_boundary(content_type: &str) -> Option<String> {
@@ -702,7 +693,10 @@ fn model(content_type: &str, body: &[u8]) -> Option<Expected> {
     {
         return None;
     }
-    let mut expected = Expected::default();
+    let mut expected = Expected {
+        headerless: first.headers.is_empty(),
+        ..Expected::default()
+    };
     let Some(atts) = doc.get("_attachments") else {
         return Some(expected);
     };
@@ -739,8 +733,8 @@ fn model(content_type: &str, body: &[u8]) -> Option<Expected> {
         if waiting.is_empty() {
             break;
         }
-        if TOLERATE_HEADERLESS_PARTS && part.headers.is_empty() {
-            return None;
+        if part.headers.is_empty() {
+            expected.headerless = true;
         }
         let filename = plain_filename(part).ok()?;
         let at = filename
@@ -862,6 +856,12 @@ impl Target {
                     v.add(
                         "an upload lacking an attachment's part was accepted",
                         format!("{shown}\n-> {json}\nunfed: {:?}", expected.unfed),
+                    );
+                }
+                if expected.headerless {
+                    v.add(
+                        "an upload with a headerless part was accepted",
+                        format!("{shown}\n-> {json}"),
                     );
                 }
                 if !expected.lying.is_empty() {
