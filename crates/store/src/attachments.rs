@@ -270,6 +270,12 @@ pub(crate) fn inflated_length(
 ) -> Result<Option<u64>, StoreError> {
     use std::io::Read;
     let stored = read_blob(conn, digest)?;
+    // An empty stream reads as zero inflated bytes, yet it is no gzip.
+    if stored.is_empty() {
+        return Err(StoreError::bad_request(
+            "gzip attachment does not inflate: no gzip header",
+        ));
+    }
     let mut decoder = flate2::read::GzDecoder::new(&stored[..]).take(limit + 1);
     let counted = std::io::copy(&mut decoder, &mut std::io::sink())
         .map_err(|e| StoreError::bad_request(format!("gzip attachment does not inflate: {e}")))?;

@@ -334,6 +334,17 @@ async fn a_declared_length_is_checked_against_the_bytes_never_trusted() {
         };
         assert_eq!(kind, expected, "declared {length}");
     }
+    // No bytes at all are no gzip stream, whatever length is declared
+    // (they used to pass as an attachment of length 0).
+    let empty = stage(&db, b"").await;
+    let mut input = doc(json!({"_id": "g"}));
+    input
+        .attachments
+        .push(("t.txt".into(), staged_input(&empty, 0, true)));
+    match db.put_doc(input, true).await {
+        Err(StoreError::Invalid { error, .. }) => assert_eq!(error.as_str(), "bad_request"),
+        other => panic!("empty gzip accepted: {other:?}"),
+    }
     let mut input = doc(json!({"_id": "g"}));
     input.attachments.push((
         "t.txt".into(),
