@@ -311,7 +311,13 @@ fn all_docs_in(conn: &Connection, q: &AllDocsQuery) -> Result<AllDocsPage, Store
     }
     Ok(AllDocsPage {
         total_rows: doc_count as u64,
-        offset: q.count_offset.then_some(before as u64 + q.skip as u64),
+        // Rows skipped past the end count up to the end, as in CouchDB
+        // (and a skip near 2^64 must not overflow).
+        offset: q.count_offset.then_some(
+            (before as u64)
+                .saturating_add(q.skip as u64)
+                .min(doc_count as u64),
+        ),
         rows,
         update_seq: update_seq as u64,
     })
