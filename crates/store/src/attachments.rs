@@ -239,7 +239,7 @@ pub(crate) fn read_identity(
             let limit = meta.length.min(MAX_INLINE_INFLATED);
             let mut out = Vec::new();
             flate2::read::GzDecoder::new(&stored[..])
-                .take(limit + 1)
+                .take(limit.saturating_add(1))
                 .read_to_end(&mut out)
                 .map_err(|e| StoreError::Corrupt {
                     db: String::new(),
@@ -276,7 +276,7 @@ pub(crate) fn inflated_length(
             "gzip attachment does not inflate: no gzip header",
         ));
     }
-    let mut decoder = flate2::read::GzDecoder::new(&stored[..]).take(limit + 1);
+    let mut decoder = flate2::read::GzDecoder::new(&stored[..]).take(limit.saturating_add(1));
     let counted = std::io::copy(&mut decoder, &mut std::io::sink())
         .map_err(|e| StoreError::bad_request(format!("gzip attachment does not inflate: {e}")))?;
     Ok((counted <= limit).then_some(counted))
