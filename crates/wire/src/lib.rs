@@ -13,8 +13,12 @@
 //!   typed from the otherwise opaque document.
 //! - [`multipart`]: attachment part headers, which must never carry a line
 //!   break a client could use to inject a header.
+//! - [`scan`]: a streaming JSON reader for bodies too large to hold whole,
+//!   which takes large inline attachment data out of a document as it
+//!   passes.
 
 pub mod doc;
 pub mod json;
 pub mod multipart;
 pub mod rows;
+pub mod scan;
