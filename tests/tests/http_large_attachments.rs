@@ -80,3 +80,87 @@ async fn a_50_mib_attachment_streams_through_with_flat_memory() {
         "peak memory grew {growth_mib} MiB above idle for a 50 MiB attachment"
     );
 }
+
+/// Large inline attachments in a JSON document body: the body is spooled
+/// to disk and the data decoded into the attachment store as it is read,
+/// never held as text, tree and bytes at once. Eight concurrent 40 MiB
+/// bodies used to take the server's peak memory near a gigabyte.
+#[tokio::test]
+async fn concurrent_large_inline_attachments_keep_memory_bounded() {
+    use base64::Engine;
+    let data = TempDir::new("biginline");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let _ = c.put("/db/warm", json!({"a": 1})).await;
+    let (idle, _) = rss_kib(server.pid());
+
+    const EACH: usize = 30 << 20;
+    const CLIENTS: usize = 8;
+    let bodies: Vec<(Vec<u8>, String)> = (0..CLIENTS)
+        .map(|k| {
+            let bytes: Vec<u8> = (0..EACH).map(|i| ((i * 31 + k * 7) % 251) as u8).collect();
+            let body = format!(
+                r#"{{"n":{k},"_attachments":{{"big.bin":{{"content_type":"application/octet-stream","data":"{}"}},"small.txt":{{"content_type":"text/plain","data":"aGk="}}}}}}"#,
+                base64::engine::general_purpose::STANDARD.encode(&bytes)
+            );
+            (bytes, body)
+        })
+        .collect();
+    let puts = bodies.iter().enumerate().map(|(k, (_, body))| {
+        let c = &c;
+        let body = body.clone();
+        async move {
+            let method = if k % 2 == 0 { "PUT" } else { "POST" };
+            let path = if k % 2 == 0 {
+                format!("/db/d{k}")
+            } else {
+                "/db".to_string()
+            };
+            let reply = c
+                .send_bytes(method, &path, body.into_bytes(), "application/json")
+                .await;
+            assert_eq!(reply.status, 201, "{}", reply.text);
+            reply.json()["id"].as_str().unwrap().to_string()
+        }
+    });
+    let ids = futures_util::future::join_all(puts).await;
+    let (_, peak) = rss_kib(server.pid());
+    let grown_mib = peak.saturating_sub(idle) / 1024;
+    eprintln!("server peak grew by {grown_mib} MiB");
+    assert!(
+        grown_mib < 150,
+        "peak grew by {grown_mib} MiB for {CLIENTS} bodies of {} MiB",
+        (EACH * 4 / 3) >> 20
+    );
+
+    for (k, id) in ids.iter().enumerate() {
+        let (bytes, _) = &bodies[k];
+        let doc = c.get(&format!("/db/{id}")).await.json();
+        assert_eq!(doc["n"], k);
+        let stub = &doc["_attachments"]["big.bin"];
+        assert_eq!(stub["length"], EACH, "{stub}");
+        assert_eq!(c.get(&format!("/db/{id}/small.txt")).await.text, "hi");
+        let got = c
+            .http()
+            .get(c.url(&format!("/db/{id}/big.bin")))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert!(got[..] == bytes[..], "attachment bytes of {id} differ");
+    }
+    // Bad data is still refused, naming the attachment, with nothing stored.
+    let bad = format!(
+        r#"{{"_attachments":{{"x":{{"data":"{}!"}}}}}}"#,
+        "QUFB".repeat(1 << 19)
+    );
+    let reply = c
+        .send_bytes("PUT", "/db/bad", bad.into_bytes(), "application/json")
+        .await;
+    assert_eq!(reply.status, 400, "{}", reply.text);
+    assert_eq!(reply.json()["reason"], "Invalid attachment data for x");
+    assert_eq!(c.get("/db/bad").await.status, 404);
+}

@@ -186,22 +186,6 @@ impl<'de> serde::Deserialize<'de> for RawDocSize {
     }
 }
 
-/// Reads a single document's JSON body: bounded by `max_http_request_size`
-/// while it arrives, then by `max_document_size` before it is parsed.
-pub(crate) async fn read_doc_object(
-    state: &AppState,
-    body: Body,
-) -> Result<Map<String, Value>, ApiError> {
-    let bytes = read_body(body, state.config.max_http_request_size).await?;
-    if let Ok(text) = std::str::from_utf8(&bytes) {
-        check_raw_document_size(state, text)?;
-    }
-    match crate::json::parse_json(&bytes)? {
-        Value::Object(map) => Ok(map),
-        _ => Err(ApiError::bad_request("Request body must be a JSON object")),
-    }
-}
-
 /// `{"ok": true, "id", "rev"}`, or the row's error.
 fn write_row(result: &DocWriteResult) -> Value {
     match &result.result {
@@ -220,8 +204,9 @@ async fn post_document(
 ) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
     let database = state.store.db(&db).await?;
-    let body = read_doc_object(&state, request.into_body()).await?;
-    let mut doc = parse_doc(&state, Value::Object(body))?;
+    let body = crate::body::read_doc_body(&state, &database, request.into_body(), false).await?;
+    let mut doc = parse_doc(&state, Value::Object(body.map))?;
+    crate::body::DocBody::resolve(body.staged, &mut doc)?;
     let id = doc
         .id
         .get_or_insert_with(|| uuid::Uuid::new_v4().simple().to_string())

@@ -223,7 +223,16 @@ async fn put(
         )
         .await;
     }
-    let mut body = crate::db::read_doc_object(state, request.into_body()).await?;
+    let crate::body::DocBody {
+        map: mut body,
+        staged,
+    } = crate::body::read_doc_body(
+        state,
+        database,
+        request.into_body(),
+        id.starts_with("_local/"),
+    )
+    .await?;
     if id.starts_with("_local/") {
         if let Some(rev) = explicit_rev(query, &headers, body.get("_rev").and_then(Value::as_str))?
         {
@@ -242,7 +251,8 @@ async fn put(
         None => body.remove("_rev"),
     };
     body.insert("_id".into(), Value::String(id.clone()));
-    let doc = parse_doc(state, Value::Object(body))?;
+    let mut doc = parse_doc(state, Value::Object(body))?;
+    crate::body::DocBody::resolve(staged, &mut doc)?;
     let deleted = doc.deleted;
     let new_edits = query.bool("new_edits")?.unwrap_or(true);
     let batch = query.get("batch") == Some("ok");

@@ -9,6 +9,7 @@
 //! attachment names may contain encoded slashes.
 
 mod attachments;
+mod body;
 mod changes;
 mod db;
 mod design;
