@@ -164,3 +164,142 @@ async fn concurrent_large_inline_attachments_keep_memory_bounded() {
     assert_eq!(reply.json()["reason"], "Invalid attachment data for x");
     assert_eq!(c.get("/db/bad").await.status, 404);
 }
+
+/// `_bulk_docs` bodies over 8 MiB are spooled and written in two passes:
+/// many small documents and large inline attachments in one body, with
+/// `new_edits` after `docs` (as PouchDB sends it), several at once, in
+/// bounded memory; every document and byte reads back.
+#[tokio::test]
+async fn large_bulk_docs_bodies_are_written_in_bounded_memory() {
+    use base64::Engine;
+    let data = TempDir::new("bigbulk");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let _ = c.put("/db/warm", json!({"a": 1})).await;
+    let (idle, _) = rss_kib(server.pid());
+
+    const CLIENTS: usize = 4;
+    const SMALL: usize = 20_000;
+    const ATT: usize = 12 << 20;
+    let pad = "p".repeat(900);
+    let bodies: Vec<(Vec<u8>, String)> = (0..CLIENTS)
+        .map(|k| {
+            let bytes: Vec<u8> = (0..ATT).map(|i| ((i * 13 + k) % 251) as u8).collect();
+            let mut body = String::from(r#"{"docs":["#);
+            for i in 0..SMALL {
+                body.push_str(&format!(
+                    r#"{{"_id":"c{k}-{i:05}","_rev":"1-{i:x}","pad":"{pad}"}},"#
+                ));
+            }
+            body.push_str(&format!(
+                r#"{{"_id":"att{k}","_rev":"1-abc","_attachments":{{"big.bin":{{"content_type":"application/octet-stream","data":"{}"}}}}}}"#,
+                base64::engine::general_purpose::STANDARD.encode(&bytes)
+            ));
+            body.push_str(r#"], "new_edits": false}"#);
+            (bytes, body)
+        })
+        .collect();
+    let posts = bodies.iter().map(|(_, body)| {
+        let c = &c;
+        let body = body.clone();
+        async move {
+            let reply = c
+                .send_bytes(
+                    "POST",
+                    "/db/_bulk_docs",
+                    body.into_bytes(),
+                    "application/json",
+                )
+                .await;
+            assert_eq!(
+                reply.status,
+                201,
+                "{}",
+                &reply.text[..reply.text.len().min(500)]
+            );
+            assert_eq!(
+                reply.json(),
+                json!([]),
+                "new_edits false answers only failures"
+            );
+        }
+    });
+    futures_util::future::join_all(posts).await;
+    let (_, peak) = rss_kib(server.pid());
+    let grown_mib = peak.saturating_sub(idle) / 1024;
+    eprintln!("server peak grew by {grown_mib} MiB");
+    let body_mib = bodies[0].1.len() >> 20;
+    assert!(
+        grown_mib < 150,
+        "peak grew by {grown_mib} MiB for {CLIENTS} bodies of {body_mib} MiB"
+    );
+
+    let info = c.get("/db").await.json();
+    assert_eq!(info["doc_count"], 1 + CLIENTS * (SMALL + 1));
+    for (k, (bytes, _)) in bodies.iter().enumerate() {
+        let doc = c.get(&format!("/db/c{k}-{:05}", SMALL - 1)).await.json();
+        assert_eq!(doc["_rev"], format!("1-{:x}", SMALL - 1));
+        assert_eq!(doc["pad"], pad);
+        let stub = c.get(&format!("/db/att{k}")).await.json();
+        assert_eq!(stub["_attachments"]["big.bin"]["length"], ATT);
+        let got = c
+            .http()
+            .get(c.url(&format!("/db/att{k}/big.bin")))
+            .send()
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        assert!(got[..] == bytes[..], "attachment bytes of att{k} differ");
+    }
+
+    // Refusals of a spooled body are CouchDB's, and nothing of it is written.
+    // Many small documents past the in-memory size, the body cut short.
+    let filler = (0..10_000)
+        .map(|i| format!(r#"{{"_id":"f{i}","pad":"{pad}"}}"#))
+        .collect::<Vec<_>>()
+        .join(",");
+    for (body, status, reason) in [
+        (
+            format!(
+                r#"{{"docs":[{{"_id":"x1"}},{{"_id":"big","pad":"{}"}}]}}"#,
+                "z".repeat(9 << 20)
+            ),
+            413,
+            "big",
+        ),
+        (
+            format!(r#"{{"other":"{}"}}"#, "q".repeat(9 << 20)),
+            400,
+            "POST body must include `docs` parameter.",
+        ),
+        (
+            format!(
+                r#"{{"docs":[{{"_id":"x1"}}], "x":"{}", "new_edits": 3}}"#,
+                "q".repeat(9 << 20)
+            ),
+            400,
+            "`new_edits` parameter must be a boolean.",
+        ),
+        (
+            format!(r#"{{"docs":[{{"_id":"x1"}},{filler}"#),
+            400,
+            "invalid UTF-8 JSON",
+        ),
+    ] {
+        let reply = c
+            .send_bytes(
+                "POST",
+                "/db/_bulk_docs",
+                body.into_bytes(),
+                "application/json",
+            )
+            .await;
+        assert_eq!(reply.status, status, "{}", reply.text);
+        assert_eq!(reply.json()["reason"], reason);
+        assert_eq!(c.get("/db/x1").await.status, 404);
+    }
+    let _ = filler;
+}

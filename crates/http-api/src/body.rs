@@ -23,19 +23,25 @@ const IN_MEMORY: usize = 1 << 20;
 const INLINE_DATA_BUDGET: u64 = 1 << 20;
 
 /// A request body read to its end.
-enum Spooled {
+pub(crate) enum Spooled {
     Memory(Vec<u8>),
     File(std::fs::File),
 }
 
 /// The folder of spooled bodies: inside the data folder, under a name no
 /// database can have.
-fn spool_dir(state: &AppState) -> PathBuf {
+pub(crate) fn spool_dir(state: &AppState) -> PathBuf {
     state.store.data_dir().join(".request-bodies")
 }
 
-/// Reads a body within `limit` bytes (413 past it), into memory when small.
-async fn spool(body: Body, limit: u64, dir: &Path) -> Result<Spooled, ApiError> {
+/// Reads a body within `limit` bytes (413 past it), into memory up to
+/// `in_memory` bytes.
+pub(crate) async fn spool(
+    body: Body,
+    limit: u64,
+    dir: &Path,
+    in_memory: usize,
+) -> Result<Spooled, ApiError> {
     let mut stream = body.into_data_stream();
     let mut memory = Vec::new();
     let mut file: Option<std::fs::File> = None;
@@ -47,7 +53,7 @@ async fn spool(body: Body, limit: u64, dir: &Path) -> Result<Spooled, ApiError> 
         if total > limit {
             return Err(ApiError::RequestTooLarge);
         }
-        if file.is_none() && memory.len() + chunk.len() <= IN_MEMORY {
+        if file.is_none() && memory.len() + chunk.len() <= in_memory {
             memory.extend_from_slice(&chunk);
             continue;
         }
@@ -150,7 +156,13 @@ pub(crate) async fn read_doc_body(
     body: Body,
     inline_only: bool,
 ) -> Result<DocBody, ApiError> {
-    let spooled = spool(body, state.config.max_http_request_size, &spool_dir(state)).await?;
+    let spooled = spool(
+        body,
+        state.config.max_http_request_size,
+        &spool_dir(state),
+        IN_MEMORY,
+    )
+    .await?;
     let limits = DocLimits {
         max_body: state.config.max_document_size,
         inline_data_budget: if inline_only {
@@ -286,6 +298,204 @@ impl DataSink for Uploads {
         // The last data of a name decides, as the document's parse does.
         self.done.retain(|(n, _)| *n != name);
         self.done.push((name, blob));
+        Ok(())
+    }
+}
+
+/// `_bulk_docs` bodies up to this size are decoded from memory.
+pub(crate) const BULK_IN_MEMORY: usize = 8 << 20;
+
+/// Writes a `_bulk_docs` body spooled to a file, in two passes so memory
+/// stays bounded: the first finds `new_edits` (PouchDB sends it after
+/// `docs`), counts the documents, refuses an oversized one and stores every
+/// large inline attachment; the second decodes the documents one at a time
+/// into the store's paced bulk write. Uploads happen before the write
+/// starts, as they go through the same writer.
+pub(crate) async fn bulk_docs_from_file(
+    state: &AppState,
+    database: &Database,
+    file: std::fs::File,
+) -> Result<(Vec<store::DocWriteResult>, bool), ApiError> {
+    let limits = DocLimits {
+        max_body: state.config.max_document_size,
+        inline_data_budget: INLINE_DATA_BUDGET,
+    };
+    let max_items = state.config.limits.max_bulk_items;
+    let state = state.clone();
+    let database = database.clone();
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let mut file = file;
+        let mut uploads = Uploads::new(database.clone(), Some(handle.clone()));
+        let first_pass =
+            survey_bulk(&file, limits, max_items, &mut uploads).map_err(|e| uploads.error_for(e));
+        let survey = match first_pass {
+            Ok(Ok(survey)) => survey,
+            Ok(Err(refusal)) | Err(refusal) => return Err(refusal),
+        };
+        file.rewind()
+            .map_err(|e| ApiError::Internal(format!("reading a spooled body: {e}")))?;
+        let mut scanner = Scanner::new(std::io::BufReader::with_capacity(64 << 10, &file));
+        seek_docs(&mut scanner, survey.docs_keys).map_err(|e| uploads.error_for(e))?;
+        let mut staged = survey.staged.into_iter();
+        let mut first = true;
+        let mut discard = Discard;
+        let docs = std::iter::from_fn(|| {
+            match scanner.next_element(&mut first) {
+                Ok(false) => return None,
+                Ok(true) => {}
+                Err(e) => return Some(Err(scan_error(e))),
+            }
+            let doc = scanner
+                .document(limits, &mut discard)
+                .map_err(scan_error)
+                .and_then(|scanned| crate::json::parse_json(&scanned.json))
+                .and_then(|value| crate::db::parse_doc(&state, value))
+                .and_then(|mut doc| {
+                    DocBody::resolve(staged.next().unwrap_or_default(), &mut doc)?;
+                    Ok(doc)
+                });
+            Some(doc)
+        });
+        let results = handle
+            .block_on(database.bulk_docs_paced(docs, survey.count, survey.new_edits))
+            .map_err(|e| match e {
+                store::BulkError::Input(e) => e,
+                store::BulkError::Store(e) => e.into(),
+            })?;
+        Ok((results, survey.new_edits))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(format!("writing a bulk body: {e}")))?
+}
+
+/// What the first pass over a `_bulk_docs` body found.
+struct BulkSurvey {
+    count: usize,
+    new_edits: bool,
+    /// How many `docs` keys the body has: the last one counts.
+    docs_keys: usize,
+    /// Per document of the last `docs`, its attachments already stored.
+    staged: Vec<Vec<(String, StagedBlob)>>,
+}
+
+/// The first pass (see [`bulk_docs_from_file`]); a request-level refusal is
+/// the inner error.
+fn survey_bulk(
+    file: &std::fs::File,
+    limits: DocLimits,
+    max_items: usize,
+    uploads: &mut Uploads,
+) -> Result<Result<BulkSurvey, ApiError>, ScanError> {
+    let mut scanner = Scanner::new(std::io::BufReader::with_capacity(64 << 10, file));
+    if scanner.peek()? != Some(b'{') {
+        return Ok(Err(ApiError::bad_request(
+            "Request body must be a JSON object",
+        )));
+    }
+    scanner.begin_object()?;
+    let mut survey = BulkSurvey {
+        count: 0,
+        new_edits: true,
+        docs_keys: 0,
+        staged: Vec::new(),
+    };
+    let mut new_edits = None;
+    let mut first = true;
+    while let Some(key) = scanner.next_key(&mut first, u64::MAX)? {
+        match key.as_str() {
+            "docs" => {
+                if scanner.peek()? != Some(b'[') {
+                    return Ok(Err(ApiError::bad_request(
+                        "`docs` parameter must be an array.",
+                    )));
+                }
+                survey.docs_keys += 1;
+                survey.count = 0;
+                survey.staged.clear();
+                scanner.begin_array()?;
+                let mut first_doc = true;
+                while scanner.next_element(&mut first_doc)? {
+                    survey.count += 1;
+                    if survey.count > max_items {
+                        return Ok(Err(ApiError::bad_request(format!(
+                            "Too many documents: more than {max_items} (max_bulk_items)"
+                        ))));
+                    }
+                    let doc = scanner.document(limits, uploads)?;
+                    if doc.too_large {
+                        return Ok(Err(ApiError::DocumentTooLarge(doc.id.unwrap_or_default())));
+                    }
+                    survey.staged.push(std::mem::take(&mut uploads.done));
+                }
+            }
+            "new_edits" => {
+                let mut raw = Vec::new();
+                let _ = scanner.copy_value(&mut raw, 64);
+                new_edits = Some(raw);
+            }
+            _ => {
+                scanner.skip_value()?;
+            }
+        }
+    }
+    scanner.end()?;
+    if survey.docs_keys == 0 {
+        return Ok(Err(ApiError::bad_request(
+            "POST body must include `docs` parameter.",
+        )));
+    }
+    survey.new_edits = match new_edits.as_deref() {
+        None | Some(b"true") => true,
+        Some(b"false") => false,
+        Some(_) => {
+            return Ok(Err(ApiError::bad_request(
+                "`new_edits` parameter must be a boolean.",
+            )));
+        }
+    };
+    Ok(Ok(survey))
+}
+
+/// Walks to the inside of the last `docs` array (the first pass checked
+/// the body's shape).
+fn seek_docs<R: BufRead>(scanner: &mut Scanner<R>, docs_keys: usize) -> Result<(), ScanError> {
+    scanner.begin_object()?;
+    let mut seen = 0;
+    let mut first = true;
+    while let Some(key) = scanner.next_key(&mut first, u64::MAX)? {
+        if key == "docs" {
+            seen += 1;
+            if seen == docs_keys {
+                return scanner.begin_array();
+            }
+        }
+        scanner.skip_value()?;
+    }
+    Err(ScanError::Syntax("the body changed between passes"))
+}
+
+fn scan_error(e: ScanError) -> ApiError {
+    match e {
+        ScanError::BadData(name) => {
+            ApiError::bad_request(format!("Invalid attachment data for {name}"))
+        }
+        ScanError::Io(e) => ApiError::Internal(format!("reading a spooled body: {e}")),
+        ScanError::Syntax(_) | ScanError::TooLarge => ApiError::bad_request("invalid UTF-8 JSON"),
+    }
+}
+
+/// The second pass's sink: the data was stored by the first.
+struct Discard;
+
+impl DataSink for Discard {
+    fn begin(&mut self, _: &str) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn write(&mut self, _: &[u8]) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn finish(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }

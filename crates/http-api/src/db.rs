@@ -245,8 +245,21 @@ pub(crate) async fn bulk_docs(
 ) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
     let database = state.store.db(&db).await?;
-    let bytes =
-        crate::json::read_body(request.into_body(), state.config.max_http_request_size).await?;
+    let bytes = match crate::body::spool(
+        request.into_body(),
+        state.config.max_http_request_size,
+        &crate::body::spool_dir(&state),
+        crate::body::BULK_IN_MEMORY,
+    )
+    .await?
+    {
+        crate::body::Spooled::Memory(bytes) => bytes,
+        crate::body::Spooled::File(file) => {
+            let (results, new_edits) =
+                crate::body::bulk_docs_from_file(&state, &database, file).await?;
+            return Ok(bulk_answer(&results, new_edits));
+        }
+    };
     // The documents stay raw JSON here: each is decoded as the store pulls
     // it, while the writer writes the ones before.
     let body: std::collections::HashMap<String, &serde_json::value::RawValue> =
@@ -286,6 +299,12 @@ pub(crate) async fn bulk_docs(
         Err(store::BulkError::Input(e)) => return Err(e),
         Err(store::BulkError::Store(e)) => return Err(e.into()),
     };
+    Ok(bulk_answer(&results, new_edits))
+}
+
+/// `_bulk_docs`' answer: a row per document, or only the failures when
+/// replicating (`new_edits: false`), as CouchDB.
+fn bulk_answer(results: &[DocWriteResult], new_edits: bool) -> Response {
     let rows: Vec<Value> = if new_edits {
         results.iter().map(write_row).collect()
     } else {
@@ -299,7 +318,7 @@ pub(crate) async fn bulk_docs(
             })
             .collect()
     };
-    Ok(json_response(StatusCode::CREATED, &rows))
+    json_response(StatusCode::CREATED, &rows)
 }
 
 /// # POST /{db}/_bulk_get

@@ -23,6 +23,14 @@ pub(crate) enum StoredBody {
 }
 
 impl StoredBody {
+    /// Bytes held.
+    pub fn len(&self) -> usize {
+        match self {
+            StoredBody::Text(text) => text.len(),
+            StoredBody::Snappy { data, .. } => data.len(),
+        }
+    }
+
     /// Compresses `text` when that pays.
     pub fn encode(text: String) -> StoredBody {
         if text.len() < COMPRESS_MIN {

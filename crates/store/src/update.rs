@@ -74,6 +74,32 @@ impl Database {
         count: usize,
         new_edits: bool,
     ) -> Result<Vec<DocWriteResult>, BulkError<E>> {
+        // No bound: the documents are in memory already, and an async
+        // caller must never block on the writer.
+        self.bulk_docs_fed(docs, count, new_edits, None).await
+    }
+
+    /// [`Database::bulk_docs_streamed`] for a caller on a blocking thread
+    /// decoding a body too large to hold (a spooled request): it waits for
+    /// the writer whenever a few chunks are queued, so the documents in
+    /// memory stay bounded whatever the size of the body.
+    pub async fn bulk_docs_paced<E>(
+        &self,
+        docs: impl Iterator<Item = Result<DocInput, E>>,
+        count: usize,
+        new_edits: bool,
+    ) -> Result<Vec<DocWriteResult>, BulkError<E>> {
+        self.bulk_docs_fed(docs, count, new_edits, Some(PACED_CHUNKS))
+            .await
+    }
+
+    async fn bulk_docs_fed<E>(
+        &self,
+        docs: impl Iterator<Item = Result<DocInput, E>>,
+        count: usize,
+        new_edits: bool,
+        room: Option<usize>,
+    ) -> Result<Vec<DocWriteResult>, BulkError<E>> {
         let weight = count.max(1);
         if count < PREPARE_EARLY_MIN {
             // Small writes go to the writer at once: many of them share one commit.
@@ -92,7 +118,16 @@ impl Database {
         // What needs no database state (body text, revision hash) is done
         // here, on the caller's thread, a chunk at a time, while the writer
         // thread writes the chunks before it.
-        let (chunks, arriving) = std::sync::mpsc::channel::<Chunk>();
+        let (chunks, arriving) = match room {
+            Some(room) => {
+                let (paced, arriving) = std::sync::mpsc::sync_channel::<Chunk>(room);
+                (ChunkSender::Paced(paced), arriving)
+            }
+            None => {
+                let (open, arriving) = std::sync::mpsc::channel::<Chunk>();
+                (ChunkSender::Open(open), arriving)
+            }
+        };
         let written = self
             .submit_write(weight, move |ctx| {
                 let mut results = Vec::with_capacity(weight);
@@ -115,6 +150,7 @@ impl Database {
             .map_err(BulkError::Store)?;
         let mut failure = None;
         let mut chunk = Vec::with_capacity(PREPARE_CHUNK);
+        let mut chunk_bytes = 0;
         for item in docs {
             let doc = match item {
                 Ok(doc) => doc,
@@ -127,8 +163,11 @@ impl Database {
                 failure = Some(BulkError::Store(e));
                 break;
             }
-            chunk.push(Prepared::new(doc, new_edits));
-            if chunk.len() == PREPARE_CHUNK {
+            let prepared = Prepared::new(doc, new_edits);
+            chunk_bytes += prepared.stored.len();
+            chunk.push(prepared);
+            if chunk.len() == PREPARE_CHUNK || chunk_bytes >= PREPARE_CHUNK_BYTES {
+                chunk_bytes = 0;
                 let full = std::mem::replace(&mut chunk, Vec::with_capacity(PREPARE_CHUNK));
                 if chunks.send(Chunk::Docs(full)).is_err() {
                     // The writer gave up (an error): its answer says why.
@@ -175,6 +214,21 @@ fn precheck(doc: &DocInput, new_edits: bool) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// The feeding end of a large batch: unbounded, or waiting for the writer.
+enum ChunkSender {
+    Open(std::sync::mpsc::Sender<Chunk>),
+    Paced(std::sync::mpsc::SyncSender<Chunk>),
+}
+
+impl ChunkSender {
+    fn send(&self, chunk: Chunk) -> Result<(), ()> {
+        match self {
+            ChunkSender::Open(open) => open.send(chunk).map_err(|_| ()),
+            ChunkSender::Paced(paced) => paced.send(chunk).map_err(|_| ()),
+        }
+    }
+}
+
 /// A piece of a large batch on its way to the writer.
 enum Chunk {
     Docs(Vec<Prepared>),
@@ -183,6 +237,13 @@ enum Chunk {
 
 /// Documents prepared per chunk of a large batch.
 const PREPARE_CHUNK: usize = 100;
+
+/// A chunk is also sent once its bodies reach this size, so a batch of
+/// large documents is not held a hundred at a time.
+const PREPARE_CHUNK_BYTES: usize = 4 << 20;
+
+/// Chunks queued for the writer before a paced caller waits.
+const PACED_CHUNKS: usize = 2;
 
 /// Writes prepared documents inside the writer's transaction.
 fn write_prepared(
