@@ -517,3 +517,32 @@ async fn large_bodies_are_stored_compressed_and_read_back_everywhere() {
         text_len(json!({"a": 1}))
     );
 }
+
+/// The paced bulk write, as a spooled `_bulk_docs` body feeds it from a
+/// blocking thread: the decoder waits whenever a few chunks are queued,
+/// large documents make chunks of their own, and every document is written
+/// in order in one batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paced_bulk_write_from_a_blocking_thread_writes_everything() {
+    let t = TempStore::new();
+    let db = t.db("paced").await;
+    let big = "b".repeat(3 << 20);
+    let handle = tokio::runtime::Handle::current();
+    let writer = db.clone();
+    let results = tokio::task::spawn_blocking(move || {
+        let inputs = (0..2_000).map(|i| {
+            let pad = if i % 500 == 0 { big.as_str() } else { "s" };
+            Ok::<_, std::convert::Infallible>(doc(json!({"_id": format!("p{i:04}"), "pad": pad})))
+        });
+        handle.block_on(writer.bulk_docs_paced(inputs, 2_000, true))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(results.len(), 2_000);
+    assert!(results.iter().all(|r| r.result.is_ok()));
+    assert_eq!(results[1999].id, "p1999");
+    assert_eq!(db.info().await.unwrap().doc_count, 2_000);
+    let read = get(&db, "p1000").await;
+    assert_eq!(read["pad"].as_str().map(str::len), Some(3 << 20));
+}
