@@ -255,17 +255,9 @@ impl Uploads {
     /// The answer for a failed scan: the store's error when an upload
     /// failed, else CouchDB's reasons for bad JSON or bad data.
     fn error_for(&mut self, e: ScanError) -> ApiError {
-        if let Some(failure) = self.failure.take() {
-            return failure.into();
-        }
-        match e {
-            ScanError::BadData(name) => {
-                ApiError::bad_request(format!("Invalid attachment data for {name}"))
-            }
-            ScanError::Io(e) => ApiError::Internal(format!("reading a document body: {e}")),
-            ScanError::Syntax(_) | ScanError::TooLarge => {
-                ApiError::bad_request("invalid UTF-8 JSON")
-            }
+        match self.failure.take() {
+            Some(failure) => failure.into(),
+            None => scan_error(e),
         }
     }
 }
@@ -475,12 +467,13 @@ fn seek_docs<R: BufRead>(scanner: &mut Scanner<R>, docs_keys: usize) -> Result<(
     Err(ScanError::Syntax("the body changed between passes"))
 }
 
+/// CouchDB's reasons for bad JSON or bad attachment data.
 fn scan_error(e: ScanError) -> ApiError {
     match e {
         ScanError::BadData(name) => {
             ApiError::bad_request(format!("Invalid attachment data for {name}"))
         }
-        ScanError::Io(e) => ApiError::Internal(format!("reading a spooled body: {e}")),
+        ScanError::Io(e) => ApiError::Internal(format!("reading a request body: {e}")),
         ScanError::Syntax(_) | ScanError::TooLarge => ApiError::bad_request("invalid UTF-8 JSON"),
     }
 }

@@ -537,12 +537,7 @@ impl<R: BufRead> Scanner<R> {
         let mut first = true;
         let mut any = false;
         while let Some(name) = self.next_key(&mut first, u64::MAX)? {
-            if any {
-                json.push(b',');
-            }
-            any = true;
-            json.extend_from_slice(crate::json::string(&name).as_bytes());
-            json.push(b':');
+            push_key(json, &mut any, &name);
             if self.peek()? != Some(b'{') {
                 self.copy_value(json, u64::MAX)?;
                 continue;
@@ -552,12 +547,7 @@ impl<R: BufRead> Scanner<R> {
             let mut inner_first = true;
             let mut inner_any = false;
             while let Some(field) = self.next_key(&mut inner_first, u64::MAX)? {
-                if inner_any {
-                    json.push(b',');
-                }
-                inner_any = true;
-                json.extend_from_slice(crate::json::string(&field).as_bytes());
-                json.push(b':');
+                push_key(json, &mut inner_any, &field);
                 if field == "data" && self.peek()? == Some(b'"') {
                     let went_to_sink = self.data(json, budget, &name, sink)?;
                     // The last `data` of a name decides, as the parse does.
@@ -644,6 +634,15 @@ impl<R: BufRead> Scanner<R> {
             }
         }
     }
+}
+
+/// Writes `"key":` into a copied object, after a comma unless first.
+fn push_key(json: &mut Vec<u8>, any: &mut bool, key: &str) {
+    if std::mem::replace(any, true) {
+        json.push(b',');
+    }
+    json.extend_from_slice(crate::json::string(key).as_bytes());
+    json.push(b':');
 }
 
 /// Base64 text arriving in pieces, decoded in whole quanta.
