@@ -679,6 +679,94 @@ async fn an_oversized_document_is_refused_from_its_raw_text_and_attachments_do_n
         )
         .await;
     assert_eq!(reply.status, 201, "{}", reply.text);
+    // The JSON part of a multipart/related upload is held to the same size.
+    let boundary = "b0und";
+    let doc = json!({"pad": big, "_attachments": {"f": {"follows": true, "length": 3, "content_type": "text/plain"}}});
+    let reply = c
+        .send_bytes(
+            "PUT",
+            "/db/related",
+            related_body(boundary, &doc, b"abc"),
+            &format!("multipart/related; boundary=\"{boundary}\""),
+        )
+        .await;
+    assert_eq!(reply.status, 413, "{}", reply.text);
+    assert_eq!(
+        reply.json()["error"],
+        "document_too_large",
+        "{}",
+        reply.text
+    );
+    let doc = json!({"_attachments": {"f": {"follows": true, "length": 3, "content_type": "text/plain"}}});
+    let reply = c
+        .send_bytes(
+            "PUT",
+            "/db/related",
+            related_body(boundary, &doc, b"abc"),
+            &format!("multipart/related; boundary=\"{boundary}\""),
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+}
+
+/// Bodies that are not documents (`_revs_diff`, `keys`, `_security`...)
+/// are parsed whole, so they have a size limit of their own and their
+/// values are counted before a tree is built: a body of tiny values would
+/// otherwise take many times its size in memory.
+#[tokio::test]
+async fn bodies_parsed_whole_are_bounded_in_size_and_in_values() {
+    let data = TempDir::new("json-bodies");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_MAX_JSON_BODY_SIZE", "4096"),
+            ("RECLINER_MAX_BULK_ITEMS", "100"),
+        ],
+    );
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let long_id = "x".repeat(5000);
+    for (path, body) in [
+        ("/db/_revs_diff", json!({long_id.clone(): ["1-a"]})),
+        ("/db/_all_docs", json!({"keys": [long_id.clone()]})),
+        ("/db/_bulk_get", json!({"docs": [{"id": long_id.clone()}]})),
+        (
+            "/db/_changes?filter=_doc_ids",
+            json!({"doc_ids": [long_id.clone()]}),
+        ),
+    ] {
+        let reply = c.post(path, body).await;
+        assert_eq!(reply.status, 413, "{path}: {}", reply.text);
+        assert_eq!(reply.json()["error"], "too_large", "{}", reply.text);
+    }
+    let reply = c.put("/db/_security", json!({"pad": long_id})).await;
+    assert_eq!(reply.status, 413, "{}", reply.text);
+    // Under the size limit, but more than four values per allowed item.
+    let zeros = vec![0; 500];
+    for (path, body) in [
+        ("/db/_all_docs", json!({"keys": zeros})),
+        ("/db/_revs_diff", json!({"a": zeros})),
+    ] {
+        let reply = c.post(path, body).await;
+        assert_eq!(reply.status, 400, "{path}: {}", reply.text);
+        assert!(
+            reply.json()["reason"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("Too many values"),
+            "{}",
+            reply.text
+        );
+    }
+    // Within both limits, the same requests are answered.
+    let reply = c.post("/db/_all_docs", json!({"keys": ["a", "b"]})).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    let reply = c.post("/db/_revs_diff", json!({"a": ["1-a"]})).await;
+    assert_eq!(reply.status, 200, "{}", reply.text);
+    // Documents are not held to it: they are scanned as they arrive.
+    let reply = c.put("/db/big", json!({"pad": "y".repeat(20_000)})).await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
 }
 
 /// A `skip` near 2^64 overflowed the offset sum (a 500 from a panic in

@@ -6,8 +6,8 @@
 use std::io::{BufRead, Seek, Write};
 use std::path::{Path, PathBuf};
 
-use axum::body::Body;
-use futures_util::StreamExt;
+use axum::body::{Body, Bytes};
+use futures_util::{Stream, StreamExt};
 use serde_json::{Map, Value};
 use store::{AttachmentInput, AttachmentUpload, Database, DocInput, StagedBlob, StoreError};
 use wire::scan::{DataSink, DocLimits, ScanError, Scanner};
@@ -36,13 +36,12 @@ pub(crate) fn spool_dir(state: &AppState) -> PathBuf {
 
 /// Reads a body within `limit` bytes (413 past it), into memory up to
 /// `in_memory` bytes.
-pub(crate) async fn spool(
-    body: Body,
+pub(crate) async fn spool<E: std::fmt::Display>(
+    mut stream: impl Stream<Item = Result<Bytes, E>> + Unpin,
     limit: u64,
     dir: &Path,
     in_memory: usize,
 ) -> Result<Spooled, ApiError> {
-    let mut stream = body.into_data_stream();
     let mut memory = Vec::new();
     let mut file: Option<std::fs::File> = None;
     let mut total: u64 = 0;
@@ -156,8 +155,19 @@ pub(crate) async fn read_doc_body(
     body: Body,
     inline_only: bool,
 ) -> Result<DocBody, ApiError> {
+    read_doc_stream(state, database, body.into_data_stream(), inline_only).await
+}
+
+/// [`read_doc_body`] for any stream of bytes, such as the JSON part of a
+/// multipart upload.
+pub(crate) async fn read_doc_stream<E: std::fmt::Display>(
+    state: &AppState,
+    database: &Database,
+    stream: impl Stream<Item = Result<Bytes, E>> + Unpin,
+    inline_only: bool,
+) -> Result<DocBody, ApiError> {
     let spooled = spool(
-        body,
+        stream,
         state.config.max_http_request_size,
         &spool_dir(state),
         IN_MEMORY,

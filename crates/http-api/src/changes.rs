@@ -104,15 +104,10 @@ pub(crate) async fn changes(
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
     let body = if request.method() == Method::POST {
-        let bytes =
-            crate::json::read_body(request.into_body(), state.config.max_http_request_size).await?;
-        if bytes.iter().all(u8::is_ascii_whitespace) {
-            Map::new()
-        } else {
-            match crate::json::parse_json(&bytes)? {
-                Value::Object(map) => map,
-                _ => return Err(ApiError::bad_request("Request body must be a JSON object")),
-            }
+        match crate::json::read_json_body(request.into_body(), &state.config).await? {
+            None => Map::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(ApiError::bad_request("Request body must be a JSON object")),
         }
     } else {
         Map::new()

@@ -15,9 +15,7 @@ use store::{AllDocsQuery, AllDocsRow, BulkGetRequest, Database, DocInput, DocWri
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::json::{
-    json_response, raw_json_response, read_body, read_json_object, require_json_content_type,
-};
+use crate::json::{json_response, raw_json_response, read_json_object, require_json_content_type};
 use crate::query::{Query, parse_rev, rev_list};
 
 /// Rows fetched from the store per page while streaming a long answer.
@@ -246,7 +244,7 @@ pub(crate) async fn bulk_docs(
     require_json_content_type(request.headers())?;
     let database = state.store.db(&db).await?;
     let bytes = match crate::body::spool(
-        request.into_body(),
+        request.into_body().into_data_stream(),
         state.config.max_http_request_size,
         &crate::body::spool_dir(&state),
         crate::body::BULK_IN_MEMORY,
@@ -329,7 +327,7 @@ pub(crate) async fn bulk_get(
     request: Request,
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
-    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let body = read_json_object(request.into_body(), &state.config).await?;
     let Some(Value::Array(docs)) = body.get("docs") else {
         return Err(ApiError::bad_request("Missing JSON list 'docs'"));
     };
@@ -462,7 +460,7 @@ pub(crate) async fn revs_diff(
     missing_revs_shape: bool,
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
-    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let body = read_json_object(request.into_body(), &state.config).await?;
     let mut asked = Vec::with_capacity(body.len());
     let mut revisions = 0;
     for (id, revs) in body {
@@ -536,9 +534,8 @@ pub(crate) async fn revs_limit(
     if request.method() == Method::GET {
         return Ok(json_response(StatusCode::OK, &database.revs_limit().await?));
     }
-    let bytes = read_body(request.into_body(), state.config.max_http_request_size).await?;
-    let limit = serde_json::from_slice::<Value>(&bytes)
-        .ok()
+    let limit = crate::json::read_json_body(request.into_body(), &state.config)
+        .await?
         .and_then(|v| v.as_u64())
         .filter(|n| (1..=u32::MAX as u64).contains(n))
         .ok_or_else(|| ApiError::bad_request("The revs_limit must be a positive integer"))?;
@@ -556,7 +553,7 @@ pub(crate) async fn security(
     if request.method() == Method::GET {
         return Ok(json_response(StatusCode::OK, &database.security().await?));
     }
-    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let body = read_json_object(request.into_body(), &state.config).await?;
     database.set_security(Value::Object(body)).await?;
     Ok(json_response(StatusCode::OK, &json!({"ok": true})))
 }
@@ -714,7 +711,7 @@ pub(crate) async fn all_docs(
     let database = state.store.db(&db).await?;
     let body = if request.method() == Method::POST {
         require_json_content_type(request.headers())?;
-        read_json_object(request.into_body(), state.config.max_http_request_size).await?
+        read_json_object(request.into_body(), &state.config).await?
     } else {
         Map::new()
     };

@@ -41,6 +41,10 @@ pub struct ApiConfig {
     pub max_document_size: u64,
     /// Largest request body, in bytes (CouchDB's `max_http_request_size`).
     pub max_http_request_size: u64,
+    /// Largest JSON body that is not documents (`_revs_diff`, `_bulk_get`,
+    /// `keys`, `_security`, `_replicate`...): such a body is parsed whole,
+    /// unlike document bodies, which are scanned as they are read.
+    pub max_json_body_size: u64,
     /// Cross-origin requests, for browser apps (PouchDB in a page); off when `None`.
     pub cors: Option<CorsConfig>,
     /// Bounds on what one request may declare.
@@ -150,6 +154,7 @@ impl Default for ApiConfig {
         ApiConfig {
             max_document_size: 8_000_000,
             max_http_request_size: 4 << 30,
+            max_json_body_size: 64 << 20,
             cors: None,
             limits: Limits::default(),
         }

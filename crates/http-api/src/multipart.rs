@@ -200,15 +200,12 @@ pub(crate) async fn read_related(
         .map_err(bad)?
         .ok_or_else(|| ApiError::bad_request("multipart body has no document part"))?;
     refuse_headerless(&first)?;
-    let mut json = Vec::new();
-    while let Some(chunk) = first.chunk().await.map_err(bad)? {
-        if (json.len() + chunk.len()) as u64 > state.config.max_http_request_size {
-            return Err(ApiError::RequestTooLarge);
-        }
-        json.extend_from_slice(&chunk);
-    }
+    // Scanned like any document body: bounded by `max_document_size`, with
+    // large inline data (rare in this part) streamed into the store.
+    let body = crate::body::read_doc_stream(state, database, &mut first, false).await?;
     drop(first);
-    let mut doc = parse_doc(state, crate::json::parse_json(&json)?)?;
+    let mut doc = parse_doc(state, Value::Object(body.map))?;
+    crate::body::DocBody::resolve(body.staged, &mut doc)?;
     let mut waiting: Vec<usize> = doc
         .attachments
         .iter()

@@ -157,7 +157,7 @@ async fn uuids(request: Request) -> Result<Response, ApiError> {
 /// # POST /_dbs_info
 async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
-    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let body = read_json_object(request.into_body(), &state.config).await?;
     let Some(Value::Array(keys)) = body.get("keys") else {
         return Err(ApiError::bad_request("`keys` member must exist."));
     };
@@ -184,7 +184,7 @@ async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Res
 /// `cancel: true` removes a job.
 async fn replicate(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
-    let body = read_json_object(request.into_body(), state.config.max_http_request_size).await?;
+    let body = read_json_object(request.into_body(), &state.config).await?;
     let body = Value::Object(body);
     if body.get("cancel").and_then(Value::as_bool) == Some(true) {
         let id = match body.get("replication_id").and_then(Value::as_str) {

@@ -33,6 +33,11 @@ pub struct Config {
     /// Largest request body in bytes; larger ones get 413 `too_large`
     /// (CouchDB's default: 4 GiB, generous for inline attachments).
     pub max_http_request_size: u64,
+    /// Largest JSON body that is not documents (`_revs_diff`, `_bulk_get`,
+    /// `keys`, `doc_ids`, `_security`, `_replicate`...), which is parsed
+    /// whole; larger ones get 413 `too_large`. Document bodies are scanned
+    /// as they arrive and bounded by `max_http_request_size` instead.
+    pub max_json_body_size: u64,
     /// Longest document id in bytes; longer ones get 400 `illegal_docid`.
     pub max_document_id_length: usize,
     /// Most attachments on one document.
@@ -123,6 +128,7 @@ impl Config {
         http_api::ApiConfig {
             max_document_size: self.max_document_size,
             max_http_request_size: self.max_http_request_size,
+            max_json_body_size: self.max_json_body_size,
             limits: http_api::Limits {
                 max_document_id_length: self.max_document_id_length,
                 max_attachments_per_document: self.max_attachments_per_document,
@@ -223,6 +229,7 @@ impl Config {
                 self.max_attachment_name_length as u64,
             ),
             ("max_bulk_items", self.max_bulk_items as u64),
+            ("max_json_body_size", self.max_json_body_size),
             ("max_dbs_open", self.max_dbs_open as u64),
         ] {
             if value == 0 {
@@ -260,6 +267,7 @@ impl Default for Config {
             log_format: LogFormat::Human,
             max_document_size: 8_000_000,
             max_http_request_size: 4 << 30,
+            max_json_body_size: 64 << 20,
             max_attachment_size: 1 << 30,
             max_document_id_length: limits.max_document_id_length,
             max_attachments_per_document: limits.max_attachments_per_document,
