@@ -280,6 +280,17 @@ impl<R: BufRead> Scanner<R> {
     fn string(&mut self, out: &mut Out<'_>) -> Result<(), ScanError> {
         self.bump();
         out.push(b"\"")?;
+        self.string_content(|piece| out.push(piece))?;
+        out.push(b"\"")
+    }
+
+    /// Walks a string's content after its opening quote, handing each run
+    /// of plain bytes and each escape (checked, as written) to `each`, and
+    /// consumes the closing quote.
+    fn string_content(
+        &mut self,
+        mut each: impl FnMut(&[u8]) -> Result<(), ScanError>,
+    ) -> Result<(), ScanError> {
         loop {
             let buf = self.input.fill_buf()?;
             if buf.is_empty() {
@@ -290,18 +301,17 @@ impl<R: BufRead> Scanner<R> {
                 .take_while(|&&b| b != b'"' && b != b'\\' && b >= 0x20)
                 .count();
             if plain > 0 {
-                let run = &buf[..plain];
-                out.push(run)?;
+                each(&buf[..plain])?;
                 self.input.consume(plain);
                 continue;
             }
             let byte = buf[0];
             self.bump();
             match byte {
-                b'"' => return out.push(b"\""),
+                b'"' => return Ok(()),
                 b'\\' => {
                     let escape = self.escape()?;
-                    out.push(&escape.raw[..escape.len])?;
+                    each(&escape.raw[..escape.len])?;
                 }
                 _ => return Err(ScanError::Syntax("control character in a string")),
             }
@@ -578,46 +588,22 @@ impl<R: BufRead> Scanner<R> {
         // The string's content as written, while it fits the budget.
         let mut kept: Vec<u8> = Vec::new();
         let mut decoder: Option<Base64Stream> = None;
-        loop {
-            let buf = self.input.fill_buf()?;
-            if buf.is_empty() {
-                return Err(ScanError::Syntax("unterminated string"));
+        self.string_content(|piece| match decoder.as_mut() {
+            Some(decoder) => decoder.push(piece, name, sink),
+            None if (kept.len() + piece.len()) as u64 <= *budget => {
+                kept.extend_from_slice(piece);
+                Ok(())
             }
-            let plain = buf
-                .iter()
-                .take_while(|&&b| b != b'"' && b != b'\\' && b >= 0x20)
-                .count();
-            let piece = if plain > 0 {
-                let piece = buf[..plain].to_vec();
-                self.input.consume(plain);
-                piece
-            } else {
-                let byte = buf[0];
-                self.bump();
-                match byte {
-                    b'"' => break,
-                    b'\\' => {
-                        let escape = self.escape()?;
-                        escape.raw[..escape.len].to_vec()
-                    }
-                    _ => return Err(ScanError::Syntax("control character in a string")),
-                }
-            };
-            match decoder.as_mut() {
-                Some(decoder) => decoder.push(&piece, name, sink)?,
-                None if (kept.len() + piece.len()) as u64 <= *budget => {
-                    kept.extend_from_slice(&piece)
-                }
-                None => {
-                    // Over the budget: from here on it goes to the sink.
-                    sink.begin(name)?;
-                    let mut fresh = Base64Stream::default();
-                    fresh.push(&std::mem::take(&mut kept), name, sink)?;
-                    fresh.push(&piece, name, sink)?;
-                    decoder = Some(fresh);
-                }
+            None => {
+                // Over the budget: from here on it goes to the sink.
+                sink.begin(name)?;
+                let mut fresh = Base64Stream::default();
+                fresh.push(&std::mem::take(&mut kept), name, sink)?;
+                fresh.push(piece, name, sink)?;
+                decoder = Some(fresh);
+                Ok(())
             }
-        }
+        })?;
         match decoder {
             Some(mut decoder) => {
                 decoder.finish(name, sink)?;
