@@ -186,9 +186,16 @@ fn bench(args: &[String]) -> Result<(), String> {
             "cargo xtask bench replicate",
             &args[1..],
         ),
+        Some("bodies") => bench_against_pouchdb_server(
+            "bodies_bench",
+            "the request-body benchmark runs PouchDB Server",
+            "cargo xtask bench bodies",
+            &args[1..],
+        ),
         _ => Err(
             "usage: cargo xtask bench <store|http [--recliner-only] [--docs N]|\
-                  replicate [--recliner-only] [--docs N] [--pouchdb-docs N]>"
+                  replicate [--recliner-only] [--docs N] [--pouchdb-docs N]|\
+                  bodies [--recliner-only] [--clients N] [--mib N]>"
                 .into(),
         ),
     }
