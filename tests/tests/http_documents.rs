@@ -413,3 +413,62 @@ async fn attachments_stream_in_and_out_with_ranges() {
         "needs the rev"
     );
 }
+
+/// `_local_docs` as CouchDB 3.5 answers it: local documents only, in id
+/// order, `null` totals, `keys` that are not local ids left out.
+#[tokio::test]
+async fn local_docs_lists_local_documents_with_all_docs_parameters() {
+    let (_d, _s, c) = start("locals").await;
+    for (id, body) in [("_local/b", json!({"x": 1})), ("_local/a", json!({"y": 1}))] {
+        assert_eq!(c.put(&format!("/locals/{id}"), body).await.status, 201);
+    }
+    assert_eq!(c.put("/locals/d", json!({})).await.status, 201);
+    let rows = |reply: recliner_tests::Reply| -> Value {
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let body = reply.json();
+        assert_eq!(body["total_rows"], Value::Null);
+        assert_eq!(body["offset"], Value::Null);
+        body["rows"].clone()
+    };
+    let row = |id: &str| json!({"id": id, "key": id, "value": {"rev": "0-1"}});
+    assert_eq!(
+        rows(c.get("/locals/_local_docs").await),
+        json!([row("_local/a"), row("_local/b")])
+    );
+    let mut b = row("_local/b");
+    b["doc"] = json!({"_id": "_local/b", "_rev": "0-1", "x": 1});
+    assert_eq!(
+        rows(
+            c.get("/locals/_local_docs?include_docs=true&descending=true&limit=1")
+                .await
+        ),
+        json!([b])
+    );
+    assert_eq!(
+        rows(c.get("/locals/_local_docs?startkey=%22_local/b%22").await),
+        json!([row("_local/b")])
+    );
+    assert_eq!(
+        rows(
+            c.get("/locals/_local_docs?endkey=%22_local/a%22&inclusive_end=false")
+                .await
+        ),
+        json!([])
+    );
+    assert_eq!(
+        rows(
+            c.get("/locals/_local_docs?keys=%5B%22nope%22,%22_local/b%22,3,%22_local/zz%22%5D")
+                .await
+        ),
+        json!([row("_local/b"), {"key": "_local/zz", "error": "not_found"}])
+    );
+    assert_eq!(
+        rows(
+            c.post("/locals/_local_docs", json!({"keys": ["_local/a", "nope"]}))
+                .await
+        ),
+        json!([row("_local/a")])
+    );
+    let reply = c.delete("/locals/_local_docs").await;
+    assert_eq!(reply.status, 405, "{}", reply.text);
+}

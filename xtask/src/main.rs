@@ -3,13 +3,19 @@
 //!
 //! - `test`: everything the test suite needs (the `recliner` binary, the npm
 //!   clients of the interop tests, PouchDB Server for the replication
-//!   tests), then the whole suite.
+//!   tests), then the whole suite. Apache CouchDB 3.5 is started for the
+//!   tests that compare with it when its release is beside the checkout
+//!   (`../shared/couchdb`).
 //! - `bench store`: the store's throughput and memory figures (BENCHMARKS.md).
 //! - `bench http`: Recliner against PouchDB Server over HTTP, same workload,
 //!   same run (BENCHMARKS.md).
 //! - `bench replicate`: Recliner's replicator (HTTP, local, attachments)
 //!   against a PouchDB Server pair replicating with PouchDB (BENCHMARKS.md).
+//! - `bench bodies`: peak memory under many large concurrent request
+//!   bodies, against PouchDB Server (BENCHMARKS.md).
 //! - `fuzz`: the fuzz targets of `tests/tests/fuzz`, each for a while.
+
+mod couchdb;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -60,7 +66,7 @@ fn cargo() -> Command {
 }
 
 fn run(mut cmd: Command) -> Result<(), String> {
-    let shown = format!("{cmd:?}");
+    let shown = couchdb::redact(&format!("{cmd:?}"));
     eprintln!("xtask: running {shown}");
     let status = cmd
         .status()
@@ -75,7 +81,10 @@ fn run(mut cmd: Command) -> Result<(), String> {
 /// The whole test suite. The end-to-end tests start the real `recliner`
 /// binary, so it is built first, in the same profile as the tests; the
 /// interop tests run real npm clients, and the replication tests replicate
-/// with PouchDB Server, all installed here when needed.
+/// with PouchDB Server, all installed here when needed. The tests that
+/// compare with Apache CouchDB get one instance through `COUCHDB_URL`
+/// (started here when the release is beside the checkout, unless the
+/// variable is already set) and skip themselves without it.
 fn test(extra: &[String]) -> Result<(), String> {
     interop_packages()?;
     let pouchdb_server = pouchdb_server_for_tests()?;
@@ -87,6 +96,20 @@ fn test(extra: &[String]) -> Result<(), String> {
         .args(["test", "--workspace"])
         .args(extra)
         .env("RECLINER_POUCHDB_SERVER", pouchdb_server);
+    // Held until the tests end, then stopped, whatever their outcome.
+    let mut _couchdb = None;
+    if std::env::var_os(couchdb::URL_VAR).is_none() {
+        match couchdb::CouchDb::start(&workspace_root(), "tests")? {
+            Some(instance) => {
+                tests.env(couchdb::URL_VAR, instance.url());
+                _couchdb = Some(instance);
+            }
+            None => eprintln!(
+                "xtask: no CouchDB release beside the checkout (../shared/couchdb): \
+                 the tests that compare with CouchDB will be skipped"
+            ),
+        }
+    }
     run(tests)
 }
 

@@ -577,15 +577,20 @@ fn key_place(value: &Value) -> KeyPlace {
 
 /// The options of an `_all_docs` request, from the query string and (for
 /// POST) the body.
-struct AllDocsOptions {
-    query: AllDocsQuery,
-    keys: Option<Vec<Value>>,
-    update_seq: bool,
+/// The parameters of `_all_docs` (and `_local_docs`), from the query string
+/// and a POST body.
+pub(crate) struct AllDocsOptions {
+    pub query: AllDocsQuery,
+    pub keys: Option<Vec<Value>>,
+    pub update_seq: bool,
     /// The range is empty (e.g. `startkey` after every id).
-    empty: bool,
+    pub empty: bool,
 }
 
-fn all_docs_options(query: &Query, body: &Map<String, Value>) -> Result<AllDocsOptions, ApiError> {
+pub(crate) fn all_docs_options(
+    query: &Query,
+    body: &Map<String, Value>,
+) -> Result<AllDocsOptions, ApiError> {
     // Body fields override query parameters, as for CouchDB's POST form.
     let json = |key: &str, alt: &str| -> Result<Option<Value>, ApiError> {
         if let Some(v) = body.get(key).or_else(|| body.get(alt)) {

@@ -16,6 +16,7 @@ mod design;
 mod docs;
 pub mod error;
 pub mod json;
+mod local_docs;
 mod multipart;
 mod query;
 mod routes;

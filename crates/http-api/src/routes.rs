@@ -179,6 +179,10 @@ async fn endpoint(
             db::all_docs(state, db, query, request).await
         }
         "_all_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
+        "_local_docs" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
+            crate::local_docs::local_docs(state, db, query, request).await
+        }
+        "_local_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
         "_changes" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
             changes::changes(state, db, query, request).await
         }

@@ -51,6 +51,7 @@ pub use doc::{AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id};
 pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;
+pub use local::LocalRow;
 pub use read::{
     BulkGetError, BulkGetRequest, BulkGetResult, DocJson, GetOptions, OpenRev, OpenRevs,
 };

@@ -3,11 +3,22 @@
 //! checkpoints live here. As in CouchDB, writes do not check the revision
 //! (last writer wins), and a deletion removes the document.
 
+use std::ops::Bound;
+
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 
 use crate::writer::WriteCtx;
-use crate::{Database, DocFailure, DocInput, StoreError};
+use crate::{AllDocsQuery, Database, DocFailure, DocInput, StoreError};
+
+/// One row of `_local_docs`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LocalRow {
+    pub id: String,
+    pub rev: String,
+    /// The document, when asked for.
+    pub doc: Option<Value>,
+}
 
 /// The revision number in a local `_rev` (`0-N`); `None` when malformed.
 fn parse_local_rev(rev: &str) -> Option<u64> {
@@ -54,6 +65,11 @@ fn get_in(conn: &Connection, id: &str) -> Result<Option<Value>, StoreError> {
     let Some((rev, body)) = row else {
         return Ok(None);
     };
+    local_doc(id, rev, &body).map(Some)
+}
+
+/// A stored local document with its `_id` and `_rev` first.
+fn local_doc(id: &str, rev: i64, body: &str) -> Result<Value, StoreError> {
     let body: Map<String, Value> =
         serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
             db: String::new(),
@@ -63,7 +79,63 @@ fn get_in(conn: &Connection, id: &str) -> Result<Option<Value>, StoreError> {
     doc.insert("_id".into(), Value::String(id.to_string()));
     doc.insert("_rev".into(), Value::String(format!("0-{rev}")));
     doc.extend(body);
-    Ok(Some(Value::Object(doc)))
+    Ok(Value::Object(doc))
+}
+
+/// The rows of `_local_docs` in id order (byte order, as CouchDB's local
+/// tree), within the query's bounds, skip and limit.
+fn local_docs_in(conn: &Connection, query: &AllDocsQuery) -> Result<Vec<LocalRow>, StoreError> {
+    let (low, high) = if query.descending {
+        (&query.end, &query.start)
+    } else {
+        (&query.start, &query.end)
+    };
+    let mut sql = String::from("SELECT id, rev, body FROM local_docs WHERE 1");
+    let mut args: Vec<&str> = Vec::new();
+    for (bound, included, excluded) in [(low, ">=", ">"), (high, "<=", "<")] {
+        match bound {
+            Bound::Included(id) => {
+                sql.push_str(&format!(" AND id {included} ?"));
+                args.push(id);
+            }
+            Bound::Excluded(id) => {
+                sql.push_str(&format!(" AND id {excluded} ?"));
+                args.push(id);
+            }
+            Bound::Unbounded => {}
+        }
+    }
+    sql.push_str(if query.descending {
+        " ORDER BY id DESC"
+    } else {
+        " ORDER BY id ASC"
+    });
+    // SQLite reads a negative limit as none.
+    let limit = i64::try_from(query.limit).unwrap_or(-1);
+    let skip = i64::try_from(query.skip).unwrap_or(i64::MAX);
+    sql.push_str(&format!(" LIMIT {limit} OFFSET {skip}"));
+    let mut statement = conn.prepare(&sql)?;
+    let rows = statement.query_map(rusqlite::params_from_iter(args), |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, rev, body) = row?;
+        let doc = match query.include_docs {
+            true => Some(local_doc(&id, rev, &body)?),
+            false => None,
+        };
+        out.push(LocalRow {
+            id,
+            rev: format!("0-{rev}"),
+            doc,
+        });
+    }
+    Ok(out)
 }
 
 impl Database {
@@ -72,6 +144,33 @@ impl Database {
         let id = id.to_string();
         self.read(move |conn| get_in(conn, &id)?.ok_or(StoreError::DocNotFound("missing")))
             .await
+    }
+
+    /// `_local_docs`: local documents in id order within the query's range
+    /// (its `conflicts` and `attachments` do not apply).
+    pub async fn local_docs(&self, query: AllDocsQuery) -> Result<Vec<LocalRow>, StoreError> {
+        self.read(move |conn| local_docs_in(conn, &query)).await
+    }
+
+    /// `_local_docs` with `keys`: a row per key, `None` for a missing one.
+    pub async fn local_docs_keys(
+        &self,
+        keys: Vec<String>,
+        include_docs: bool,
+    ) -> Result<Vec<(String, Option<LocalRow>)>, StoreError> {
+        self.read(move |conn| {
+            let mut out = Vec::with_capacity(keys.len());
+            for key in keys {
+                let row = get_in(conn, &key)?.map(|doc| LocalRow {
+                    id: key.clone(),
+                    rev: doc["_rev"].as_str().unwrap_or_default().to_string(),
+                    doc: include_docs.then_some(doc),
+                });
+                out.push((key, row));
+            }
+            Ok(out)
+        })
+        .await
     }
 
     /// Writes a local document (`id` starts with `_local/`); returns the new `_rev`.
