@@ -345,6 +345,18 @@ impl Client {
 /// winner. Documents are compared as JSON values (key order aside), so the
 /// two may be different servers. Panics with the first difference.
 pub async fn compare_dbs(a: &Client, db_a: &str, b: &Client, db_b: &str) {
+    compare_dbs_by(a, db_a, b, db_b, |_| {}).await
+}
+
+/// [`compare_dbs`] after `normalize` has been applied to every document
+/// read on either side, for differences two servers may legitimately have.
+pub async fn compare_dbs_by(
+    a: &Client,
+    db_a: &str,
+    b: &Client,
+    db_b: &str,
+    normalize: impl Fn(&mut serde_json::Value),
+) {
     async fn ids(c: &Client, db: &str) -> Vec<String> {
         let feed = c.get(&format!("/{db}/_changes")).await.json();
         let mut ids: Vec<String> = feed["results"]
@@ -377,18 +389,18 @@ pub async fn compare_dbs(a: &Client, db_a: &str, b: &Client, db_b: &str) {
     let (ids_a, ids_b) = (ids(a, db_a).await, ids(b, db_b).await);
     assert_eq!(ids_a, ids_b, "the same document ids in {db_a} and {db_b}");
     for id in &ids_a {
-        let (la, lb) = (leaves(a, db_a, id).await, leaves(b, db_b, id).await);
+        let (mut la, mut lb) = (leaves(a, db_a, id).await, leaves(b, db_b, id).await);
+        la.iter_mut().chain(lb.iter_mut()).for_each(&normalize);
         assert_eq!(la, lb, "document {id} differs between {db_a} and {db_b}");
         let winner = |c: &Client, db: &str| {
             let path = format!("/{db}/{}", percent_encode(id));
             let c = c.clone();
             async move { c.get(&path).await.json() }
         };
-        assert_eq!(
-            winner(a, db_a).await,
-            winner(b, db_b).await,
-            "winner of {id}"
-        );
+        let (mut wa, mut wb) = (winner(a, db_a).await, winner(b, db_b).await);
+        normalize(&mut wa);
+        normalize(&mut wb);
+        assert_eq!(wa, wb, "winner of {id}");
     }
 }
 

@@ -202,6 +202,34 @@ async fn declared_attachment_lengths_are_checked_before_anything_is_allocated() 
         )
         .await;
     assert_eq!(got.status, 200);
+    // As CouchDB: the stored bytes go out compressed only to a client that
+    // takes gzip; anyone else gets the content, with no ranges offered.
+    let plain = c.http().get(c.url("/db/g/a.txt")).send().await.unwrap();
+    assert_eq!(plain.headers().get("content-encoding"), None);
+    assert_eq!(plain.headers()["accept-ranges"], "none");
+    assert_eq!(plain.headers()["content-length"], "17");
+    assert_eq!(&plain.bytes().await.unwrap()[..], b"hello hello hello");
+    let zipped = c
+        .http()
+        .get(c.url("/db/g/a.txt"))
+        .header("accept-encoding", "gzip")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(zipped.headers()["content-encoding"], "gzip");
+    assert_eq!(zipped.bytes().await.unwrap()[..], gz[..]);
+    // Stubs name the encoding only when asked.
+    let stub = &c.get("/db/g").await.json()["_attachments"]["a.txt"];
+    assert_eq!(
+        (stub.get("encoding"), &stub["length"]),
+        (None, &json!(17)),
+        "{stub}"
+    );
+    let asked = c.get("/db/g?att_encoding_info=true").await.json();
+    assert_eq!(
+        asked["_attachments"]["a.txt"]["encoding"], "gzip",
+        "{asked}"
+    );
     // Inline gzip that inflates past the limit is refused, not inflated.
     let small = TempDir::new("declared-lengths-small");
     let limited =

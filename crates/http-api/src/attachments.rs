@@ -103,6 +103,41 @@ fn byte_stream(reader: AttachmentReader, start: u64, end: u64) -> Body {
     Body::from_stream(s)
 }
 
+/// Streams an attachment's inflated content.
+fn inflated_stream(reader: store::InflatingReader) -> Body {
+    let s = stream::unfold(Some(reader), |reader| async move {
+        let mut reader = reader?;
+        match reader.next_chunk().await {
+            Ok(Some(piece)) => Some((
+                Ok::<Bytes, std::io::Error>(Bytes::from(piece)),
+                Some(reader),
+            )),
+            Ok(None) => None,
+            Err(e) => Some((Err(std::io::Error::other(e.to_string())), None)),
+        }
+    });
+    Body::from_stream(s)
+}
+
+/// Whether `Accept-Encoding` takes gzip (or anything, `*`) with a weight
+/// above zero.
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|item| {
+            let mut parts = item.split(';');
+            let coding = parts.next().unwrap_or("").trim();
+            let weight = parts
+                .find_map(|p| p.trim().strip_prefix("q="))
+                .map_or(Some(1.0), |q| q.trim().parse::<f32>().ok());
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*")
+                && weight.is_some_and(|w| w > 0.0)
+        })
+}
+
 /// # GET /{db}/{docid}/{attname}
 async fn get(
     database: &Database,
@@ -119,6 +154,23 @@ async fn get(
         == Some(etag.as_str())
     {
         return Ok(StatusCode::NOT_MODIFIED.into_response());
+    }
+    // Compressed bytes go out as they are to clients that take gzip, and
+    // inflated to everyone else, as CouchDB does.
+    if meta.encoding.as_deref() == Some("gzip") && !accepts_gzip(headers) {
+        let mut response = Response::new(inflated_stream(store::InflatingReader::new(reader)));
+        let h = response.headers_mut();
+        for (name, value) in [
+            (header::CONTENT_TYPE, meta.content_type.as_str()),
+            (header::ETAG, etag.as_str()),
+            (header::ACCEPT_RANGES, "none"),
+            (header::CONTENT_LENGTH, &meta.length.to_string()),
+        ] {
+            if let Ok(value) = HeaderValue::from_str(value) {
+                h.insert(name, value);
+            }
+        }
+        return Ok(response);
     }
     let stored_len = meta.encoded_length.unwrap_or(meta.length);
     let range = if meta.encoding.is_some() {
@@ -145,7 +197,13 @@ async fn get(
     };
     put(h, header::CONTENT_TYPE, &meta.content_type);
     put(h, header::ETAG, &etag);
-    put(h, header::ACCEPT_RANGES, "bytes");
+    // Ranges of compressed bytes are not served (CouchDB's "none").
+    let ranges = if meta.encoding.is_some() {
+        "none"
+    } else {
+        "bytes"
+    };
+    put(h, header::ACCEPT_RANGES, ranges);
     let length = if stored_len == 0 { 0 } else { end - start + 1 };
     put(h, header::CONTENT_LENGTH, &length.to_string());
     if let Some(encoding) = &meta.encoding {
@@ -338,6 +396,25 @@ async fn delete(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gzip_is_accepted_only_with_a_positive_weight() {
+        let with = |value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                header::ACCEPT_ENCODING,
+                HeaderValue::from_str(value).unwrap(),
+            );
+            accepts_gzip(&h)
+        };
+        assert!(with("gzip"));
+        assert!(with("deflate, GZIP;q=0.5"));
+        assert!(with("*"));
+        assert!(!with("gzip;q=0, identity"));
+        assert!(!with("identity"));
+        assert!(!with("gzip;q=oops"));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
 
     fn range(v: &str, len: u64) -> Result<Option<(u64, u64)>, ApiError> {
         let mut h = HeaderMap::new();

@@ -62,6 +62,7 @@ pub(crate) fn get_options(query: &Query) -> Result<GetOptions, ApiError> {
         attachments: query.flag("attachments")?,
         atts_since,
         latest: query.flag("latest")?,
+        att_encoding_info: query.flag("att_encoding_info")?,
     })
 }
 

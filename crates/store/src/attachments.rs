@@ -36,9 +36,14 @@ pub struct AttachmentMeta {
 }
 
 impl AttachmentMeta {
-    /// The stub CouchDB shows when bytes are not requested.
-    pub fn stub_json(&self) -> Value {
+    /// The stub CouchDB shows when bytes are not requested; the encoding
+    /// of compressed bytes only when asked (`att_encoding_info`).
+    pub fn stub_json(&self, encoding_info: bool) -> Value {
         let mut m = self.base_json();
+        if !encoding_info {
+            m.remove("encoding");
+            m.remove("encoded_length");
+        }
         m.insert("stub".into(), Value::Bool(true));
         Value::Object(m)
     }
@@ -489,6 +494,80 @@ impl AttachmentReader {
             .read(move |conn| read_chunk(conn, id, idx))
             .await
             .map(Some)
+    }
+}
+
+/// Stored bytes fed to the decoder at a time: bounds what one piece of
+/// [`InflatingReader`] output can grow to (deflate inflates ~1000:1 at most).
+const INFLATE_FEED: usize = 4096;
+
+/// The content of a gzip-encoded attachment, inflated piece by piece as it
+/// is read: for clients that do not take `Content-Encoding: gzip`. The
+/// stored bytes were checked to inflate to the declared length when they
+/// were written; a blob that fails to inflate now is reported as corrupt.
+pub struct InflatingReader {
+    stored: AttachmentReader,
+    decoder: flate2::write::GzDecoder<Vec<u8>>,
+    /// The stored chunk being fed, and how far.
+    input: Vec<u8>,
+    at: usize,
+    done: bool,
+}
+
+impl std::fmt::Debug for InflatingReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InflatingReader")
+            .field("stored", &self.stored)
+            .field("at", &self.at)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InflatingReader {
+    pub fn new(stored: AttachmentReader) -> InflatingReader {
+        InflatingReader {
+            stored,
+            decoder: flate2::write::GzDecoder::new(Vec::new()),
+            input: Vec::new(),
+            at: 0,
+            done: false,
+        }
+    }
+
+    /// The next piece of the content, or `None` at the end.
+    pub async fn next_chunk(&mut self) -> Result<Option<Vec<u8>>, StoreError> {
+        use std::io::Write;
+        let corrupt = |e: std::io::Error| StoreError::Corrupt {
+            db: String::new(),
+            detail: format!("a gzip attachment does not inflate: {e}"),
+        };
+        loop {
+            if self.at < self.input.len() {
+                let end = (self.at + INFLATE_FEED).min(self.input.len());
+                self.decoder
+                    .write_all(&self.input[self.at..end])
+                    .map_err(corrupt)?;
+                self.at = end;
+            } else if self.done {
+                return Ok(None);
+            } else {
+                match self.stored.next_chunk().await? {
+                    Some(chunk) => {
+                        self.input = chunk;
+                        self.at = 0;
+                    }
+                    None => {
+                        self.done = true;
+                        self.decoder.try_finish().map_err(corrupt)?;
+                    }
+                }
+            }
+            let out = std::mem::take(self.decoder.get_mut());
+            if !out.is_empty() {
+                return Ok(Some(out));
+            }
+        }
     }
 }
 

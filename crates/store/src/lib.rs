@@ -44,7 +44,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 pub use attachments::{
-    AttachmentMeta, AttachmentReader, AttachmentUpload, BlobPin, CHUNK_SIZE, StagedBlob, digest_of,
+    AttachmentMeta, AttachmentReader, AttachmentUpload, BlobPin, CHUNK_SIZE, InflatingReader,
+    StagedBlob, digest_of,
 };
 pub use database::{Database, DbInfo};
 pub use doc::{AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id};

@@ -70,11 +70,10 @@ fn get_in(conn: &Connection, id: &str) -> Result<Option<Value>, StoreError> {
 
 /// A stored local document with its `_id` and `_rev` first.
 fn local_doc(id: &str, rev: i64, body: &str) -> Result<Value, StoreError> {
-    let body: Map<String, Value> =
-        serde_json::from_str(&body).map_err(|e| StoreError::Corrupt {
-            db: String::new(),
-            detail: format!("local document {id}: {e}"),
-        })?;
+    let body: Map<String, Value> = serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("local document {id}: {e}"),
+    })?;
     let mut doc = Map::with_capacity(body.len() + 2);
     doc.insert("_id".into(), Value::String(id.to_string()));
     doc.insert("_rev".into(), Value::String(format!("0-{rev}")));

@@ -70,6 +70,9 @@ pub struct GetOptions {
     pub atts_since: Vec<RevId>,
     /// With `rev`: the leaf that descends from it instead.
     pub latest: bool,
+    /// Stubs show `encoding` and `encoded_length` of compressed attachments
+    /// (CouchDB shows them only when asked).
+    pub att_encoding_info: bool,
 }
 
 /// Which revisions `open_revs` asks for.
@@ -337,7 +340,7 @@ pub(crate) fn rev_json(
                     meta.inline_json(&attachments::read_identity(conn, meta)?)
                 }
             } else {
-                meta.stub_json()
+                meta.stub_json(opts.att_encoding_info)
             };
             map.insert(name.clone(), value);
         }
