@@ -558,9 +558,9 @@ async fn doc_count(c: &Client, db: &str) -> Option<u64> {
     info["doc_count"].as_u64()
 }
 
-/// Waits until `db` holds `count` documents.
-async fn wait_for_count(c: &Client, db: &str, count: u64, what: &str) {
-    let reached = eventually_within(Duration::from_secs(90), async || {
+/// Waits (up to `secs`) until `db` holds `count` documents.
+async fn wait_for_count(c: &Client, db: &str, count: u64, secs: u64, what: &str) {
+    let reached = eventually_within(Duration::from_secs(secs), async || {
         doc_count(c, db).await == Some(count)
     })
     .await;
@@ -621,8 +621,8 @@ async fn continuous_replicator_documents_on_both_servers_keep_them_in_sync() {
             .collect(),
     )
     .await;
-    wait_for_count(&c, &theirs, 100, "CouchDB has both sides' writes").await;
-    wait_for_count(&r, "live", 100, "Recliner has both sides' writes").await;
+    wait_for_count(&c, &theirs, 100, 90, "CouchDB has both sides' writes").await;
+    wait_for_count(&r, "live", 100, 90, "Recliner has both sides' writes").await;
     // Edits of the same documents on both sides while both jobs run.
     for (client, db, side) in [(&r, "live", "recliner"), (&c, theirs.as_str(), "couchdb")] {
         let docs = winners(client, db, (0..10).map(|n| format!("r{n:02}"))).await;
@@ -673,6 +673,16 @@ async fn couchdbs_continuous_pull_survives_recliner_being_killed_and_restarted()
     created(&r.put("/src", json!({})).await, "create src");
     let doc = |n: usize| json!({"_id": format!("k{n:04}"), "n": n});
     bulk(&r, "src", (0..500).map(doc).collect()).await;
+    // CouchDB's scheduler looks at crashed jobs every minute by default.
+    let interval = c
+        .send(
+            "PUT",
+            "/_node/_local/_config/replicator/interval",
+            Some(json!("5000")),
+            &[],
+        )
+        .await;
+    assert_eq!(interval.status, 200, "{}", interval.text);
     let copy = unique_db("killed");
     let job = unique_db("job");
     created(
@@ -683,7 +693,7 @@ async fn couchdbs_continuous_pull_survives_recliner_being_killed_and_restarted()
         .await,
         "CouchDB's _replicator document",
     );
-    wait_for_count(&c, &copy, 500, "the first half arrives").await;
+    wait_for_count(&c, &copy, 500, 90, "the first half arrives").await;
     // A checkpoint of the first half on Recliner's side.
     let checkpointed = eventually_within(Duration::from_secs(30), async || {
         let local = r.get("/src/_local_docs?include_docs=true").await.json();
@@ -707,7 +717,16 @@ async fn couchdbs_continuous_pull_survives_recliner_being_killed_and_restarted()
         after_restart.text
     );
     bulk(&r, "src", (500..1000).map(doc).collect()).await;
-    wait_for_count(&c, &copy, 1000, "the second half arrives after the restart").await;
+    // CouchDB's job may have crashed on the dropped feed: it is retried
+    // after a 30 s backoff, at the scheduler's next pass (made 5 s above).
+    wait_for_count(
+        &c,
+        &copy,
+        1000,
+        180,
+        "the second half arrives after the restart",
+    )
+    .await;
     assert_same(&r, "src", &c, &copy).await;
     let leaves = c
         .get(&format!("/{copy}/_changes?style=all_docs"))
