@@ -267,6 +267,14 @@ impl Client {
     ) -> Reply {
         let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
         let mut request = self.http.request(method, format!("{}{}", self.base, path));
+        // As CouchDB's clients (nano, PouchDB) ask: without it, CouchDB and
+        // Recliner answer some requests with multipart.
+        if !headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("accept"))
+        {
+            request = request.header("accept", "application/json");
+        }
         for (k, v) in headers {
             request = request.header(*k, *v);
         }

@@ -199,7 +199,7 @@ async fn a_document_with_attachments_answers_multipart_related_when_asked() {
     let doc: Value = serde_json::from_slice(&related[0].1).unwrap();
     assert_eq!(doc["_attachments"]["a.txt"]["follows"], true);
     assert_eq!(related[1].1, b"hello");
-    // Without the Accept header the same request is JSON with inline data.
+    // Asked for JSON, the same request is JSON with inline data.
     let json = c.get("/src/d?attachments=true").await.json();
     assert_eq!(json["_attachments"]["a.txt"]["data"], "aGVsbG8=");
 }

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 use store::{AttachmentInput, AttachmentMeta, AttachmentReader, Database, DocInput, GetOptions};
 
 use crate::AppState;
-use crate::db::set_etag;
+use crate::db::{encode_segment, set_location};
 use crate::error::ApiError;
 use crate::json::json_response;
 use crate::query::Query;
@@ -28,7 +28,7 @@ pub(crate) async fn attachment(
     let database = state.store.db(&db).await?;
     match request.method().as_str() {
         "GET" | "HEAD" => get(&database, &id, &name, &query, request.headers()).await,
-        "PUT" => put(&state, &database, id, name, &query, request).await,
+        "PUT" => put(&state, &database, &db, id, name, &query, request).await,
         "DELETE" => delete(&database, id, name, &query, request.headers()).await,
         _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,PUT")),
     }
@@ -153,7 +153,11 @@ async fn get(
         .and_then(|v| v.to_str().ok())
         == Some(etag.as_str())
     {
-        return Ok(StatusCode::NOT_MODIFIED.into_response());
+        let mut response = StatusCode::NOT_MODIFIED.into_response();
+        if let Ok(value) = HeaderValue::from_str(&etag) {
+            response.headers_mut().insert(header::ETAG, value);
+        }
+        return Ok(response);
     }
     // Compressed bytes go out as they are to clients that take gzip, and
     // inflated to everyone else, as CouchDB does.
@@ -253,7 +257,8 @@ async fn base_doc(
         .await
     {
         Ok(doc) => doc.to_value()?,
-        Err(store::StoreError::DocNotFound(_)) => return Err(ApiError::Conflict),
+        // As CouchDB: the document does not have that revision.
+        Err(store::StoreError::DocNotFound(_)) => return Err(ApiError::not_found("missing_rev")),
         Err(e) => return Err(e.into()),
     };
     match doc {
@@ -307,6 +312,7 @@ async fn write(database: &Database, doc: DocInput) -> Result<String, ApiError> {
 async fn put(
     state: &AppState,
     database: &Database,
+    db: &str,
     id: String,
     name: String,
     query: &Query,
@@ -347,6 +353,12 @@ async fn put(
     }
     let staged = upload.finish().await?;
     let (mut doc, _) = keep_attachments_except(body, &name)?;
+    let location = format!(
+        "/{}/{}/{}",
+        encode_segment(db),
+        encode_segment(&id),
+        encode_segment(&name)
+    );
     doc.attachments.push((
         name,
         AttachmentInput::Staged {
@@ -360,11 +372,12 @@ async fn put(
         },
     ));
     let new_rev = write(database, doc).await?;
+    // As CouchDB: where the attachment is, and no ETag.
     let mut response = json_response(
         StatusCode::CREATED,
         &json!({"ok": true, "id": id, "rev": new_rev}),
     );
-    set_etag(&mut response, &new_rev);
+    set_location(&mut response, &location);
     Ok(response)
 }
 
@@ -377,6 +390,8 @@ async fn delete(
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     let Some(rev) = request_rev(query, headers) else {
+        // A missing document is 404 before a missing revision is 409.
+        database.get(&id, GetOptions::default()).await?;
         return Err(ApiError::Conflict);
     };
     let body = base_doc(database, &id, Some(&rev)).await?;
@@ -385,12 +400,10 @@ async fn delete(
         return Err(ApiError::not_found("Document is missing attachment"));
     }
     let new_rev = write(database, doc).await?;
-    let mut response = json_response(
+    Ok(json_response(
         StatusCode::OK,
         &json!({"ok": true, "id": id, "rev": new_rev}),
-    );
-    set_etag(&mut response, &new_rev);
-    Ok(response)
+    ))
 }
 
 #[cfg(test)]

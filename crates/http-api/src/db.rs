@@ -16,7 +16,7 @@ use store::{AllDocsQuery, AllDocsRow, BulkGetRequest, Database, DocInput, DocWri
 use crate::AppState;
 use crate::error::ApiError;
 use crate::json::{json_response, raw_json_response, read_json_object, require_json_content_type};
-use crate::query::{Query, parse_rev, rev_list};
+use crate::query::{Query, parse_rev, query_parse_error, rev_list};
 
 /// Rows fetched from the store per page while streaming a long answer.
 const PAGE_ROWS: usize = 1000;
@@ -73,8 +73,16 @@ async fn info(state: &AppState, name: &str) -> Result<Response, ApiError> {
     Ok(json_response(StatusCode::OK, &info_json(&db).await?))
 }
 
+/// Characters a path segment keeps as they are (RFC 3986's unreserved), as
+/// CouchDB writes its `Location` headers.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 pub(crate) fn encode_segment(s: &str) -> String {
-    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
 }
 
 pub(crate) fn set_location(response: &mut Response, path: &str) {
@@ -221,11 +229,11 @@ async fn post_document(
         StatusCode::CREATED,
         &json!({"ok": true, "id": id, "rev": rev}),
     );
+    // As CouchDB: a POSTed document gets a Location, no ETag.
     set_location(
         &mut response,
         &format!("/{}/{}", encode_segment(&db), encode_segment(&id)),
     );
-    set_etag(&mut response, &rev);
     Ok(response)
 }
 
@@ -604,20 +612,28 @@ pub(crate) fn all_docs_options(
     let flag = |key: &str| -> Result<Option<bool>, ApiError> {
         match body.get(key) {
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(_) => Err(ApiError::bad_request(format!(
-                "Invalid boolean parameter: {key}"
+            Some(other) => Err(query_parse_error(format!(
+                "Invalid boolean parameter: {other}"
             ))),
-            None => query.bool(key),
+            None => query.view_bool(key),
         }
     };
     let number = |key: &str| -> Result<Option<u64>, ApiError> {
         match body.get(key) {
-            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-                ApiError::bad_request(format!(
-                    "Invalid value for {key}, expected a non-negative integer"
-                ))
-            }),
-            None => query.u64(key),
+            Some(v) => match (v.as_u64(), v) {
+                (Some(n), _) => Ok(Some(n)),
+                (None, Value::Number(n)) if n.as_i64().is_some() => Err(query_parse_error(
+                    format!("Invalid value for positive integer: {n}"),
+                )),
+                // CouchDB shows a string in Erlang's binary notation.
+                (None, Value::String(s)) => Err(query_parse_error(format!(
+                    "Invalid value for integer: <<{s:?}>>"
+                ))),
+                (None, other) => Err(query_parse_error(format!(
+                    "Invalid value for integer: {other}"
+                ))),
+            },
+            None => query.view_uint(key),
         }
     };
     let descending = flag("descending")?.unwrap_or(false);
@@ -663,29 +679,39 @@ pub(crate) fn all_docs_options(
             }
         }
     }
-    let keys = match json("keys", "keys")? {
-        None => None,
-        Some(Value::Array(keys)) => Some(keys),
-        Some(_) => return Err(ApiError::bad_request("`keys` must be an array")),
-    };
-    if let Some(keys) = &keys {
-        // CouchDB reads one key as the range [key, key]: a key or range
-        // bound is compatible with it only when it names that same key.
-        for (name, alt) in [
-            ("key", "key"),
-            ("startkey", "start_key"),
-            ("endkey", "end_key"),
-        ] {
-            if let Some(bound) = json(name, alt)?
-                && (keys.len() != 1 || keys[0] != bound)
-            {
-                return Err(ApiError::Invalid {
-                    error: "query_parse_error",
-                    reason: "`keys` is incompatible with `key`, `start_key` and `end_key`".into(),
-                });
+    // `keys` from the body must agree with a key or range in the query
+    // (CouchDB reads one key as the range [key, key]); in the query string
+    // alone, `keys` wins.
+    let keys = match body.get("keys") {
+        Some(Value::Array(keys)) => {
+            for (name, alt) in [
+                ("key", "key"),
+                ("startkey", "start_key"),
+                ("endkey", "end_key"),
+            ] {
+                if let Some(bound) = json(name, alt)?
+                    && (keys.len() != 1 || keys[0] != bound)
+                {
+                    return Err(query_parse_error(
+                        "`keys` is incompatible with `key`, `start_key` and `end_key`".into(),
+                    ));
+                }
             }
+            Some(keys.clone())
         }
-    }
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "`keys` body member must be an array.",
+            ));
+        }
+        None => match query.json("keys")? {
+            None => None,
+            Some(Value::Array(keys)) => Some(keys),
+            Some(_) => {
+                return Err(ApiError::bad_request("`keys` parameter must be an array."));
+            }
+        },
+    };
     Ok(AllDocsOptions {
         query: q,
         keys,
@@ -694,11 +720,13 @@ pub(crate) fn all_docs_options(
     })
 }
 
-fn all_docs_row_json(row: &AllDocsRow) -> String {
+/// One `_all_docs` row; a deleted document's (asked for by key) has
+/// `"doc": null` with `include_docs`, as in CouchDB.
+fn all_docs_row_json(row: &AllDocsRow, include_docs: bool) -> String {
     let mut out = String::with_capacity(96 + row.doc.as_ref().map_or(0, |d| d.as_str().len()));
     let doc = match &row.doc {
         Some(doc) => Some(Some(doc.as_str())),
-        None if row.deleted => Some(None),
+        None if row.deleted && include_docs => Some(None),
         None => None,
     };
     wire::rows::write_all_docs_row(&mut out, &row.id, &row.rev, row.deleted, doc);
@@ -758,7 +786,7 @@ pub(crate) async fn all_docs(
     let mut chunk = head;
     for (i, row) in page.rows.iter().enumerate() {
         chunk.push_str(if i == 0 { "\n" } else { ",\n" });
-        chunk.push_str(&all_docs_row_json(row));
+        chunk.push_str(&all_docs_row_json(row, false));
     }
     let had_rows = !page.rows.is_empty();
     struct Pager {
@@ -798,7 +826,7 @@ pub(crate) async fn all_docs(
                 for row in &page.rows {
                     chunk.push_str(if p.had_rows { ",\n" } else { "\n" });
                     p.had_rows = true;
-                    chunk.push_str(&all_docs_row_json(row));
+                    chunk.push_str(&all_docs_row_json(row, false));
                 }
                 p.remaining = p.remaining.saturating_sub(page.rows.len());
                 p.done = page.rows.len() < q.limit || p.remaining == 0;
@@ -838,31 +866,51 @@ async fn all_docs_by_keys(
         .iter()
         .map(|k| k.as_str().map(str::to_string))
         .collect();
-    let lookup: Vec<String> = ids.iter().flatten().cloned().collect();
+    // Local documents are not in `_all_docs`'s range, but CouchDB answers
+    // them by key.
+    let is_local = |id: &String| id.starts_with("_local/");
+    let lookup: Vec<String> = ids
+        .iter()
+        .flatten()
+        .filter(|id| !is_local(id))
+        .cloned()
+        .collect();
+    let locals: Vec<String> = ids
+        .iter()
+        .flatten()
+        .filter(|id| is_local(id))
+        .cloned()
+        .collect();
     let mut found = database
         .all_docs_keys(lookup, query.doc_options())
+        .await?
+        .into_iter();
+    let mut found_locals = database
+        .local_docs_keys(locals, query.include_docs)
         .await?
         .into_iter();
     let mut rows = Vec::new();
     for (key, id) in keys.iter().zip(ids.iter()) {
         let row = match id {
-            Some(_) => found.next().and_then(|(_, row)| row),
+            Some(id) if is_local(id) => found_locals
+                .next()
+                .and_then(|(_, row)| row)
+                .map(crate::local_docs::row_json),
+            Some(_) => found
+                .next()
+                .and_then(|(_, row)| row)
+                .map(|row| all_docs_row_json(&row, query.include_docs)),
             None => None,
         };
-        rows.push(match row {
-            Some(row) => all_docs_row_json(&row),
-            None => json!({"key": key, "error": "not_found"}).to_string(),
-        });
+        rows.push(row.unwrap_or_else(|| json!({"key": key, "error": "not_found"}).to_string()));
     }
     let rows: Vec<String> = rows
         .into_iter()
         .skip(query.skip)
         .take(query.limit)
         .collect();
-    let mut out = format!(
-        "{{\"total_rows\":{},\"offset\":{},",
-        info.doc_count, query.skip
-    );
+    // CouchDB has no offset to give for keys.
+    let mut out = format!("{{\"total_rows\":{},\"offset\":null,", info.doc_count);
     if update_seq {
         out.push_str(&format!("\"update_seq\":{},", info.update_seq));
     }

@@ -79,7 +79,7 @@ async fn get(
             OpenRevs::All
         } else {
             let value: Value = serde_json::from_str(open_revs)
-                .map_err(|_| ApiError::bad_request("Invalid JSON in the open_revs parameter"))?;
+                .map_err(|_| ApiError::bad_request("invalid UTF-8 JSON"))?;
             OpenRevs::List(rev_list(&value, "open_revs")?)
         };
         if crate::multipart::accepts(headers, "multipart/mixed") {
@@ -119,9 +119,17 @@ async fn get(
             .unwrap_or(doc);
         return crate::multipart::doc_related(database, id, chosen).await;
     }
+    // As CouchDB: no ETag (nor 304) when the answer carries revision
+    // metadata (`_revs_info`, `_conflicts`, `_deleted_conflicts`,
+    // `_local_seq`), which the revision alone does not name.
+    let metadata = opts.revs_info || opts.local_seq;
+    let maybe_metadata = opts.conflicts || opts.deleted_conflicts;
     let doc = database.get(id, opts).await?;
     let rev = rev_of(doc.as_str()).unwrap_or("").to_string();
-    if !id.starts_with("_local/") && if_none_match(headers).as_deref() == Some(rev.as_str()) {
+    let tagged = !id.starts_with("_local/")
+        && !metadata
+        && !(maybe_metadata && has_conflict_lists(doc.as_str()));
+    if tagged && if_none_match(headers).as_deref() == Some(rev.as_str()) {
         let mut response = StatusCode::NOT_MODIFIED.into_response();
         set_etag(&mut response, &rev);
         return Ok(response);
@@ -129,10 +137,23 @@ async fn get(
     let mut text = doc.into_string();
     text.push('\n');
     let mut response = raw_json_response(StatusCode::OK, text);
-    if !id.starts_with("_local/") {
+    if tagged {
         set_etag(&mut response, &rev);
     }
     Ok(response)
+}
+
+/// Whether a document's top level has `_conflicts` or `_deleted_conflicts`.
+fn has_conflict_lists(doc: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Lists {
+        #[serde(rename = "_conflicts")]
+        conflicts: Option<serde::de::IgnoredAny>,
+        #[serde(rename = "_deleted_conflicts")]
+        deleted_conflicts: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_str::<Lists>(doc)
+        .is_ok_and(|l| l.conflicts.is_some() || l.deleted_conflicts.is_some())
 }
 
 /// `open_revs` as JSON: `[{"ok": doc} | {"missing": rev}, ...]`.
@@ -240,10 +261,7 @@ async fn put(
             body.insert("_rev".into(), Value::String(rev));
         }
         let rev = database.put_local(&id, Value::Object(body)).await?;
-        return Ok(json_response(
-            StatusCode::CREATED,
-            &json!({"ok": true, "id": id, "rev": rev}),
-        ));
+        return Ok(write_response(StatusCode::CREATED, db, &id, &rev));
     }
     store::validate_doc_id(&id)?;
     let rev = explicit_rev(query, &headers, body.get("_rev").and_then(Value::as_str))?;

@@ -13,6 +13,7 @@ mod body;
 mod changes;
 mod db;
 mod design;
+mod design_docs;
 mod docs;
 pub mod error;
 pub mod json;
@@ -299,13 +300,17 @@ async fn request_log(request: Request, next: Next) -> Response {
 }
 
 /// Headers CouchDB puts on every answer: clients and caches rely on
-/// `Cache-Control: must-revalidate`, and `Server` names who answered.
+/// `Cache-Control: must-revalidate` (unless a handler set its own, and
+/// never on a 304, as CouchDB), and `Server` names who answered.
 async fn couchdb_headers(mut response: Response) -> Response {
+    let not_modified = response.status() == axum::http::StatusCode::NOT_MODIFIED;
     let headers = response.headers_mut();
-    headers.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("must-revalidate"),
-    );
+    if !not_modified && !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("must-revalidate"),
+        );
+    }
     headers.insert(
         header::SERVER,
         HeaderValue::from_static(concat!(

@@ -73,7 +73,8 @@ pub(crate) async fn local_docs(
     Ok(raw_json_response(StatusCode::OK, out))
 }
 
-fn row_json(row: LocalRow) -> String {
+/// One row: id, rev and, when asked, the document.
+pub(crate) fn row_json(row: LocalRow) -> String {
     let mut value = json!({"id": row.id, "key": row.id, "value": {"rev": row.rev}});
     if let Some(doc) = row.doc {
         value["doc"] = doc;

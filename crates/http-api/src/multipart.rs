@@ -18,18 +18,32 @@ use crate::AppState;
 use crate::db::parse_doc;
 use crate::error::ApiError;
 
-/// Whether the client's `Accept` header names `mime`.
+/// Whether the client takes `mime`, as CouchDB decides: a request without
+/// `Accept` takes anything; else `mime`, `type/*` or `*/*` with a weight
+/// above zero. (So `curl` gets multipart where CouchDB sends it.)
 pub(crate) fn accepts(headers: &HeaderMap, mime: &str) -> bool {
-    headers
+    let mut values = headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case(mime))
-        })
+        .peekable();
+    if values.peek().is_none() {
+        return true;
+    }
+    let family = mime.split('/').next().unwrap_or(mime);
+    values.flat_map(|v| v.split(',')).any(|item| {
+        let mut parts = item.split(';');
+        let range = parts.next().unwrap_or("").trim();
+        let weight = parts
+            .find_map(|p| p.trim().strip_prefix("q="))
+            .map_or(Some(1.0), |q| q.trim().parse::<f32>().ok());
+        let matches = range.eq_ignore_ascii_case(mime)
+            || range == "*/*"
+            || range
+                .strip_suffix("/*")
+                .is_some_and(|f| f.eq_ignore_ascii_case(family));
+        matches && weight.is_some_and(|w| w > 0.0)
+    })
 }
 
 use wire::multipart::new_boundary as boundary;
@@ -278,6 +292,17 @@ mod tests {
         );
         assert!(accepts(&h, "multipart/mixed"));
         assert!(!accepts(&h, "multipart/related"));
+        assert!(accepts(&HeaderMap::new(), "multipart/related"));
+        for (accept, takes) in [
+            ("*/*", true),
+            ("multipart/*", true),
+            ("application/json", false),
+            ("multipart/related;q=0", false),
+            ("text/*, application/json", false),
+        ] {
+            h.insert(header::ACCEPT, HeaderValue::from_static(accept));
+            assert_eq!(accepts(&h, "multipart/related"), takes, "{accept}");
+        }
     }
 
     #[test]

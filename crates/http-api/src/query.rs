@@ -64,15 +64,61 @@ impl Query {
     pub fn json(&self, key: &str) -> Result<Option<Value>, ApiError> {
         match self.get(key) {
             None => Ok(None),
+            // CouchDB's reason for any unparsable JSON parameter.
             Some(text) => serde_json::from_str(text)
                 .map(Some)
-                .map_err(|_| ApiError::bad_request(format!("Invalid JSON in the {key} parameter"))),
+                .map_err(|_| ApiError::bad_request("invalid UTF-8 JSON")),
         }
     }
 
     /// A revision id parameter.
     pub fn rev(&self, key: &str) -> Result<Option<RevId>, ApiError> {
         self.get(key).map(parse_rev).transpose()
+    }
+
+    /// A boolean of the view-style endpoints (`_all_docs` and its kin),
+    /// refused as CouchDB's view parser refuses it.
+    pub fn view_bool(&self, key: &str) -> Result<Option<bool>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some("true") => Ok(Some(true)),
+            Some("false") => Ok(Some(false)),
+            Some(other) => Err(query_parse_error(format!(
+                "Invalid boolean parameter: {other:?}"
+            ))),
+        }
+    }
+
+    /// A non-negative integer of the view-style endpoints.
+    pub fn view_uint(&self, key: &str) -> Result<Option<u64>, ApiError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(text) => {
+                let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+                if let Ok(n) = text.parse::<u64>() {
+                    Ok(Some(n))
+                } else if digits(text) {
+                    // CouchDB's integers have no bound: past u64, as many as there are.
+                    Ok(Some(u64::MAX))
+                } else if text.strip_prefix('-').is_some_and(digits) {
+                    Err(query_parse_error(format!(
+                        "Invalid value for positive integer: {text:?}"
+                    )))
+                } else {
+                    Err(query_parse_error(format!(
+                        "Invalid value for integer: {text:?}"
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// CouchDB's 400 for a view-style parameter it cannot use.
+pub fn query_parse_error(reason: String) -> ApiError {
+    ApiError::Invalid {
+        error: "query_parse_error",
+        reason,
     }
 }
 
@@ -121,8 +167,25 @@ mod tests {
             matches!(query.bool("include_docs"), Err(ApiError::BadRequest(r)) if r.contains("include_docs"))
         );
         assert!(matches!(query.u64("limit"), Err(ApiError::BadRequest(r)) if r.contains("limit")));
+        // CouchDB's own words for these.
         assert!(
-            matches!(query.json("startkey"), Err(ApiError::BadRequest(r)) if r.contains("startkey"))
+            matches!(query.json("startkey"), Err(ApiError::BadRequest(r)) if r == "invalid UTF-8 JSON")
+        );
+        let reason = |e: ApiError| match e {
+            ApiError::Invalid { error, reason } => format!("{error}: {reason}"),
+            other => format!("{other:?}"),
+        };
+        assert_eq!(
+            reason(query.view_bool("include_docs").unwrap_err()),
+            "query_parse_error: Invalid boolean parameter: \"yes\""
+        );
+        assert_eq!(
+            reason(query.view_uint("limit").unwrap_err()),
+            "query_parse_error: Invalid value for positive integer: \"-1\""
+        );
+        assert_eq!(
+            reason(q("skip=abc").view_uint("skip").unwrap_err()),
+            "query_parse_error: Invalid value for integer: \"abc\""
         );
     }
 }

@@ -183,6 +183,10 @@ async fn endpoint(
             crate::local_docs::local_docs(state, db, query, request).await
         }
         "_local_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
+        "_design_docs" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
+            crate::design_docs::design_docs(state, db, query, request).await
+        }
+        "_design_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
         "_changes" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
             changes::changes(state, db, query, request).await
         }
