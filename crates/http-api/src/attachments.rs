@@ -258,7 +258,7 @@ async fn base_doc(
     {
         Ok(doc) => doc.to_value()?,
         // As CouchDB: the document does not have that revision.
-        Err(store::StoreError::DocNotFound(_)) => return Err(ApiError::not_found("missing_rev")),
+        Err(store::StoreError::DocNotFound(_)) => return Err(ApiError::MissingRevConflict),
         Err(e) => return Err(e.into()),
     };
     match doc {

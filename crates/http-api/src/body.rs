@@ -210,6 +210,10 @@ fn scan_doc(
     sink: &mut Uploads,
 ) -> Result<DocBody, ApiError> {
     let mut scanner = Scanner::new(input);
+    // CouchDB's words for a body with nothing in it.
+    if matches!(scanner.peek(), Ok(None)) {
+        return Err(ApiError::bad_request("Missing request body"));
+    }
     let scanned = scanner
         .document(limits, sink)
         .and_then(|doc| scanner.end().map(|()| doc))
@@ -222,7 +226,7 @@ fn scan_doc(
             map,
             staged: std::mem::take(&mut sink.done),
         }),
-        _ => Err(ApiError::bad_request("Request body must be a JSON object")),
+        _ => Err(ApiError::bad_request("Document must be a JSON object")),
     }
 }
 

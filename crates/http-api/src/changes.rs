@@ -104,6 +104,7 @@ pub(crate) async fn changes(
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
     let body = if request.method() == Method::POST {
+        crate::json::require_json_content_type(request.headers())?;
         match crate::json::read_json_body(request.into_body(), &state.config).await? {
             None => Map::new(),
             Some(Value::Object(map)) => map,
@@ -115,12 +116,13 @@ pub(crate) async fn changes(
     let feed = match query.get("feed").unwrap_or("normal") {
         "normal" => Feed::Normal,
         "longpoll" => Feed::Longpoll,
-        "continuous" => Feed::Continuous,
+        // `live` is CouchDB's other name for `continuous`.
+        "continuous" | "live" => Feed::Continuous,
         "eventsource" => Feed::EventSource,
-        other => {
-            return Err(ApiError::bad_request(format!(
-                "Supported `feed` types: normal, continuous, longpoll, eventsource; got {other:?}"
-            )));
+        _ => {
+            return Err(ApiError::bad_request(
+                "Supported `feed` types: normal, continuous, live, longpoll, eventsource",
+            ));
         }
     };
     let since = match query.get("since") {
@@ -172,13 +174,14 @@ pub(crate) async fn changes(
         }
         Some("_design") => filter = Filter::Design,
         Some("_selector") => {
-            let Some(selector) = body.get("selector") else {
+            // CouchDB's reasons, word for word.
+            let Some(selector) = body.get("selector").filter(|s| s.is_object()) else {
                 return Err(ApiError::bad_request(
-                    "filter=_selector needs a JSON body with a `selector`",
+                    "Selector error: expected a JSON object",
                 ));
             };
             let selector = store::selector::Selector::parse(selector)
-                .map_err(|e| ApiError::bad_request(format!("Invalid selector: {e}")))?;
+                .map_err(|e| ApiError::bad_request(e.to_string()))?;
             filter = Filter::Selector(selector);
         }
         Some("_view") => {
@@ -207,7 +210,13 @@ pub(crate) async fn changes(
         doc_ids,
         count_pending: false,
     };
-    let limit = query.u64("limit")?.map_or(usize::MAX, |n| n as usize);
+    // A negative limit is no limit, as CouchDB reads it.
+    let limit = match query.get("limit") {
+        Some(text) if text.starts_with('-') && text[1..].bytes().all(|b| b.is_ascii_digit()) => {
+            usize::MAX
+        }
+        _ => query.u64("limit")?.map_or(usize::MAX, |n| n as usize),
+    };
     let run = FeedRun {
         db: database,
         feed,
@@ -225,9 +234,12 @@ pub(crate) async fn changes(
         "application/json"
     };
     let mut response = Response::new(Body::from_stream(feed_stream(run)));
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    if feed == Feed::EventSource {
+        // An event stream is never cached (CouchDB's header).
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    }
     Ok(response)
 }
 
@@ -435,6 +447,7 @@ fn closing(s: &FeedState) -> String {
             out
         }
         Feed::Continuous => format!("{{\"last_seq\":{},\"pending\":{}}}\n", s.since, s.pending),
-        Feed::EventSource => String::new(),
+        // CouchDB ends an event stream with a blank line.
+        Feed::EventSource => "\n".into(),
     }
 }

@@ -46,7 +46,8 @@ pub(crate) async fn database(
             Ok(json_response(StatusCode::OK, &json!({"ok": true})))
         }
         Method::POST => post_document(state, db, query, request).await,
-        _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,POST,PUT")),
+        // CouchDB's list, which leaves out PUT.
+        _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,POST")),
     }
 }
 
@@ -294,6 +295,9 @@ pub(crate) async fn bulk_docs(
     };
     let count = docs.len();
     state.config.limits.check_items(count, "documents")?;
+    if new_edits && body.get("all_or_nothing").map(|raw| raw.get().trim()) == Some("true") {
+        return Ok(all_or_nothing_refused(&docs));
+    }
     let inputs = docs.into_iter().map(|raw| {
         check_raw_document_size(&state, raw.get())?;
         let value: Value = serde_json::from_str(raw.get())
@@ -306,6 +310,35 @@ pub(crate) async fn bulk_docs(
         Err(store::BulkError::Store(e)) => return Err(e.into()),
     };
     Ok(bulk_answer(&results, new_edits))
+}
+
+/// CouchDB 3 has no atomic `all_or_nothing` writes and says so for every
+/// document, writing none (417): a client that asked for atomicity is not
+/// given a partial write instead.
+fn all_or_nothing_refused(docs: &[&serde_json::value::RawValue]) -> Response {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        #[serde(rename = "_id")]
+        id: Option<String>,
+        #[serde(rename = "_rev")]
+        rev: Option<String>,
+    }
+    let rows: Vec<Value> = docs
+        .iter()
+        .map(|raw| {
+            let named = serde_json::from_str::<Named>(raw.get()).unwrap_or(Named {
+                id: None,
+                rev: None,
+            });
+            json!({
+                "id": named.id.unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string()),
+                "rev": named.rev.unwrap_or_else(|| "0-".into()),
+                "error": "not_implemented",
+                "reason": "all_or_nothing is not supported",
+            })
+        })
+        .collect();
+    json_response(StatusCode::EXPECTATION_FAILED, &rows)
 }
 
 /// `_bulk_docs`' answer: a row per document, or only the failures when
@@ -337,30 +370,10 @@ pub(crate) async fn bulk_get(
     let database = state.store.db(&db).await?;
     let body = read_json_object(request.into_body(), &state.config).await?;
     let Some(Value::Array(docs)) = body.get("docs") else {
-        return Err(ApiError::bad_request("Missing JSON list 'docs'"));
+        return Err(ApiError::bad_request("Missing JSON list of 'docs'."));
     };
     state.config.limits.check_items(docs.len(), "documents")?;
-    let mut requests = Vec::with_capacity(docs.len());
-    for entry in docs {
-        let id = entry
-            .get("id")
-            .and_then(Value::as_str)
-            .ok_or_else(|| ApiError::bad_request("Each entry of `docs` needs a string `id`"))?;
-        let rev = entry
-            .get("rev")
-            .and_then(Value::as_str)
-            .map(parse_rev)
-            .transpose()?;
-        let atts_since = match entry.get("atts_since") {
-            Some(v) => rev_list(v, "atts_since")?,
-            None => Vec::new(),
-        };
-        requests.push(BulkGetRequest {
-            id: id.to_string(),
-            rev,
-            atts_since,
-        });
-    }
+    let requests: Vec<BulkGetEntry> = docs.iter().map(bulk_get_entry).collect();
     let options = BulkGetOptions {
         revs: query.flag("revs")?,
         latest: query.flag("latest")?,
@@ -369,7 +382,7 @@ pub(crate) async fn bulk_get(
     // The answer streams a page of documents at a time: however many are
     // asked for, only one page of them is held at once. The first page is
     // read before answering, so a failure there is still a proper error.
-    let mut pages: std::collections::VecDeque<Vec<BulkGetRequest>> =
+    let mut pages: std::collections::VecDeque<Vec<BulkGetEntry>> =
         std::collections::VecDeque::new();
     let mut requests = requests.into_iter().peekable();
     while requests.peek().is_some() {
@@ -422,21 +435,72 @@ struct BulkGetOptions {
     attachments: bool,
 }
 
+/// One entry of a `_bulk_get` request: a read to make, or CouchDB's
+/// answer for an entry it cannot read (the other entries are still read).
+enum BulkGetEntry {
+    Read(BulkGetRequest),
+    Refused(Value),
+}
+
+fn bulk_get_entry(entry: &Value) -> BulkGetEntry {
+    let refused = |id: &Value, rev: &Value, reason: &str| {
+        BulkGetEntry::Refused(json!({"id": id, "docs": [{"error": {
+            "id": id, "rev": rev, "error": "bad_request", "reason": reason}}]}))
+    };
+    let Some(id) = entry.get("id").and_then(Value::as_str) else {
+        return refused(&Value::Null, &Value::Null, "document id missed");
+    };
+    let rev = match entry.get("rev").and_then(Value::as_str).map(parse_rev) {
+        None => None,
+        Some(Ok(rev)) => Some(rev),
+        Some(Err(_)) => return refused(&json!(id), &entry["rev"], "Invalid rev format"),
+    };
+    let atts_since = match entry.get("atts_since").map(|v| rev_list(v, "atts_since")) {
+        None => Vec::new(),
+        Some(Ok(revs)) => revs,
+        Some(Err(_)) => return refused(&json!(id), &entry["rev"], "Invalid rev format"),
+    };
+    BulkGetEntry::Read(BulkGetRequest {
+        id: id.to_string(),
+        rev,
+        atts_since,
+    })
+}
+
 /// One page of `_bulk_get` results as JSON text, comma-led unless `first`.
 async fn bulk_get_page(
     database: &Database,
-    requests: Vec<BulkGetRequest>,
+    entries: Vec<BulkGetEntry>,
     options: BulkGetOptions,
     first: bool,
 ) -> Result<String, ApiError> {
-    let results = database
-        .bulk_get(requests, options.revs, options.latest, options.attachments)
-        .await?;
+    let mut reads = Vec::with_capacity(entries.len());
+    let mut order = Vec::with_capacity(entries.len());
+    for entry in entries {
+        match entry {
+            BulkGetEntry::Read(request) => {
+                reads.push(request);
+                order.push(None);
+            }
+            BulkGetEntry::Refused(answer) => order.push(Some(answer)),
+        }
+    }
+    let mut results = database
+        .bulk_get(reads, options.revs, options.latest, options.attachments)
+        .await?
+        .into_iter();
     let mut out = String::new();
-    for (i, result) in results.iter().enumerate() {
+    for (i, refused) in order.into_iter().enumerate() {
         if i > 0 || !first {
             out.push(',');
         }
+        if let Some(answer) = refused {
+            out.push_str(&answer.to_string());
+            continue;
+        }
+        let Some(result) = results.next() else {
+            return Err(ApiError::Internal("_bulk_get lost an answer".into()));
+        };
         out.push_str("{\"id\":");
         wire::json::push_string(&mut out, &result.id);
         out.push_str(",\"docs\":[");

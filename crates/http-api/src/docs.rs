@@ -27,7 +27,11 @@ pub(crate) async fn document(
         "PUT" => put(&state, &database, &db, id, &query, request).await,
         "DELETE" => delete(&database, id, &query, request.headers()).await,
         "COPY" => copy(&database, &db, &id, &query, request.headers()).await,
-        _ => Err(ApiError::MethodNotAllowed("GET,HEAD,PUT,DELETE,COPY")),
+        // CouchDB's HTML form uploads, which need a Referer; not supported.
+        "POST" if !request.headers().contains_key(axum::http::header::REFERER) => {
+            Err(ApiError::bad_request("Referer header required."))
+        }
+        _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")),
     }
 }
 
@@ -47,22 +51,22 @@ fn if_none_match(headers: &HeaderMap) -> Option<String> {
 
 /// The read options of `GET /db/doc`.
 pub(crate) fn get_options(query: &Query) -> Result<GetOptions, ApiError> {
-    let meta = query.flag("meta")?;
+    let meta = query.doc_flag("meta");
     let atts_since = match query.json("atts_since")? {
         Some(v) => rev_list(&v, "atts_since")?,
         None => Vec::new(),
     };
     Ok(GetOptions {
         rev: query.rev("rev")?,
-        revs: query.flag("revs")?,
-        revs_info: query.flag("revs_info")? || meta,
-        conflicts: query.flag("conflicts")? || meta,
-        deleted_conflicts: query.flag("deleted_conflicts")? || meta,
-        local_seq: query.flag("local_seq")?,
-        attachments: query.flag("attachments")?,
+        revs: query.doc_flag("revs"),
+        revs_info: query.doc_flag("revs_info") || meta,
+        conflicts: query.doc_flag("conflicts") || meta,
+        deleted_conflicts: query.doc_flag("deleted_conflicts") || meta,
+        local_seq: query.doc_flag("local_seq"),
+        attachments: query.doc_flag("attachments"),
         atts_since,
-        latest: query.flag("latest")?,
-        att_encoding_info: query.flag("att_encoding_info")?,
+        latest: query.doc_flag("latest"),
+        att_encoding_info: query.doc_flag("att_encoding_info"),
     })
 }
 
@@ -73,6 +77,10 @@ async fn get(
     query: &Query,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
+    // A local document is read by id alone: CouchDB finds no revision of it.
+    if id.starts_with("_local/") && query.get("rev").is_some() {
+        return Err(ApiError::not_found("missing"));
+    }
     let opts = get_options(query)?;
     if let Some(open_revs) = query.get("open_revs") {
         let which = if open_revs == "all" {
@@ -126,9 +134,10 @@ async fn get(
     let maybe_metadata = opts.conflicts || opts.deleted_conflicts;
     let doc = database.get(id, opts).await?;
     let rev = rev_of(doc.as_str()).unwrap_or("").to_string();
-    let tagged = !id.starts_with("_local/")
-        && !metadata
-        && !(maybe_metadata && has_conflict_lists(doc.as_str()));
+    let untagged = id.starts_with("_local/")
+        || metadata
+        || (maybe_metadata && has_conflict_lists(doc.as_str()));
+    let tagged = !untagged;
     if tagged && if_none_match(headers).as_deref() == Some(rev.as_str()) {
         let mut response = StatusCode::NOT_MODIFIED.into_response();
         set_etag(&mut response, &rev);
@@ -136,9 +145,18 @@ async fn get(
     }
     let mut text = doc.into_string();
     text.push('\n');
+    // A local document is tagged by its content (its `0-N` names nothing
+    // a client can ask for).
+    let local_tag = id
+        .starts_with("_local/")
+        .then(|| crate::json::content_etag(text.as_bytes()));
     let mut response = raw_json_response(StatusCode::OK, text);
     if tagged {
         set_etag(&mut response, &rev);
+    } else if let Some(tag) = local_tag
+        && let Ok(value) = axum::http::HeaderValue::from_str(&tag)
+    {
+        response.headers_mut().insert(header::ETAG, value);
     }
     Ok(response)
 }
@@ -194,6 +212,13 @@ fn explicit_rev(
         .get(header::IF_MATCH)
         .and_then(|v| v.to_str().ok())
         .map(|v| v.trim().trim_matches('"').to_string());
+    // A malformed If-Match is refused as a malformed `rev` (local `0-N`
+    // revisions aside).
+    if let Some(h) = &header_rev
+        && !h.starts_with("0-")
+    {
+        parse_rev(h)?;
+    }
     if let (Some(q), Some(b)) = (&query_rev, body_rev)
         && q != b
     {
@@ -260,10 +285,20 @@ async fn put(
         {
             body.insert("_rev".into(), Value::String(rev));
         }
+        // A deletion written with PUT is a 200, as CouchDB answers it.
+        let deleted = body.get("_deleted") == Some(&Value::Bool(true));
         let rev = database.put_local(&id, Value::Object(body)).await?;
-        return Ok(write_response(StatusCode::CREATED, db, &id, &rev));
+        let status = if deleted {
+            StatusCode::OK
+        } else {
+            StatusCode::CREATED
+        };
+        return Ok(write_response(status, db, &id, &rev));
     }
     store::validate_doc_id(&id)?;
+    if body.get("_rev").is_some_and(|rev| !rev.is_string()) {
+        return Err(ApiError::bad_request("Invalid rev format"));
+    }
     let rev = explicit_rev(query, &headers, body.get("_rev").and_then(Value::as_str))?;
     match &rev {
         Some(rev) => body.insert("_rev".into(), Value::String(rev.clone())),
@@ -273,7 +308,7 @@ async fn put(
     let mut doc = parse_doc(state, Value::Object(body))?;
     crate::body::DocBody::resolve(staged, &mut doc)?;
     let deleted = doc.deleted;
-    let new_edits = query.bool("new_edits")?.unwrap_or(true);
+    let new_edits = query.get("new_edits") != Some("false");
     let batch = query.get("batch") == Some("ok");
     let rev = database.put_doc(doc, new_edits).await?;
     if batch {
@@ -318,7 +353,7 @@ async fn put_related(
     }
     doc.id = Some(id.clone());
     let deleted = doc.deleted;
-    let new_edits = query.bool("new_edits")?.unwrap_or(true);
+    let new_edits = query.get("new_edits") != Some("false");
     let rev = database.put_doc(doc, new_edits).await?;
     let status = if deleted {
         StatusCode::OK
@@ -337,7 +372,7 @@ async fn delete(
 ) -> Result<Response, ApiError> {
     if id.starts_with("_local/") {
         let rev = database.delete_local(&id).await?;
-        return Ok(json_response(
+        return Ok(crate::json::tagged_json_response(
             StatusCode::OK,
             &json!({"ok": true, "id": id, "rev": rev}),
         ));

@@ -45,6 +45,9 @@ pub enum ApiError {
     RangeNotSatisfiable,
     /// 501 `not_implemented`.
     NotImplemented(String),
+    /// 409 with `not_found`/`missing_rev`: CouchDB's answer to an attachment
+    /// write against a revision the document lacks.
+    MissingRevConflict,
     /// 500 with a named error and a reason safe to show (no credentials,
     /// no internals): a replication that failed, for instance.
     Failed { error: &'static str, reason: String },
@@ -118,6 +121,7 @@ impl ApiError {
                 "Requested range not satisfiable".into(),
             ),
             Failed { error, reason } => (StatusCode::INTERNAL_SERVER_ERROR, error, reason.clone()),
+            MissingRevConflict => (StatusCode::CONFLICT, "not_found", "missing_rev".into()),
             NotImplemented(reason) => (
                 StatusCode::NOT_IMPLEMENTED,
                 "not_implemented",

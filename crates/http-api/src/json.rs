@@ -29,6 +29,32 @@ pub fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
     }
 }
 
+/// A JSON answer that is a function of its content alone, tagged as
+/// CouchDB tags such answers (`_all_dbs`, `_uuids`, local documents): with
+/// an ETag made from the content.
+pub fn tagged_json_response(status: StatusCode, value: &impl Serialize) -> Response {
+    match serde_json::to_vec(value) {
+        Ok(mut bytes) => {
+            bytes.push(b'\n');
+            let etag = content_etag(&bytes);
+            let mut response = raw_json_response(status, bytes);
+            if let Ok(value) = HeaderValue::from_str(&etag) {
+                response.headers_mut().insert(header::ETAG, value);
+            }
+            response
+        }
+        Err(_) => json_response(status, value),
+    }
+}
+
+/// A quoted ETag naming `content` (its md5, in hex).
+pub fn content_etag(content: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    let digest = Md5::digest(content);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("\"{hex}\"")
+}
+
 /// A response whose JSON text is already built.
 pub fn raw_json_response(status: StatusCode, bytes: impl Into<Bytes>) -> Response {
     let mut response = Response::new(Body::from(bytes.into()));
@@ -69,7 +95,9 @@ pub async fn read_json_object(
 ) -> Result<serde_json::Map<String, Value>, ApiError> {
     match read_json_body(body, config).await? {
         Some(Value::Object(map)) => Ok(map),
-        _ => Err(ApiError::bad_request("Request body must be a JSON object")),
+        // CouchDB's words for an empty body.
+        None => Err(ApiError::bad_request("Missing request body")),
+        Some(_) => Err(ApiError::bad_request("Request body must be a JSON object")),
     }
 }
 

@@ -43,6 +43,12 @@ impl Query {
         }
     }
 
+    /// A document endpoint's boolean, read as CouchDB reads it: only `true`
+    /// is true, and any other value is ignored rather than refused.
+    pub fn doc_flag(&self, key: &str) -> bool {
+        self.get(key) == Some("true")
+    }
+
     /// A boolean parameter that defaults to false.
     pub fn flag(&self, key: &str) -> Result<bool, ApiError> {
         Ok(self.bool(key)?.unwrap_or(false))
@@ -130,9 +136,9 @@ pub fn parse_rev(text: &str) -> Result<RevId, ApiError> {
 /// Parses a JSON list of revision ids (`open_revs`, `atts_since`).
 pub fn rev_list(value: &Value, what: &str) -> Result<Vec<RevId>, ApiError> {
     let Value::Array(items) = value else {
-        return Err(ApiError::bad_request(format!(
-            "{what} must be a JSON array of revisions"
-        )));
+        // CouchDB's reason, whichever list it is.
+        let _ = what;
+        return Err(ApiError::bad_request("Invalid list of revisions"));
     };
     items
         .iter()

@@ -23,9 +23,22 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/", only(get(welcome), "GET,HEAD"))
         .route("/_up", only(get(up), "GET,HEAD"))
         .route("/_all_dbs", only(get(all_dbs), "GET,HEAD"))
-        .route("/_uuids", only(get(uuids), "GET,HEAD"))
-        .route("/_dbs_info", only(post(dbs_info), "POST"))
-        .route("/_replicate", only(post(replicate), "POST"))
+        .route("/_uuids", only(get(uuids), "GET"))
+        // CouchDB ignores what follows `/_uuids`.
+        .route("/_uuids/{*rest}", only(get(uuids), "GET"))
+        .route(
+            "/_dbs_info",
+            only(get(dbs_info_listed).post(dbs_info), "GET,HEAD,POST"),
+        )
+        .route("/favicon.ico", axum::routing::any(no_favicon))
+        // CouchDB reads a GET's (empty) body as the replication to run.
+        .route(
+            "/_replicate",
+            only(
+                post(replicate).get(|| async { ApiError::bad_request("Missing request body") }),
+                "POST",
+            ),
+        )
         .route(
             "/_active_tasks",
             only(get(crate::tasks::active_tasks), "GET,HEAD"),
@@ -101,6 +114,13 @@ async fn up(State(state): State<AppState>) -> impl IntoResponse {
 /// # GET /_all_dbs
 async fn all_dbs(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let query = Query::parse(request.uri());
+    let names = listed_dbs(&state, &query).await?;
+    Ok(crate::json::tagged_json_response(StatusCode::OK, &names))
+}
+
+/// The database names `_all_dbs` lists, with its parameters (those of
+/// `_all_docs`, refused with the same errors).
+async fn listed_dbs(state: &AppState, query: &Query) -> Result<Vec<String>, ApiError> {
     let mut names = state.store.all_dbs().await?;
     let key = |k: &str, alt: &str| -> Result<Option<String>, ApiError> {
         let v = match query.json(k)? {
@@ -109,47 +129,79 @@ async fn all_dbs(State(state): State<AppState>, request: Request) -> Result<Resp
         };
         Ok(v.and_then(|v| v.as_str().map(str::to_string)))
     };
-    let descending = query.flag("descending")?;
+    let descending = query.view_bool("descending")?.unwrap_or(false);
+    let inclusive_end = query.view_bool("inclusive_end")?.unwrap_or(true);
     if descending {
         names.reverse();
     }
-    let (start, end) = (key("startkey", "start_key")?, key("endkey", "end_key")?);
+    let (start, end) = match key("key", "key")? {
+        Some(key) => (Some(key.clone()), Some(key)),
+        None => (key("startkey", "start_key")?, key("endkey", "end_key")?),
+    };
     let in_range = |n: &String| {
         let after_start = start
             .as_ref()
             .is_none_or(|s| if descending { n <= s } else { n >= s });
         let before_end = end
             .as_ref()
-            .is_none_or(|e| if descending { n >= e } else { n <= e });
+            .is_none_or(|e| match (descending, inclusive_end) {
+                (false, true) => n <= e,
+                (false, false) => n < e,
+                (true, true) => n >= e,
+                (true, false) => n > e,
+            });
         after_start && before_end
     };
-    let skip = query.u64("skip")?.unwrap_or(0) as usize;
-    let limit = query.u64("limit")?.map_or(usize::MAX, |n| n as usize);
-    let names: Vec<String> = names
+    let skip = query.view_uint("skip")?.unwrap_or(0);
+    let limit = query.view_uint("limit")?.unwrap_or(u64::MAX);
+    Ok(names
         .into_iter()
         .filter(in_range)
-        .skip(skip)
-        .take(limit)
-        .collect();
-    Ok(json_response(StatusCode::OK, &names))
+        .skip(usize::try_from(skip).unwrap_or(usize::MAX))
+        .take(usize::try_from(limit).unwrap_or(usize::MAX))
+        .collect())
+}
+
+/// `GET /favicon.ico`: CouchDB without its web console has none either.
+async fn no_favicon() -> Response {
+    let mut response = (StatusCode::NOT_FOUND, "Not found.").into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("text/plain"),
+    );
+    headers.insert(
+        axum::http::header::CACHE_CONTROL,
+        axum::http::HeaderValue::from_static("public, max-age=31536000"),
+    );
+    response
 }
 
 /// # GET /_uuids
 async fn uuids(request: Request) -> Result<Response, ApiError> {
     let query = Query::parse(request.uri());
-    let count = query.u64("count")?.unwrap_or(1);
+    let count = match query.get("count") {
+        None => 1,
+        Some(text) => text
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad_request("count must be a positive integer"))?,
+    };
     if count > MAX_UUIDS {
-        return Err(ApiError::bad_request(format!(
-            "count parameter too large, maximum is {MAX_UUIDS}"
-        )));
+        return Err(ApiError::bad_request("count parameter too large"));
     }
     let uuids: Vec<String> = (0..count)
         .map(|_| uuid::Uuid::new_v4().simple().to_string())
         .collect();
-    let mut response = json_response(StatusCode::OK, &json!({"uuids": uuids}));
-    response.headers_mut().insert(
+    // As CouchDB: tagged, yet never cached.
+    let mut response = crate::json::tagged_json_response(StatusCode::OK, &json!({"uuids": uuids}));
+    let headers = response.headers_mut();
+    headers.insert(
         axum::http::header::CACHE_CONTROL,
-        axum::http::HeaderValue::from_static("must-revalidate, no-cache"),
+        axum::http::HeaderValue::from_static("no-cache"),
+    );
+    headers.insert(
+        axum::http::header::PRAGMA,
+        axum::http::HeaderValue::from_static("no-cache"),
     );
     Ok(response)
 }
@@ -158,8 +210,10 @@ async fn uuids(request: Request) -> Result<Response, ApiError> {
 async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
     let body = read_json_object(request.into_body(), &state.config).await?;
-    let Some(Value::Array(keys)) = body.get("keys") else {
-        return Err(ApiError::bad_request("`keys` member must exist."));
+    let keys = match body.get("keys") {
+        Some(Value::Array(keys)) => keys,
+        Some(_) => return Err(ApiError::bad_request("`keys` member must be an array.")),
+        None => return Err(ApiError::bad_request("`keys` member must exist.")),
     };
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
@@ -176,6 +230,22 @@ async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Res
         });
     }
     Ok(Json(out).into_response())
+}
+
+/// # GET /_dbs_info
+/// Every database `_all_dbs` would list, with its information.
+async fn dbs_info_listed(
+    State(state): State<AppState>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let query = Query::parse(request.uri());
+    let mut out = Vec::new();
+    for name in listed_dbs(&state, &query).await? {
+        if let Ok(db) = state.store.db(&name).await {
+            out.push(json!({"key": name, "info": crate::db::info_json(&db).await?}));
+        }
+    }
+    Ok(crate::json::tagged_json_response(StatusCode::OK, &out))
 }
 
 /// # POST /_replicate
@@ -203,9 +273,8 @@ async fn replicate(State(state): State<AppState>, request: Request) -> Result<Re
                 &json!({"ok": true, "_local_id": id}),
             ));
         }
-        return Err(ApiError::not_found(format!(
-            "No replication with id {id} is running"
-        )));
+        // CouchDB's reason for a replication it does not know.
+        return Err(ApiError::not_found("missing"));
     }
     let spec = state
         .scheduler

@@ -115,13 +115,14 @@ fn job_json(job: &JobInfo) -> Value {
     })
 }
 
-/// A non-negative integer parameter, refused as CouchDB refuses it.
+/// A non-negative integer parameter of `_scheduler/jobs`, refused as
+/// CouchDB refuses it.
 fn int_param(query: &Query, key: &str, default: u64) -> Result<u64, ApiError> {
     match query.get(key) {
         None => Ok(default),
         Some(text) => text.trim().parse().map_err(|_| ApiError::Invalid {
             error: "query_parse_error",
-            reason: format!("{key} must be a non-negative integer"),
+            reason: format!("{key} must be an integer"),
         }),
     }
 }
@@ -258,8 +259,9 @@ pub(crate) async fn scheduler_docs(
         },
         DocsPath::Db(db) => {
             let states = parse_states(&query)?;
-            let skip = int_param(&query, "skip", 0)? as usize;
-            let limit = int_param(&query, "limit", u64::MAX)?;
+            // `_scheduler/docs` parses its integers as the view endpoints do.
+            let skip = query.view_uint("skip")?.unwrap_or(0) as usize;
+            let limit = query.view_uint("limit")?.unwrap_or(u64::MAX);
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
             let docs: Vec<DocInfo> = state
                 .scheduler

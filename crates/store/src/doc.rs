@@ -139,7 +139,8 @@ pub fn validate_doc_id(id: &str) -> Result<(), StoreError> {
     if id == "_design/" || id == "_local/" {
         return Err(invalid(
             ErrorKind::IllegalDocId,
-            "Illegal document id `".to_string() + id + "`",
+            // CouchDB's words for an empty design or local name too.
+            "Only reserved document ids may start with underscore.",
         ));
     }
     Ok(())
@@ -445,7 +446,7 @@ mod tests {
         );
         assert_eq!(
             error_of(json!({"_id": "_design/"})).1,
-            "Illegal document id `_design/`"
+            "Only reserved document ids may start with underscore."
         );
     }
 

@@ -35,9 +35,15 @@ pub(crate) fn put_in_tx(
         None => 0,
         Some(rev) => match parse_local_rev(rev) {
             Some(n) => n,
+            // Not a revision at all: CouchDB's 400. A revision that is not
+            // a local one (`1-abc`) is CouchDB's generic `error`.
             None => {
+                let kind = match revtree::RevId::parse(rev) {
+                    Ok(_) => crate::ErrorKind::Error,
+                    Err(_) => crate::ErrorKind::BadRequest,
+                };
                 return Ok(Err(DocFailure {
-                    error: crate::ErrorKind::Error,
+                    error: kind,
                     reason: "Invalid rev format".into(),
                 }));
             }

@@ -505,7 +505,25 @@ impl Database {
     /// as CouchDB answers. `_local/` ids read local documents.
     pub async fn get(&self, id: &str, opts: GetOptions) -> Result<DocJson, StoreError> {
         if id.starts_with("_local/") {
-            return Ok(DocJson(self.get_local(id).await?.to_string()));
+            // As CouchDB: a local document has no revisions to pick from,
+            // and `revs` shows its one revision number.
+            if opts.rev.is_some() {
+                return Err(StoreError::DocNotFound("missing"));
+            }
+            let mut doc = self.get_local(id).await?;
+            if opts.revs
+                && let Some(number) = doc["_rev"]
+                    .as_str()
+                    .and_then(|rev| rev.strip_prefix("0-"))
+                    .map(str::to_string)
+                && let Value::Object(map) = &mut doc
+            {
+                map.insert(
+                    "_revisions".into(),
+                    serde_json::json!({"start": 0, "ids": [number]}),
+                );
+            }
+            return Ok(DocJson(doc.to_string()));
         }
         let id = id.to_string();
         self.read(move |conn| get_in(conn, &id, &opts)).await
@@ -574,10 +592,21 @@ impl Database {
                                 .collect(),
                         }
                     }
-                    None => match get_in(conn, &req.id, &opts) {
-                        Ok(doc) => vec![Ok(doc)],
-                        Err(StoreError::DocNotFound(reason)) => vec![Err(not_found(None, reason))],
+                    // Without a revision, every leaf, deleted ones too, as
+                    // CouchDB answers.
+                    None => match open_revs_in(conn, &req.id, &OpenRevs::All, &opts, false) {
+                        Err(StoreError::DocNotFound(_)) => vec![Err(not_found(None, "missing"))],
                         Err(e) => return Err(e),
+                        Ok(list) if list.is_empty() => vec![Err(not_found(None, "missing"))],
+                        Ok(list) => list
+                            .into_iter()
+                            .map(|r| match r {
+                                OpenRev::Ok(doc) => Ok(doc),
+                                OpenRev::Missing(rev) => {
+                                    Err(not_found(Some(rev.to_string()), "missing"))
+                                }
+                            })
+                            .collect(),
                     },
                 };
                 results.push(BulkGetResult { id: req.id, docs });
