@@ -1,13 +1,19 @@
-//! HTTP throughput and memory of Recliner against PouchDB Server, the same
-//! workload on both in one run, printed as Markdown tables for BENCHMARKS.md.
+//! HTTP throughput and memory of Recliner against Apache CouchDB and
+//! PouchDB Server, the same workload on each in one run, printed as Markdown
+//! tables for BENCHMARKS.md.
 //!
 //! `cargo xtask bench http` builds it (release), installs PouchDB Server from
 //! `bench/node` and runs it:
 //!
 //! ```text
 //! http_bench [--pouchdb-server PATH/bin/pouchdb-server] [--node node]
+//!            [--couchdb-script PATH/couchdb.sh]
 //!            [--docs 100000] [--clients 32] [--rounds 200]
 //! ```
+//!
+//! With `--couchdb-script`, Recliner and CouchDB run alternately, A B B A,
+//! each on a fresh server, and each one's two runs are averaged (memory:
+//! the higher). Both fsync every acknowledged write at their defaults.
 //!
 //! The `recliner` binary is `RECLINER_BIN`, else the one beside this
 //! example's target folder (`target/release/recliner`); without
@@ -48,6 +54,7 @@ const READ_REPEATS: usize = 3;
 #[derive(Debug)]
 struct Options {
     pouchdb_server: Option<PathBuf>,
+    couchdb_script: Option<PathBuf>,
     node: String,
     docs: usize,
     clients: usize,
@@ -56,7 +63,7 @@ struct Options {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: http_bench [--pouchdb-server PATH] [--node PATH] \
+        "usage: http_bench [--pouchdb-server PATH] [--node PATH] [--couchdb-script PATH] \
          [--docs N] [--clients N] [--rounds N]"
     );
     std::process::exit(2)
@@ -77,6 +84,7 @@ fn options() -> Options {
     });
     let options = Options {
         pouchdb_server: common.pouchdb_server,
+        couchdb_script: common.couchdb_script,
         node: common.node,
         docs: common.docs,
         clients,
@@ -105,6 +113,27 @@ struct Figures {
 }
 
 impl Figures {
+    /// Two runs of the same server as one: rates averaged, memory the
+    /// higher of the two.
+    fn combine(&self, other: &Figures) -> Figures {
+        let mean = |a: f64, b: f64| (a + b) / 2.0;
+        let high = |a: Option<f64>, b: Option<f64>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        Figures {
+            bulk_docs: mean(self.bulk_docs, other.bulk_docs),
+            all_docs: mean(self.all_docs, other.all_docs),
+            changes: mean(self.changes, other.changes),
+            changes_docs: mean(self.changes_docs, other.changes_docs),
+            single_docs: mean(self.single_docs, other.single_docs),
+            rss_before_reads: high(self.rss_before_reads, other.rss_before_reads),
+            peak_all_docs: high(self.peak_all_docs, other.peak_all_docs),
+            peak_changes: high(self.peak_changes, other.peak_changes),
+            peak_changes_docs: high(self.peak_changes_docs, other.peak_changes_docs),
+        }
+    }
+
     fn peak_reads(&self) -> Option<f64> {
         [
             self.peak_all_docs,
@@ -359,22 +388,28 @@ fn ratio(recliner: f64, pouchdb: Option<f64>) -> String {
     }
 }
 
-/// One table row: Recliner, PouchDB Server, Recliner / PouchDB Server.
-fn row(what: &str, unit: &str, recliner: f64, pouchdb: Option<f64>) {
-    let shown = pouchdb.map_or("not run".into(), |p| format!("{p:.0} {unit}"));
-    println!(
-        "| {what} | {recliner:.0} {unit} | {shown} | {} |",
-        ratio(recliner, pouchdb)
-    );
+/// One table row: Recliner, then each other server and Recliner's ratio
+/// to it (CouchDB, PouchDB Server).
+fn row(what: &str, unit: &str, recliner: f64, others: [Option<f64>; 2]) {
+    let mut line = format!("| {what} | {recliner:.0} {unit} |");
+    for other in others {
+        let shown = other.map_or("not run".into(), |p| format!("{p:.0} {unit}"));
+        line.push_str(&format!(" {shown} | {} |", ratio(recliner, other)));
+    }
+    println!("{line}");
 }
 
-fn memory_row(what: &str, recliner: Option<f64>, pouchdb: Option<&Option<f64>>) {
-    let shown = pouchdb.map_or("not run".into(), |p| mib(*p));
-    let r = match (recliner, pouchdb) {
-        (Some(r), Some(Some(p))) => ratio(r, Some(*p)),
-        _ => "n/a".into(),
-    };
-    println!("| {what} | {} | {shown} | {r} |", mib(recliner));
+fn memory_row(what: &str, recliner: Option<f64>, others: [Option<&Option<f64>>; 2]) {
+    let mut line = format!("| {what} | {} |", mib(recliner));
+    for other in others {
+        let shown = other.map_or("not run".into(), |p| mib(*p));
+        let r = match (recliner, other) {
+            (Some(r), Some(Some(p))) => ratio(r, Some(*p)),
+            _ => "n/a".into(),
+        };
+        line.push_str(&format!(" {shown} | {r} |"));
+    }
+    println!("{line}");
 }
 
 fn goal(what: &str, met: bool, detail: String) {
@@ -382,12 +417,20 @@ fn goal(what: &str, met: bool, detail: String) {
     println!("| {what} | {verdict}: {detail} |");
 }
 
-fn report(options: &Options, recliner: &Figures, limits: &ClientLimits, pouchdb: Option<&Figures>) {
+fn report(
+    options: &Options,
+    recliner: &Figures,
+    limits: &ClientLimits,
+    couchdb: Option<&Figures>,
+    pouchdb: Option<&Figures>,
+) {
     let n = options.docs;
-    let p = |f: fn(&Figures) -> f64| pouchdb.map(f);
+    let p = |f: fn(&Figures) -> f64| [couchdb.map(f), pouchdb.map(f)];
     println!();
-    println!("| measurement | Recliner | PouchDB Server | Recliner / PouchDB Server |");
-    println!("| --- | --- | --- | --- |");
+    println!(
+        "| measurement | Recliner | CouchDB | Recliner / CouchDB | PouchDB Server | Recliner / PouchDB Server |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
     row(
         &format!("`_bulk_docs`, {n} docs of 1 KiB, batches of {BATCH}"),
         "docs/s",
@@ -424,22 +467,34 @@ fn report(options: &Options, recliner: &Figures, limits: &ClientLimits, pouchdb:
     memory_row(
         "server RSS after the load, before the reads",
         recliner.rss_before_reads,
-        pouchdb.map(|f| &f.rss_before_reads),
+        [
+            couchdb.map(|f| &f.rss_before_reads),
+            pouchdb.map(|f| &f.rss_before_reads),
+        ],
     );
     memory_row(
         "peak server memory (VmHWM) during the `_all_docs` read",
         recliner.peak_all_docs,
-        pouchdb.map(|f| &f.peak_all_docs),
+        [
+            couchdb.map(|f| &f.peak_all_docs),
+            pouchdb.map(|f| &f.peak_all_docs),
+        ],
     );
     memory_row(
         "peak server memory (VmHWM) during the `_changes` read",
         recliner.peak_changes,
-        pouchdb.map(|f| &f.peak_changes),
+        [
+            couchdb.map(|f| &f.peak_changes),
+            pouchdb.map(|f| &f.peak_changes),
+        ],
     );
     memory_row(
         "peak server memory (VmHWM) during the `_changes?include_docs=true` read",
         recliner.peak_changes_docs,
-        pouchdb.map(|f| &f.peak_changes_docs),
+        [
+            couchdb.map(|f| &f.peak_changes_docs),
+            pouchdb.map(|f| &f.peak_changes_docs),
+        ],
     );
 
     println!();
@@ -511,11 +566,44 @@ fn main() {
     let (bodies, serialize_bulk) = bulk_bodies(options.docs);
 
     runtime.block_on(async {
-        eprintln!("http_bench: Recliner ({})", recliner_bin().display());
-        let mut server = BenchServer::recliner("bench-recliner");
-        server.wait_until_up(&http).await;
-        let (recliner, mut limits) = run(&http, &server, &options, &bodies).await;
-        server.stop();
+        // With CouchDB, the two alternate A B B A on fresh servers, so that
+        // neither always runs on the warmer (or more loaded) machine.
+        let order: &[bool] = if options.couchdb_script.is_some() {
+            &[false, true, true, false]
+        } else {
+            &[false]
+        };
+        let mut recliner_runs = Vec::new();
+        let mut couchdb_runs = Vec::new();
+        let mut limits = ClientLimits::default();
+        for &couch in order {
+            let mut server = match (&options.couchdb_script, couch) {
+                (Some(script), true) => {
+                    eprintln!("http_bench: CouchDB ({})", script.display());
+                    BenchServer::couchdb(script)
+                }
+                _ => {
+                    eprintln!("http_bench: Recliner ({})", recliner_bin().display());
+                    BenchServer::recliner("bench-recliner")
+                }
+            };
+            server.wait_until_up(&http).await;
+            let (figures, run_limits) = run(&http, &server, &options, &bodies).await;
+            server.stop();
+            if couch {
+                couchdb_runs.push(figures);
+            } else {
+                recliner_runs.push(figures);
+                limits = run_limits;
+            }
+        }
+        let combined = |runs: &[Figures]| match runs {
+            [one] => Some(one.clone()),
+            [a, b] => Some(a.combine(b)),
+            _ => None,
+        };
+        let recliner = combined(&recliner_runs).expect("Recliner ran");
+        let couchdb = combined(&couchdb_runs);
         limits.serialize_bulk = serialize_bulk;
 
         let pouchdb = match &options.pouchdb_server {
@@ -529,6 +617,12 @@ fn main() {
             }
             None => None,
         };
-        report(&options, &recliner, &limits, pouchdb.as_ref());
+        report(
+            &options,
+            &recliner,
+            &limits,
+            couchdb.as_ref(),
+            pouchdb.as_ref(),
+        );
     });
 }

@@ -17,6 +17,7 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum BenchServer {
     Recliner(TestServer, TempDir),
     PouchDb(PouchDbServer),
+    CouchDb(crate::couchdb::CouchDbInstance),
 }
 
 impl BenchServer {
@@ -33,10 +34,17 @@ impl BenchServer {
         BenchServer::PouchDb(PouchDbServer::spawn(node, script))
     }
 
+    /// Apache CouchDB started with the release's `couchdb.sh` (it fsyncs
+    /// every acknowledged write, as Recliner's default does).
+    pub fn couchdb(script: &Path) -> BenchServer {
+        BenchServer::CouchDb(crate::couchdb::CouchDbInstance::start(script))
+    }
+
     pub fn url(&self, path: &str) -> String {
         match self {
             BenchServer::Recliner(server, _) => server.url(path),
             BenchServer::PouchDb(server) => server.url(path),
+            BenchServer::CouchDb(server) => format!("{}{path}", server.url()),
         }
     }
 
@@ -44,6 +52,7 @@ impl BenchServer {
         match self {
             BenchServer::Recliner(server, _) => server.pid(),
             BenchServer::PouchDb(server) => server.pid(),
+            BenchServer::CouchDb(server) => server.pid(),
         }
     }
 
@@ -54,6 +63,7 @@ impl BenchServer {
                 server.stop();
             }
             BenchServer::PouchDb(server) => drop(server),
+            BenchServer::CouchDb(server) => drop(server),
         }
     }
 
@@ -61,7 +71,7 @@ impl BenchServer {
     /// echoed on stderr as it comes).
     pub fn output(&self) -> String {
         match self {
-            BenchServer::Recliner(..) => String::new(),
+            BenchServer::Recliner(..) | BenchServer::CouchDb(..) => String::new(),
             BenchServer::PouchDb(server) => server.output(),
         }
     }
@@ -92,6 +102,8 @@ impl BenchServer {
 pub struct CommonOptions {
     /// PouchDB Server's script; without it only Recliner is measured.
     pub pouchdb_server: Option<std::path::PathBuf>,
+    /// Apache CouchDB's `couchdb.sh`; without it CouchDB is not measured.
+    pub couchdb_script: Option<std::path::PathBuf>,
     pub node: String,
     pub docs: usize,
 }
@@ -105,6 +117,7 @@ pub fn parse_options(
 ) -> CommonOptions {
     let mut options = CommonOptions {
         pouchdb_server: None,
+        couchdb_script: None,
         node: "node".into(),
         docs: 100_000,
     };
@@ -114,6 +127,7 @@ pub fn parse_options(
         let number = || value.parse::<usize>().unwrap_or_else(|_| usage());
         match flag.as_str() {
             "--pouchdb-server" => options.pouchdb_server = Some(value.clone().into()),
+            "--couchdb-script" => options.couchdb_script = Some(value.clone().into()),
             "--node" => options.node = value.clone(),
             "--docs" => options.docs = number(),
             other => {

@@ -53,3 +53,72 @@ impl CouchDb {
 pub fn unique_db(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
+
+/// An Apache CouchDB instance of its own, for the benchmarks: started with
+/// the release's `couchdb.sh` on a free loopback port in a temporary
+/// folder, stopped when dropped. Its admin is the script's default.
+#[derive(Debug)]
+pub struct CouchDbInstance {
+    script: std::path::PathBuf,
+    dir: crate::TempDir,
+    url: String,
+    pid: u32,
+}
+
+impl CouchDbInstance {
+    /// Starts an instance and waits until it answers (the script waits).
+    pub fn start(script: &std::path::Path) -> CouchDbInstance {
+        let dir = crate::TempDir::new("couchdb");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let run = |args: &[&str]| {
+            let output = std::process::Command::new("bash")
+                .arg(script)
+                .args(args)
+                .arg(dir.path())
+                .output()
+                .unwrap_or_else(|e| panic!("{}: {e}", script.display()));
+            assert!(
+                output.status.success(),
+                "couchdb.sh {args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            String::from_utf8_lossy(&output.stdout).trim().to_string()
+        };
+        let pid = run(&["start", &port.to_string()]);
+        let pid = pid
+            .lines()
+            .last()
+            .and_then(|line| line.trim().parse().ok())
+            .unwrap_or_else(|| panic!("couchdb.sh printed no PID: {pid}"));
+        let url = run(&["url"]);
+        CouchDbInstance {
+            script: script.to_path_buf(),
+            dir,
+            url,
+            pid,
+        }
+    }
+
+    /// The base URL, with the admin's credentials.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The Erlang VM's process id (its memory and CPU are CouchDB's).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+}
+
+impl Drop for CouchDbInstance {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("bash")
+            .arg(&self.script)
+            .arg("stop")
+            .arg(self.dir.path())
+            .status();
+    }
+}

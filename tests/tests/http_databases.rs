@@ -92,9 +92,16 @@ async fn server_routes_answer_couchdb_shapes() {
         .json();
     assert_eq!(infos[0]["info"]["db_name"], "one");
     assert_eq!(infos[1]["error"], "not_found");
+    // As CouchDB: a read looks for the database first; a creation is told
+    // the name is illegal.
     let underscore = c.get("/_nope").await;
     assert_eq!(
-        (underscore.status, underscore.json()["error"].as_str()),
+        (underscore.status, underscore.json()["reason"].as_str()),
+        (404, Some("Database does not exist."))
+    );
+    let create = c.put("/_nope", json!({})).await;
+    assert_eq!(
+        (create.status, create.json()["error"].as_str()),
         (400, Some("illegal_database_name"))
     );
     let session = c.send("POST", "/_session", Some(json!({})), &[]).await;

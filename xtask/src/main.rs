@@ -202,18 +202,21 @@ fn bench(args: &[String]) -> Result<(), String> {
             "the HTTP benchmark runs PouchDB Server",
             "cargo xtask bench http",
             &args[1..],
+            true,
         ),
         Some("replicate") => bench_against_pouchdb_server(
             "replicate_bench",
             "the replication benchmark runs PouchDB Server",
             "cargo xtask bench replicate",
             &args[1..],
+            false,
         ),
         Some("bodies") => bench_against_pouchdb_server(
             "bodies_bench",
             "the request-body benchmark runs PouchDB Server",
             "cargo xtask bench bodies",
             &args[1..],
+            false,
         ),
         _ => Err(
             "usage: cargo xtask bench <store|http [--recliner-only] [--docs N]|\
@@ -258,13 +261,15 @@ fn bench_store() -> Result<(), String> {
 /// `replicate_bench` replicating), PouchDB Server from `bench/node`, then one
 /// run that starts, measures and stops the servers. Prints Markdown tables
 /// for BENCHMARKS.md. `--recliner-only` skips PouchDB Server (no Node.js
-/// needed); other arguments go to the client. `why` and `again` word the
-/// error when Node.js is missing.
+/// needed) and CouchDB; other arguments go to the client. `why` and `again`
+/// word the error when Node.js is missing. With `couchdb`, Apache CouchDB is
+/// measured too when its release is beside the checkout.
 fn bench_against_pouchdb_server(
     example: &str,
     why: &str,
     again: &str,
     args: &[String],
+    couchdb: bool,
 ) -> Result<(), String> {
     let recliner_only = args.iter().any(|a| a == "--recliner-only");
     let client_args = args.iter().filter(|a| *a != "--recliner-only");
@@ -300,6 +305,14 @@ fn bench_against_pouchdb_server(
                 .join(format!("recliner{}", std::env::consts::EXE_SUFFIX)),
         )
         .args(client_args);
+    let couchdb_script = root
+        .join("..")
+        .join("shared")
+        .join("couchdb")
+        .join("couchdb.sh");
+    if couchdb && !recliner_only && couchdb_script.is_file() {
+        bench.arg("--couchdb-script").arg(&couchdb_script);
+    }
     if !recliner_only {
         // --ignore-scripts: nothing to compile or download. leveldown (PouchDB
         // Server's on-disk store) ships prebuilt binaries that it loads at run
