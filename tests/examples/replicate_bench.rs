@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! replicate_bench [--pouchdb-server PATH/bin/pouchdb-server] [--node node]
+//!                 [--couchdb-script PATH/couchdb.sh]
 //!                 [--docs 100000] [--pouchdb-docs N]
 //! ```
 //!
@@ -26,7 +27,11 @@
 //!    random bytes on every tenth document;
 //! 3. two PouchDB Server processes: the source is loaded with
 //!    `--pouchdb-docs` (default `--docs`) of the same documents, then
-//!    `POST /_replicate` on the target pulls them with PouchDB's replicator.
+//!    `POST /_replicate` on the target pulls them with PouchDB's replicator;
+//! 4. with `--couchdb-script`, two Apache CouchDB instances: the same pull,
+//!    without and with attachments, by CouchDB's replicator in the target
+//!    (its random start-up delay set to 0). These run between Recliner's
+//!    plain runs and its attachment run (A B B A).
 //!
 //! Each replication is timed from the request to its answer (a one-shot
 //! replication answers when it is done). Meanwhile the replicating process's
@@ -66,6 +71,7 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(50);
 #[derive(Debug)]
 struct Options {
     pouchdb_server: Option<PathBuf>,
+    couchdb_script: Option<PathBuf>,
     node: String,
     docs: usize,
     pouchdb_docs: usize,
@@ -73,7 +79,7 @@ struct Options {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: replicate_bench [--pouchdb-server PATH] [--node PATH] [--docs N] \
+        "usage: replicate_bench [--pouchdb-server PATH] [--node PATH] [--couchdb-script PATH] [--docs N] \
          [--pouchdb-docs N]  (document counts: multiples of {BATCH})"
     );
     std::process::exit(2)
@@ -90,6 +96,7 @@ fn options() -> Options {
     });
     let mut options = Options {
         pouchdb_server: common.pouchdb_server,
+        couchdb_script: common.couchdb_script,
         node: common.node,
         docs: common.docs,
         pouchdb_docs,
@@ -491,6 +498,55 @@ async fn pouchdb_pair(
     figures
 }
 
+/// Run 4: Apache CouchDB -> Apache CouchDB, CouchDB's replicator in the
+/// target, without or with attachments.
+async fn couchdb_pair(
+    http: &reqwest::Client,
+    script: &Path,
+    docs: usize,
+    attachments: bool,
+    failures: &mut Vec<String>,
+) -> Figures {
+    eprintln!("replicate_bench: CouchDB ({})", script.display());
+    let mut source = BenchServer::couchdb(script);
+    let mut target = BenchServer::couchdb(script);
+    source.wait_until_up(http).await;
+    target.wait_until_up(http).await;
+    // A job waits up to 5 s at random before it starts: not replication work.
+    let jitter = http
+        .put(target.url("/_node/_local/_config/replicator/startup_jitter"))
+        .body("\"0\"")
+        .send()
+        .await;
+    if !jitter.is_ok_and(|r| r.status().is_success()) {
+        failures.push("CouchDB: cannot set replicator/startup_jitter".into());
+    }
+    let payload = load(http, &source, "db", docs, attachments).await;
+    let what = if attachments {
+        format!(
+            "CouchDB -> CouchDB over HTTP, pull, 1 in {ATTACHMENT_EVERY} documents with a {} KiB \
+             attachment (CouchDB's replicator in the target)",
+            ATTACHMENT_BYTES / 1024
+        )
+    } else {
+        "CouchDB -> CouchDB over HTTP, pull (CouchDB's replicator in the target)".to_string()
+    };
+    let figures = replicate(
+        http,
+        &what,
+        &target,
+        Some(&source),
+        json!({"source": source.url("/db"), "target": "db", "create_target": true}),
+        (&target, "db"),
+        (docs, payload),
+        failures,
+    )
+    .await;
+    source.stop();
+    target.stop();
+    figures
+}
+
 fn mib(value: Option<f64>) -> String {
     value.map_or("n/a".into(), |v| format!("{v:.0} MiB"))
 }
@@ -504,14 +560,14 @@ fn goal(what: &str, met: bool, detail: String) {
     println!("| {what} | {verdict}: {detail} |");
 }
 
-fn report(options: &Options, runs: &[Figures], pouchdb: Option<&Figures>) {
+fn report(options: &Options, runs: &[Figures], couchdb: &[Figures], pouchdb: Option<&Figures>) {
     println!();
     println!(
         "| replication | documents | time | docs/s | MiB/s | replicating process RSS before | \
          its peak RSS | its CPU | the other peer's CPU |"
     );
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
-    for f in runs.iter().chain(pouchdb) {
+    for f in runs.iter().chain(couchdb).chain(pouchdb) {
         println!(
             "| {} | {} | {:.2} s | {:.0} | {:.1} | {} | {} | {} | {} |",
             f.what,
@@ -559,6 +615,18 @@ fn report(options: &Options, runs: &[Figures], pouchdb: Option<&Figures>) {
         local.docs_per_s() >= 50_000.0,
         format!("{:.0} docs/s", local.docs_per_s()),
     );
+    if let [plain, with_attachments] = couchdb {
+        println!(
+            "| over HTTP against the CouchDB pair (CouchDB's replicator) | {:.1}x ({:.0} against \
+             {:.0} docs/s); with attachments {:.1}x ({:.0} against {:.0} docs/s) |",
+            http.docs_per_s() / plain.docs_per_s(),
+            http.docs_per_s(),
+            plain.docs_per_s(),
+            runs[3].docs_per_s() / with_attachments.docs_per_s(),
+            runs[3].docs_per_s(),
+            with_attachments.docs_per_s(),
+        );
+    }
     match pouchdb {
         Some(p) => {
             let times = http.docs_per_s() / p.docs_per_s();
@@ -605,6 +673,14 @@ fn main() {
     let failures = runtime.block_on(async {
         let mut failures = Vec::new();
         let mut runs = recliner_plain(&http, options.docs, &mut failures).await;
+        let mut couchdb = Vec::new();
+        if let Some(script) = &options.couchdb_script {
+            for attachments in [false, true] {
+                couchdb.push(
+                    couchdb_pair(&http, script, options.docs, attachments, &mut failures).await,
+                );
+            }
+        }
         runs.push(recliner_attachments(&http, options.docs, &mut failures).await);
         let pouchdb = match &options.pouchdb_server {
             Some(script) => Some(
@@ -619,7 +695,7 @@ fn main() {
             ),
             None => None,
         };
-        report(&options, &runs, pouchdb.as_ref());
+        report(&options, &runs, &couchdb, pouchdb.as_ref());
         failures
     });
     if !failures.is_empty() {

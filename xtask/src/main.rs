@@ -209,7 +209,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             "the replication benchmark runs PouchDB Server",
             "cargo xtask bench replicate",
             &args[1..],
-            false,
+            true,
         ),
         Some("bodies") => bench_against_pouchdb_server(
             "bodies_bench",
