@@ -797,6 +797,38 @@ fn all_docs_row_json(row: &AllDocsRow, include_docs: bool) -> String {
     out
 }
 
+/// What the `_all_docs`-style endpoints (`_all_docs`, `_local_docs`,
+/// `_design_docs`) read first: the database, and their options from the
+/// query string and, for a POST, the JSON body.
+pub(crate) async fn listing(
+    state: &AppState,
+    db: &str,
+    query: &Query,
+    request: Request,
+) -> Result<(Database, AllDocsOptions), ApiError> {
+    let database = state.store.db(db).await?;
+    let body = if request.method() == Method::POST {
+        require_json_content_type(request.headers())?;
+        read_json_object(request.into_body(), &state.config).await?
+    } else {
+        Map::new()
+    };
+    let options = all_docs_options(query, &body)?;
+    Ok((database, options))
+}
+
+/// A listing's answer: `head` (the members before `rows`, each followed by
+/// a comma), then the rows, one per line as CouchDB writes them.
+pub(crate) fn listing_response(head: &str, rows: &[String]) -> Response {
+    let mut out = format!("{{{head}\"rows\":[");
+    for (i, row) in rows.iter().enumerate() {
+        out.push_str(if i == 0 { "\n" } else { ",\n" });
+        out.push_str(row);
+    }
+    out.push_str("\n]}\n");
+    raw_json_response(StatusCode::OK, out)
+}
+
 /// # GET|POST /{db}/_all_docs
 /// Streams the rows page by page: memory stays flat however large the database.
 pub(crate) async fn all_docs(
@@ -805,14 +837,7 @@ pub(crate) async fn all_docs(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
-    let body = if request.method() == Method::POST {
-        require_json_content_type(request.headers())?;
-        read_json_object(request.into_body(), &state.config).await?
-    } else {
-        Map::new()
-    };
-    let options = all_docs_options(&query, &body)?;
+    let (database, options) = listing(&state, &db, &query, request).await?;
     if let Some(keys) = options.keys {
         state.config.limits.check_items(keys.len(), "keys")?;
         return all_docs_by_keys(database, keys, &options.query, options.update_seq).await;
@@ -974,15 +999,9 @@ async fn all_docs_by_keys(
         .take(query.limit)
         .collect();
     // CouchDB has no offset to give for keys.
-    let mut out = format!("{{\"total_rows\":{},\"offset\":null,", info.doc_count);
+    let mut head = format!("\"total_rows\":{},\"offset\":null,", info.doc_count);
     if update_seq {
-        out.push_str(&format!("\"update_seq\":{},", info.update_seq));
+        head.push_str(&format!("\"update_seq\":{},", info.update_seq));
     }
-    out.push_str("\"rows\":[");
-    for (i, row) in rows.iter().enumerate() {
-        out.push_str(if i == 0 { "\n" } else { ",\n" });
-        out.push_str(row);
-    }
-    out.push_str("\n]}\n");
-    Ok(raw_json_response(StatusCode::OK, out))
+    Ok(listing_response(&head, &rows))
 }

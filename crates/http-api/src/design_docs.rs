@@ -7,14 +7,12 @@
 use std::ops::Bound;
 
 use axum::extract::Request;
-use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use store::{AllDocsQuery, Database};
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::json::{raw_json_response, read_json_object, require_json_content_type};
 use crate::query::Query;
 
 /// The first id of the range, and the first id after it.
@@ -27,16 +25,11 @@ pub(crate) async fn design_docs(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
-    let body = if request.method() == Method::POST {
-        require_json_content_type(request.headers())?;
-        read_json_object(request.into_body(), &state.config).await?
-    } else {
-        Map::new()
-    };
-    let options = crate::db::all_docs_options(&query, &body)?;
+    let (database, options) = crate::db::listing(&state, &db, &query, request).await?;
     let (total, before) = counts(&database).await?;
     let include_docs = options.query.include_docs;
+    let by_keys = options.keys.is_some();
+    let update_seq = options.update_seq;
     let rows: Vec<String> = match options.keys {
         Some(keys) => {
             state.config.limits.check_items(keys.len(), "keys")?;
@@ -75,23 +68,17 @@ pub(crate) async fn design_docs(
                 .collect()
         }
     };
-    let offset = if body.contains_key("keys") || query.get("keys").is_some() {
+    let offset = if by_keys {
         "null".to_string()
     } else {
         before.to_string()
     };
-    let mut out = format!("{{\"total_rows\":{total},\"offset\":{offset},");
-    if options.update_seq {
+    let mut head = format!("\"total_rows\":{total},\"offset\":{offset},");
+    if update_seq {
         let info = database.info().await?;
-        out.push_str(&format!("\"update_seq\":{},", info.update_seq));
+        head.push_str(&format!("\"update_seq\":{},", info.update_seq));
     }
-    out.push_str("\"rows\":[");
-    for (i, row) in rows.iter().enumerate() {
-        out.push_str(if i == 0 { "\n" } else { ",\n" });
-        out.push_str(row);
-    }
-    out.push_str("\n]}\n");
-    Ok(raw_json_response(StatusCode::OK, out))
+    Ok(crate::db::listing_response(&head, &rows))
 }
 
 /// How many design documents there are, and how many documents sort

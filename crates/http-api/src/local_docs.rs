@@ -4,14 +4,12 @@
 //! local document ids are left out.
 
 use axum::extract::Request;
-use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use store::LocalRow;
 
 use crate::AppState;
 use crate::error::ApiError;
-use crate::json::{raw_json_response, read_json_object, require_json_content_type};
 use crate::query::Query;
 
 pub(crate) async fn local_docs(
@@ -20,14 +18,7 @@ pub(crate) async fn local_docs(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
-    let body = if request.method() == Method::POST {
-        require_json_content_type(request.headers())?;
-        read_json_object(request.into_body(), &state.config).await?
-    } else {
-        Map::new()
-    };
-    let options = crate::db::all_docs_options(&query, &body)?;
+    let (database, options) = crate::db::listing(&state, &db, &query, request).await?;
     let rows: Vec<String> = match options.keys {
         Some(keys) => {
             state.config.limits.check_items(keys.len(), "keys")?;
@@ -60,17 +51,11 @@ pub(crate) async fn local_docs(
             .map(row_json)
             .collect(),
     };
-    let mut out = String::from("{\"total_rows\":null,\"offset\":null,");
+    let mut head = String::from("\"total_rows\":null,\"offset\":null,");
     if options.update_seq {
-        out.push_str("\"update_seq\":null,");
+        head.push_str("\"update_seq\":null,");
     }
-    out.push_str("\"rows\":[");
-    for (i, row) in rows.iter().enumerate() {
-        out.push_str(if i == 0 { "\n" } else { ",\n" });
-        out.push_str(row);
-    }
-    out.push_str("\n]}\n");
-    Ok(raw_json_response(StatusCode::OK, out))
+    Ok(crate::db::listing_response(&head, &rows))
 }
 
 /// One row: id, rev and, when asked, the document.

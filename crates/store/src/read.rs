@@ -569,45 +569,26 @@ impl Database {
                     error: "not_found",
                     reason: reason.to_string(),
                 };
-                let docs = match &req.rev {
-                    Some(rev) => {
-                        match open_revs_in(
-                            conn,
-                            &req.id,
-                            &OpenRevs::List(vec![rev.clone()]),
-                            &opts,
-                            false,
-                        )? {
-                            list if list.is_empty() => {
-                                vec![Err(not_found(Some(rev.to_string()), "missing"))]
+                // Without a revision, every leaf, deleted ones too, as
+                // CouchDB answers.
+                let which = match &req.rev {
+                    Some(rev) => OpenRevs::List(vec![rev.clone()]),
+                    None => OpenRevs::All,
+                };
+                let asked = req.rev.as_ref().map(RevId::to_string);
+                let docs = match open_revs_in(conn, &req.id, &which, &opts, false) {
+                    Err(StoreError::DocNotFound(_)) => vec![Err(not_found(asked, "missing"))],
+                    Err(e) => return Err(e),
+                    Ok(list) if list.is_empty() => vec![Err(not_found(asked, "missing"))],
+                    Ok(list) => list
+                        .into_iter()
+                        .map(|r| match r {
+                            OpenRev::Ok(doc) => Ok(doc),
+                            OpenRev::Missing(rev) => {
+                                Err(not_found(Some(rev.to_string()), "missing"))
                             }
-                            list => list
-                                .into_iter()
-                                .map(|r| match r {
-                                    OpenRev::Ok(doc) => Ok(doc),
-                                    OpenRev::Missing(rev) => {
-                                        Err(not_found(Some(rev.to_string()), "missing"))
-                                    }
-                                })
-                                .collect(),
-                        }
-                    }
-                    // Without a revision, every leaf, deleted ones too, as
-                    // CouchDB answers.
-                    None => match open_revs_in(conn, &req.id, &OpenRevs::All, &opts, false) {
-                        Err(StoreError::DocNotFound(_)) => vec![Err(not_found(None, "missing"))],
-                        Err(e) => return Err(e),
-                        Ok(list) if list.is_empty() => vec![Err(not_found(None, "missing"))],
-                        Ok(list) => list
-                            .into_iter()
-                            .map(|r| match r {
-                                OpenRev::Ok(doc) => Ok(doc),
-                                OpenRev::Missing(rev) => {
-                                    Err(not_found(Some(rev.to_string()), "missing"))
-                                }
-                            })
-                            .collect(),
-                    },
+                        })
+                        .collect(),
                 };
                 results.push(BulkGetResult { id: req.id, docs });
             }
