@@ -1550,7 +1550,20 @@ fn learn(
         .next()
         .map(percent_decode)
         .unwrap_or_default();
-    if req.template == Template::Db && req.method == "DELETE" {
+    // A database is deleted by its own path, with or without a trailing
+    // slash (`DELETE /db/`, which a document path with an empty id becomes).
+    let names_a_database = req
+        .path
+        .split('?')
+        .next()
+        .unwrap_or("")
+        .split('/')
+        .filter(|segment| !segment.is_empty())
+        .count()
+        == 1;
+    if req.method == "DELETE"
+        && (req.template == Template::Db || (names_a_database && answer.status == 200))
+    {
         ledger.retain(|(d, _), _| *d != db);
         return;
     }
