@@ -8,7 +8,7 @@
 //! ```text
 //! http_bench [--pouchdb-server PATH/bin/pouchdb-server] [--node node]
 //!            [--couchdb-script PATH/couchdb.sh]
-//!            [--docs 100000] [--clients 32] [--rounds 200]
+//!            [--docs 100000] [--clients 64] [--rounds 200]
 //! ```
 //!
 //! With `--couchdb-script`, Recliner and CouchDB run alternately, A B B A,
@@ -70,7 +70,7 @@ fn usage() -> ! {
 }
 
 fn options() -> Options {
-    let (mut clients, mut rounds) = (32, 200);
+    let (mut clients, mut rounds) = (64, 200);
     let common = parse_options(usage, |flag, n| match flag {
         "--clients" => {
             clients = n;
