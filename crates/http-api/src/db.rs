@@ -814,7 +814,31 @@ pub(crate) async fn listing(
         Map::new()
     };
     let options = all_docs_options(query, &body)?;
+    if let Some(keys) = &options.keys {
+        state.config.limits.check_items(keys.len(), "keys")?;
+    }
     Ok((database, options))
+}
+
+/// The string `keys` of a listing that name its kind of document (ids
+/// starting with `prefix`), in the order the rows go out; CouchDB leaves
+/// the others out.
+pub(crate) fn keyed_ids(keys: &[Value], prefix: &str, descending: bool) -> Vec<String> {
+    let mut ids: Vec<String> = keys
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|id| id.starts_with(prefix))
+        .map(str::to_string)
+        .collect();
+    if descending {
+        ids.reverse();
+    }
+    ids
+}
+
+/// A listing's row for a key that names no document.
+pub(crate) fn not_found_row(key: &impl serde::Serialize) -> String {
+    json!({"key": key, "error": "not_found"}).to_string()
 }
 
 /// A listing's answer: `head` (the members before `rows`, each followed by
@@ -839,7 +863,6 @@ pub(crate) async fn all_docs(
 ) -> Result<Response, ApiError> {
     let (database, options) = listing(&state, &db, &query, request).await?;
     if let Some(keys) = options.keys {
-        state.config.limits.check_items(keys.len(), "keys")?;
         return all_docs_by_keys(database, keys, &options.query, options.update_seq).await;
     }
     let mut first = options.query.clone();
@@ -991,7 +1014,7 @@ async fn all_docs_by_keys(
                 .map(|row| all_docs_row_json(&row, query.include_docs)),
             None => None,
         };
-        rows.push(row.unwrap_or_else(|| json!({"key": key, "error": "not_found"}).to_string()));
+        rows.push(row.unwrap_or_else(|| not_found_row(key)));
     }
     let rows: Vec<String> = rows
         .into_iter()

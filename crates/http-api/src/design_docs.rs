@@ -32,16 +32,7 @@ pub(crate) async fn design_docs(
     let update_seq = options.update_seq;
     let rows: Vec<String> = match options.keys {
         Some(keys) => {
-            state.config.limits.check_items(keys.len(), "keys")?;
-            let mut ids: Vec<String> = keys
-                .iter()
-                .filter_map(Value::as_str)
-                .filter(|id| id.starts_with(LOW))
-                .map(str::to_string)
-                .collect();
-            if options.query.descending {
-                ids.reverse();
-            }
+            let ids = crate::db::keyed_ids(&keys, LOW, options.query.descending);
             database
                 .all_docs_keys(ids, options.query.doc_options())
                 .await?
@@ -50,7 +41,7 @@ pub(crate) async fn design_docs(
                 .take(options.query.limit)
                 .map(|(key, row)| match row {
                     Some(row) => row_json(&row, include_docs),
-                    None => json!({"key": key, "error": "not_found"}).to_string(),
+                    None => crate::db::not_found_row(&key),
                 })
                 .collect()
         }

@@ -153,10 +153,8 @@ async fn get(
     let mut response = raw_json_response(StatusCode::OK, text);
     if tagged {
         set_etag(&mut response, &rev);
-    } else if let Some(tag) = local_tag
-        && let Ok(value) = axum::http::HeaderValue::from_str(&tag)
-    {
-        response.headers_mut().insert(header::ETAG, value);
+    } else if let Some(tag) = local_tag {
+        set_etag(&mut response, &tag);
     }
     Ok(response)
 }

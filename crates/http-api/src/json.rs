@@ -38,21 +38,20 @@ pub fn tagged_json_response(status: StatusCode, value: &impl Serialize) -> Respo
             bytes.push(b'\n');
             let etag = content_etag(&bytes);
             let mut response = raw_json_response(status, bytes);
-            if let Ok(value) = HeaderValue::from_str(&etag) {
-                response.headers_mut().insert(header::ETAG, value);
-            }
+            crate::db::set_etag(&mut response, &etag);
             response
         }
         Err(_) => json_response(status, value),
     }
 }
 
-/// A quoted ETag naming `content` (its md5, in hex).
+/// An ETag value naming `content` (its md5, in hex; `set_etag` quotes it).
 pub fn content_etag(content: &[u8]) -> String {
     use md5::{Digest, Md5};
-    let digest = Md5::digest(content);
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("\"{hex}\"")
+    Md5::digest(content)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A response whose JSON text is already built.

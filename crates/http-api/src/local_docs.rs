@@ -5,7 +5,7 @@
 
 use axum::extract::Request;
 use axum::response::Response;
-use serde_json::{Value, json};
+use serde_json::json;
 use store::LocalRow;
 
 use crate::AppState;
@@ -21,16 +21,7 @@ pub(crate) async fn local_docs(
     let (database, options) = crate::db::listing(&state, &db, &query, request).await?;
     let rows: Vec<String> = match options.keys {
         Some(keys) => {
-            state.config.limits.check_items(keys.len(), "keys")?;
-            let mut ids: Vec<String> = keys
-                .iter()
-                .filter_map(Value::as_str)
-                .filter(|id| id.starts_with("_local/"))
-                .map(str::to_string)
-                .collect();
-            if options.query.descending {
-                ids.reverse();
-            }
+            let ids = crate::db::keyed_ids(&keys, "_local/", options.query.descending);
             database
                 .local_docs_keys(ids, options.query.include_docs)
                 .await?
@@ -39,7 +30,7 @@ pub(crate) async fn local_docs(
                 .take(options.query.limit)
                 .map(|(key, row)| match row {
                     Some(row) => row_json(row),
-                    None => json!({"key": key, "error": "not_found"}).to_string(),
+                    None => crate::db::not_found_row(&key),
                 })
                 .collect()
         }
