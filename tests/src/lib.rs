@@ -27,6 +27,11 @@ pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder().build().expect("an HTTP client")
 }
 
+/// The server admin of tests that log in (given as `RECLINER_ADMIN`).
+pub const ADMIN: &str = "admin";
+/// [`ADMIN`]'s password.
+pub const ADMIN_PASSWORD: &str = "test-secret";
+
 /// How long a server may take to print its address before a test gives up.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -49,6 +54,16 @@ pub fn recliner_bin() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// `url` without its `user:password@`.
+pub fn without_credentials(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}{}", &url[..scheme + 3], &url[at + 1..])
+        }
+        _ => url.to_string(),
+    }
 }
 
 /// A fresh, empty data folder for one test, removed when dropped.
@@ -80,10 +95,16 @@ impl Drop for TempDir {
 #[derive(Debug)]
 pub struct TestServer {
     child: Child,
-    /// Base URL without a trailing slash, e.g. `http://127.0.0.1:41234`.
+    /// Base URL without a trailing slash; with the admin's credentials when
+    /// the test named one (`http://admin:test-secret@127.0.0.1:41234`), so
+    /// clients, PouchDB and replication peers given it log in as that admin.
     pub url: String,
+    /// The same without credentials, for anonymous requests.
+    pub plain_url: String,
     /// Everything the server logged so far (its stderr), also echoed to ours.
     logs: std::sync::Arc<std::sync::Mutex<String>>,
+    /// What it printed on stdout.
+    output: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl TestServer {
@@ -108,8 +129,51 @@ impl TestServer {
         TestServer::spawn(data_dir, port, extra_args, &[])
     }
 
+    /// [`TestServer::start_with_env`] without the test admin: the server
+    /// decides (a generated admin on a first start, or what `env` and the
+    /// data folder's file say).
+    pub fn start_without_admin(
+        data_dir: &Path,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestServer {
+        TestServer::spawn_as(data_dir, 0, extra_args, env, false)
+    }
+
     fn spawn(data_dir: &Path, port: u16, extra_args: &[&str], env: &[(&str, &str)]) -> TestServer {
-        let mut child = Command::new(recliner_bin())
+        TestServer::spawn_as(data_dir, port, extra_args, env, true)
+    }
+
+    fn spawn_as(
+        data_dir: &Path,
+        port: u16,
+        extra_args: &[&str],
+        env: &[(&str, &str)],
+        test_admin: bool,
+    ) -> TestServer {
+        // A test that names an admin (`RECLINER_ADMIN`) gets a server that
+        // requires logins, with the admin's credentials in `url`. Others
+        // run as an explicit admin party, as before authentication existed,
+        // until each suite is moved to logging in.
+        let given = env
+            .iter()
+            .find(|(k, _)| *k == "RECLINER_ADMIN")
+            .map(|(_, v)| v.to_string());
+        let own_admin = !test_admin
+            || given.is_some()
+            || extra_args
+                .iter()
+                .any(|a| a.starts_with("--admin") || *a == "--insecure-admin-party");
+        let credentials = given;
+        let mut command = Command::new(recliner_bin());
+        // The outer environment's settings are not the test's.
+        command
+            .env_remove("RECLINER_ADMIN")
+            .env_remove("RECLINER_INSECURE_ADMIN_PARTY");
+        if !own_admin {
+            command.env("RECLINER_INSECURE_ADMIN_PARTY", "true");
+        }
+        let mut child = command
             .args([
                 "--bind",
                 "127.0.0.1",
@@ -143,10 +207,16 @@ impl TestServer {
         });
         let stdout = child.stdout.take().expect("piped stdout");
         let (tx, rx) = std::sync::mpsc::channel();
+        let output = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let printed = output.clone();
         std::thread::spawn(move || {
             let mut sent = false;
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
+                if let Ok(mut printed) = printed.lock() {
+                    printed.push_str(&line);
+                    printed.push('\n');
+                }
                 if !sent && let Some(url) = line.strip_prefix("Recliner listening on ") {
                     let _ = tx.send(url.trim().to_string());
                     sent = true;
@@ -166,7 +236,23 @@ impl TestServer {
                 panic!("recliner did not report its address within {STARTUP_TIMEOUT:?}");
             }
         };
-        TestServer { child, url, logs }
+        let url = match credentials {
+            Some(credentials) => url.replacen("http://", &format!("http://{credentials}@"), 1),
+            None => url,
+        };
+        let plain_url = without_credentials(&url);
+        TestServer {
+            child,
+            url,
+            plain_url,
+            logs,
+            output,
+        }
+    }
+
+    /// What the server has printed on stdout so far.
+    pub fn output(&self) -> String {
+        self.output.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// What the server has logged so far.
@@ -245,8 +331,14 @@ impl Reply {
 }
 
 impl Client {
+    /// A client logged in as the server's test admin.
     pub fn new(server: &TestServer) -> Client {
         Client::at(&server.url)
+    }
+
+    /// A client without credentials.
+    pub fn anonymous(server: &TestServer) -> Client {
+        Client::at(&server.plain_url)
     }
 
     /// A client for any CouchDB-compatible server at `base` (without a

@@ -593,7 +593,18 @@ async fn the_same_requests_get_the_same_answers_from_couchdb_and_recliner() {
         return;
     };
     let data = TempDir::new("differential");
-    let server = TestServer::start(data.path(), &["--log-level", "warn"]);
+    // The same admin on both, so `/_session` and `userCtx` answers compare.
+    let admin = couch
+        .url()
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .map(|(credentials, _)| credentials.to_string())
+        .expect("COUCHDB_URL carries the admin's credentials");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &["--log-level", "warn"],
+        &[("RECLINER_ADMIN", admin.as_str())],
+    );
     let servers = [couch.client(), Client::new(&server)];
     let mut unexplained: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for case in &cases {

@@ -600,7 +600,9 @@ async fn every_declared_size_and_count_has_a_limit_with_a_clear_error() {
     );
     // A request line or headers far beyond any real client's are refused
     // before they are read whole.
-    let address = c.url("").trim_start_matches("http://").to_string();
+    let address = recliner_tests::without_credentials(&c.url(""))
+        .trim_start_matches("http://")
+        .to_string();
     for head in [
         format!(
             "GET /db/{} HTTP/1.1\r\nHost: x\r\n\r\n",

@@ -106,8 +106,9 @@ async fn server_routes_answer_couchdb_shapes() {
     );
     let session = c.send("POST", "/_session", Some(json!({})), &[]).await;
     assert_eq!(
-        session.status, 404,
-        "CouchDB's replicator falls back to basic auth on 404"
+        (session.status, session.json()["reason"].clone()),
+        (400, json!("request body must contain a username")),
+        "a login names its user, as CouchDB asks"
     );
     let reply = c.get("/").await;
     assert!(reply.header("x-couch-request-id").is_some());

@@ -128,9 +128,10 @@ async fn a_local_replication_copies_everything_and_a_second_run_finds_nothing_ne
 #[tokio::test]
 async fn two_servers_replicate_over_http_in_both_directions() {
     let (da, db) = (TempDir::new("repl-a"), TempDir::new("repl-b"));
+    // B requires a login: A's job logs in with the URL's credentials.
     let (a, b) = (
         TestServer::start(da.path(), &[]),
-        TestServer::start(db.path(), &[]),
+        TestServer::start_with_env(db.path(), &[], &[("RECLINER_ADMIN", "admin:hunter2")]),
     );
     let (ca, cb) = (Client::new(&a), Client::new(&b));
     fill(&ca, "data").await;
@@ -146,7 +147,8 @@ async fn two_servers_replicate_over_http_in_both_directions() {
     compare_dbs(&ca, "data", &cb, "pulled").await;
 
     // Push: A runs the job with B as the target (credentials in the URL are accepted).
-    let target = b.url("/pushed").replace("http://", "http://admin:hunter2@");
+    let target = b.url("/pushed");
+    assert!(target.contains("admin:hunter2@"), "{target}");
     let push = ca
         .post(
             "/_replicate",
@@ -207,7 +209,7 @@ async fn filtered_replications_copy_only_what_they_name() {
 #[tokio::test]
 async fn bad_requests_and_missing_databases_are_named_without_credentials() {
     let data = TempDir::new("repl-errors");
-    let server = TestServer::start(data.path(), &[]);
+    let server = TestServer::start_with_env(data.path(), &[], &[("RECLINER_ADMIN", "bob:s3cret")]);
     let c = Client::new(&server);
     let missing = c
         .post("/_replicate", json!({"source": "nope", "target": "t"}))
@@ -217,7 +219,8 @@ async fn bad_requests_and_missing_databases_are_named_without_credentials() {
         (500, Some("db_not_found"))
     );
     assert!(missing.json()["reason"].as_str().unwrap().contains("nope"));
-    let remote = server.url("/gone").replace("http://", "http://bob:s3cret@");
+    let remote = server.url("/gone");
+    assert!(remote.contains("bob:s3cret@"), "{remote}");
     let reply = c
         .post(
             "/_replicate",
@@ -378,7 +381,7 @@ async fn replication_through_a_faulty_network_still_ends_identical() {
     );
     let (ca, cb) = (Client::new(&a), Client::new(&b));
     fill(&ca, "src").await;
-    let addr: std::net::SocketAddr = a.url.trim_start_matches("http://").parse().unwrap();
+    let addr: std::net::SocketAddr = a.plain_url.trim_start_matches("http://").parse().unwrap();
     // One connection in four is reset or cut mid-answer; all are delayed.
     let proxy = recliner_tests::FaultProxy::start(addr, 4).await;
     let spec = json!({"source": format!("{}/src", proxy.url), "target": "dst", "create_target": true,

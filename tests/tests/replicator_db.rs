@@ -149,15 +149,16 @@ async fn a_continuous_document_runs_until_deleted_and_survives_a_kill() {
 #[tokio::test]
 async fn running_jobs_show_in_active_tasks_and_the_scheduler_without_credentials() {
     let (da, db) = (TempDir::new("tasks-src"), TempDir::new("tasks-runner"));
-    let source = TestServer::start(da.path(), &[]);
+    // Both servers require logins: the jobs log in with these credentials.
+    let source =
+        TestServer::start_with_env(da.path(), &[], &[("RECLINER_ADMIN", "alice:pa55word")]);
     let cs = Client::new(&source);
     cs.put("/live", json!({})).await;
     cs.put("/live/a", json!({})).await;
-    let runner = TestServer::start(db.path(), &[]);
+    let runner = TestServer::start_with_env(db.path(), &[], &[("RECLINER_ADMIN", "u:hunter2")]);
     let cr = Client::new(&runner);
-    let url = source
-        .url("/live")
-        .replace("http://", "http://alice:pa55word@");
+    let url = source.url("/live");
+    assert!(url.contains("alice:pa55word@"), "{url}");
     // The second job reads m1, so it must exist before that job starts.
     cr.put("/m1", json!({})).await;
     cr.put(

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 use store::{AttachmentInput, AttachmentMeta, AttachmentReader, Database, DocInput, GetOptions};
 
 use crate::AppState;
+use crate::access::Writer;
 use crate::db::{encode_segment, set_location};
 use crate::error::ApiError;
 use crate::json::json_response;
@@ -26,10 +27,19 @@ pub(crate) async fn attachment(
     request: Request,
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
+    let user = crate::auth::user_of(&request);
+    let writer = Writer::of(&state, &database, user.clone()).await?;
     match request.method().as_str() {
+        // Another user's document does not exist for a `_users` reader.
+        "GET" | "HEAD"
+            if writer.reads_filtered()
+                && (user.name.is_none() || user.name.as_deref() != auth::users::name_of(&id)) =>
+        {
+            Err(ApiError::not_found("missing"))
+        }
         "GET" | "HEAD" => get(&database, &id, &name, &query, request.headers()).await,
-        "PUT" => put(&state, &database, &db, id, name, &query, request).await,
-        "DELETE" => delete(&database, id, name, &query, request.headers()).await,
+        "PUT" => put(&state, &database, &writer, &db, id, name, &query, request).await,
+        "DELETE" => delete(&database, &writer, id, name, &query, request.headers()).await,
         _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,PUT")),
     }
 }
@@ -304,14 +314,21 @@ fn request_rev(query: &Query, headers: &HeaderMap) -> Option<String> {
     })
 }
 
-async fn write(database: &Database, doc: DocInput) -> Result<String, ApiError> {
+async fn write(
+    database: &Database,
+    writer: &Writer,
+    mut doc: DocInput,
+) -> Result<String, ApiError> {
+    writer.check_one(database, &mut doc).await?;
     Ok(database.put_doc(doc, true).await?)
 }
 
 /// # PUT /{db}/{docid}/{attname}
+#[allow(clippy::too_many_arguments)]
 async fn put(
     state: &AppState,
     database: &Database,
+    writer: &Writer,
     db: &str,
     id: String,
     name: String,
@@ -371,7 +388,7 @@ async fn put(
             pin: staged.pin,
         },
     ));
-    let new_rev = write(database, doc).await?;
+    let new_rev = write(database, writer, doc).await?;
     // As CouchDB: where the attachment is, and no ETag.
     let mut response = json_response(
         StatusCode::CREATED,
@@ -384,6 +401,7 @@ async fn put(
 /// # DELETE /{db}/{docid}/{attname}
 async fn delete(
     database: &Database,
+    writer: &Writer,
     id: String,
     name: String,
     query: &Query,
@@ -399,7 +417,7 @@ async fn delete(
     if !had {
         return Err(ApiError::not_found("Document is missing attachment"));
     }
-    let new_rev = write(database, doc).await?;
+    let new_rev = write(database, writer, doc).await?;
     Ok(json_response(
         StatusCode::OK,
         &json!({"ok": true, "id": id, "rev": new_rev}),

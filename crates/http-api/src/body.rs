@@ -320,6 +320,7 @@ pub(crate) const BULK_IN_MEMORY: usize = 8 << 20;
 pub(crate) async fn bulk_docs_from_file(
     state: &AppState,
     database: &Database,
+    writer: &crate::access::Writer,
     file: std::fs::File,
 ) -> Result<(Vec<store::DocWriteResult>, bool), ApiError> {
     let limits = DocLimits {
@@ -329,6 +330,7 @@ pub(crate) async fn bulk_docs_from_file(
     let max_items = state.config.limits.max_bulk_items;
     let state = state.clone();
     let database = database.clone();
+    let writer = writer.clone();
     let handle = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
         let mut file = file;
@@ -346,22 +348,35 @@ pub(crate) async fn bulk_docs_from_file(
         let mut staged = survey.staged.into_iter();
         let mut first = true;
         let mut discard = Discard;
+        let mut at = 0;
+        let mut refused = Vec::new();
         let docs = std::iter::from_fn(|| {
-            match scanner.next_element(&mut first) {
-                Ok(false) => return None,
-                Ok(true) => {}
-                Err(e) => return Some(Err(scan_error(e))),
+            loop {
+                match scanner.next_element(&mut first) {
+                    Ok(false) => return None,
+                    Ok(true) => {}
+                    Err(e) => return Some(Err(scan_error(e))),
+                }
+                let doc = scanner
+                    .document(limits, &mut discard)
+                    .map_err(scan_error)
+                    .and_then(|scanned| crate::json::parse_json(&scanned.json))
+                    .and_then(|value| crate::db::parse_doc(&state, value))
+                    .and_then(|mut doc| {
+                        DocBody::resolve(staged.next().unwrap_or_default(), &mut doc)?;
+                        Ok(doc)
+                    });
+                at += 1;
+                // Large bodies are never `_users` documents (see
+                // `Writer::needs_stored_state`): only design documents are gated.
+                if let Ok(doc) = &doc
+                    && let Err(failure) = writer.check_streamed(doc)
+                {
+                    refused.push((at - 1, crate::db::refusal_row(doc, failure)));
+                    continue;
+                }
+                return Some(doc);
             }
-            let doc = scanner
-                .document(limits, &mut discard)
-                .map_err(scan_error)
-                .and_then(|scanned| crate::json::parse_json(&scanned.json))
-                .and_then(|value| crate::db::parse_doc(&state, value))
-                .and_then(|mut doc| {
-                    DocBody::resolve(staged.next().unwrap_or_default(), &mut doc)?;
-                    Ok(doc)
-                });
-            Some(doc)
         });
         let results = handle
             .block_on(database.bulk_docs_paced(docs, survey.count, survey.new_edits))
@@ -369,7 +384,7 @@ pub(crate) async fn bulk_docs_from_file(
                 store::BulkError::Input(e) => e,
                 store::BulkError::Store(e) => e.into(),
             })?;
-        Ok((results, survey.new_edits))
+        Ok((crate::access::splice(results, refused), survey.new_edits))
     })
     .await
     .map_err(|e| ApiError::Internal(format!("writing a bulk body: {e}")))?

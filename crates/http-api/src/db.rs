@@ -14,6 +14,7 @@ use serde_json::{Map, Value, json};
 use store::{AllDocsQuery, AllDocsRow, BulkGetRequest, Database, DocInput, DocWriteResult};
 
 use crate::AppState;
+use crate::access::Writer;
 use crate::error::ApiError;
 use crate::json::{json_response, raw_json_response, read_json_object, require_json_content_type};
 use crate::query::{Query, parse_rev, query_parse_error, rev_list};
@@ -211,9 +212,14 @@ async fn post_document(
 ) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
     let database = state.store.db(&db).await?;
+    let writer = Writer::of(&state, &database, crate::auth::user_of(&request)).await?;
     let body = crate::body::read_doc_body(&state, &database, request.into_body(), false).await?;
     let mut doc = parse_doc(&state, Value::Object(body.map))?;
     crate::body::DocBody::resolve(body.staged, &mut doc)?;
+    if doc.id.is_none() {
+        doc.id = Some(uuid::Uuid::new_v4().simple().to_string());
+    }
+    writer.check_one(&database, &mut doc).await?;
     let id = doc
         .id
         .get_or_insert_with(|| uuid::Uuid::new_v4().simple().to_string())
@@ -252,6 +258,7 @@ pub(crate) async fn bulk_docs(
 ) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
     let database = state.store.db(&db).await?;
+    let writer = Writer::of(&state, &database, crate::auth::user_of(&request)).await?;
     let bytes = match crate::body::spool(
         request.into_body().into_data_stream(),
         state.config.max_http_request_size,
@@ -261,9 +268,14 @@ pub(crate) async fn bulk_docs(
     .await?
     {
         crate::body::Spooled::Memory(bytes) => bytes,
+        // Each `_users` document is checked against its stored revision
+        // (see below): a body too large for memory is no user sign-up.
+        crate::body::Spooled::File(_) if writer.needs_stored_state() => {
+            return Err(ApiError::RequestTooLarge);
+        }
         crate::body::Spooled::File(file) => {
             let (results, new_edits) =
-                crate::body::bulk_docs_from_file(&state, &database, file).await?;
+                crate::body::bulk_docs_from_file(&state, &database, &writer, file).await?;
             return Ok(bulk_answer(&results, new_edits));
         }
     };
@@ -298,18 +310,68 @@ pub(crate) async fn bulk_docs(
     if new_edits && body.get("all_or_nothing").map(|raw| raw.get().trim()) == Some("true") {
         return Ok(all_or_nothing_refused(&docs));
     }
-    let inputs = docs.into_iter().map(|raw| {
+    let parse = |raw: &serde_json::value::RawValue| {
         check_raw_document_size(&state, raw.get())?;
         let value: Value = serde_json::from_str(raw.get())
             .map_err(|_| ApiError::bad_request("invalid UTF-8 JSON"))?;
         parse_doc(&state, value)
-    });
+    };
+    if writer.needs_stored_state() {
+        // `_users`: each document is checked against its stored revision
+        // and its password hashed before anything is written.
+        let mut accepted = Vec::with_capacity(count);
+        let mut refused = Vec::new();
+        for (at, raw) in docs.into_iter().enumerate() {
+            let mut doc = parse(raw)?;
+            match writer.check(&database, &mut doc).await? {
+                Ok(()) => accepted.push(Ok::<_, ApiError>(doc)),
+                Err(failure) => refused.push((at, refusal_row(&doc, failure))),
+            }
+        }
+        let written = match database
+            .bulk_docs_streamed(accepted.into_iter(), count, new_edits)
+            .await
+        {
+            Ok(results) => results,
+            Err(store::BulkError::Input(e)) => return Err(e),
+            Err(store::BulkError::Store(e)) => return Err(e.into()),
+        };
+        return Ok(bulk_answer(
+            &crate::access::splice(written, refused),
+            new_edits,
+        ));
+    }
+    let mut refused = Vec::new();
+    let inputs = docs
+        .into_iter()
+        .enumerate()
+        .filter_map(|(at, raw)| match parse(raw) {
+            Ok(doc) => match writer.check_streamed(&doc) {
+                Ok(()) => Some(Ok(doc)),
+                Err(failure) => {
+                    refused.push((at, refusal_row(&doc, failure)));
+                    None
+                }
+            },
+            Err(e) => Some(Err(e)),
+        });
     let results = match database.bulk_docs_streamed(inputs, count, new_edits).await {
         Ok(results) => results,
         Err(store::BulkError::Input(e)) => return Err(e),
         Err(store::BulkError::Store(e)) => return Err(e.into()),
     };
-    Ok(bulk_answer(&results, new_edits))
+    Ok(bulk_answer(
+        &crate::access::splice(results, refused),
+        new_edits,
+    ))
+}
+
+/// The `_bulk_docs` row of a document refused before the write.
+pub(crate) fn refusal_row(doc: &DocInput, failure: store::DocFailure) -> DocWriteResult {
+    DocWriteResult {
+        id: doc.id.clone().unwrap_or_default(),
+        result: Err(failure),
+    }
 }
 
 /// CouchDB 3 has no atomic `all_or_nothing` writes and says so for every
@@ -623,10 +685,22 @@ pub(crate) async fn security(
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
     if request.method() == Method::GET {
-        return Ok(json_response(StatusCode::OK, &database.security().await?));
+        return Ok(json_response(StatusCode::OK, &*database.security().await?));
     }
-    let body = read_json_object(request.into_body(), &state.config).await?;
-    database.set_security(Value::Object(body)).await?;
+    // Only the database's admins change who its admins and members are.
+    let user = crate::auth::user_of(&request);
+    let current = auth::SecurityObject::from_json(&*database.security().await?);
+    if !current.is_admin(&user) {
+        return Err(crate::access::not_db_admin(&user));
+    }
+    if db == crate::auth::USERS_DB && !state.auth.config.users_db_security_editable {
+        return Err(ApiError::Forbidden(
+            "You can't edit the security object of the user database.".into(),
+        ));
+    }
+    let body = Value::Object(read_json_object(request.into_body(), &state.config).await?);
+    auth::SecurityObject::validate(&body).map_err(ApiError::bad_request)?;
+    database.set_security(body).await?;
     Ok(json_response(StatusCode::OK, &json!({"ok": true})))
 }
 

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use store::{AttachmentInput, Database, DocInput, GetOptions, OpenRev, OpenRevs};
 
 use crate::AppState;
+use crate::access::Writer;
 use crate::db::{encode_segment, parse_doc, set_etag, set_location};
 use crate::error::ApiError;
 use crate::json::{json_response, raw_json_response};
@@ -22,17 +23,54 @@ pub(crate) async fn document(
     request: Request,
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
+    let writer = Writer::of(&state, &database, crate::auth::user_of(&request)).await?;
     match request.method().as_str() {
+        "GET" | "HEAD" if writer.reads_filtered() => {
+            filtered_get(&state, &database, &writer, &id, &query).await
+        }
         "GET" | "HEAD" => get(&database, &id, &query, request.headers()).await,
-        "PUT" => put(&state, &database, &db, id, &query, request).await,
-        "DELETE" => delete(&database, id, &query, request.headers()).await,
-        "COPY" => copy(&database, &db, &id, &query, request.headers()).await,
+        "PUT" => put(&state, &database, &writer, &db, id, &query, request).await,
+        "DELETE" => delete(&database, &writer, id, &query, request.headers()).await,
+        "COPY" => copy(&database, &writer, &db, &id, &query, request.headers()).await,
         // CouchDB's HTML form uploads, which need a Referer; not supported.
         "POST" if !request.headers().contains_key(axum::http::header::REFERER) => {
             Err(ApiError::bad_request("Referer header required."))
         }
         _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")),
     }
+}
+
+/// # GET /_users/{docid} by a caller who is not its admin
+/// Only the plain read: the caller's own document whole, others' public
+/// fields at most (CouchDB's `after_doc_read`).
+async fn filtered_get(
+    state: &AppState,
+    database: &Database,
+    writer: &Writer,
+    id: &str,
+    query: &Query,
+) -> Result<Response, ApiError> {
+    if query.get("open_revs").is_some() || id.starts_with("_local/") {
+        return Err(ApiError::Forbidden(
+            "Only administrators may read this in the users database.".into(),
+        ));
+    }
+    let opts = GetOptions {
+        rev: query.rev("rev")?,
+        ..GetOptions::default()
+    };
+    let Value::Object(body) = database.get(id, opts).await?.to_value()? else {
+        return Err(ApiError::Internal(
+            "stored document is not an object".into(),
+        ));
+    };
+    let public = if state.auth.config.users_db_public {
+        state.auth.config.public_fields.as_slice()
+    } else {
+        &[]
+    };
+    let shown = writer.filter_read(id, body, public)?;
+    Ok(json_response(StatusCode::OK, &Value::Object(shown)))
 }
 
 /// The `_rev` of a document built by the store: it always follows `_id`.
@@ -249,6 +287,7 @@ fn write_response(status: StatusCode, db: &str, id: &str, rev: &str) -> Response
 async fn put(
     state: &AppState,
     database: &Database,
+    writer: &Writer,
     db: &str,
     id: String,
     query: &Query,
@@ -259,6 +298,7 @@ async fn put(
         return put_related(
             state,
             database,
+            writer,
             db,
             id,
             query,
@@ -305,6 +345,7 @@ async fn put(
     body.insert("_id".into(), Value::String(id.clone()));
     let mut doc = parse_doc(state, Value::Object(body))?;
     crate::body::DocBody::resolve(staged, &mut doc)?;
+    writer.check_one(database, &mut doc).await?;
     let deleted = doc.deleted;
     let new_edits = query.get("new_edits") != Some("false");
     let batch = query.get("batch") == Some("ok");
@@ -329,6 +370,7 @@ async fn put(
 async fn put_related(
     state: &AppState,
     database: &Database,
+    writer: &Writer,
     db: &str,
     id: String,
     query: &Query,
@@ -350,6 +392,7 @@ async fn put_related(
         doc.rev = Some(parse_rev(&rev)?);
     }
     doc.id = Some(id.clone());
+    writer.check_one(database, &mut doc).await?;
     let deleted = doc.deleted;
     let new_edits = query.get("new_edits") != Some("false");
     let rev = database.put_doc(doc, new_edits).await?;
@@ -364,6 +407,7 @@ async fn put_related(
 /// # DELETE /{db}/{docid}
 async fn delete(
     database: &Database,
+    writer: &Writer,
     id: String,
     query: &Query,
     headers: &HeaderMap,
@@ -381,7 +425,8 @@ async fn delete(
         return Err(ApiError::Conflict);
     };
     parse_rev(&rev)?;
-    let doc = DocInput::from_json(json!({"_id": id, "_rev": rev, "_deleted": true}))?;
+    let mut doc = DocInput::from_json(json!({"_id": id, "_rev": rev, "_deleted": true}))?;
+    writer.check_one(database, &mut doc).await?;
     let rev = database.put_doc(doc, true).await?;
     let mut response = json_response(StatusCode::OK, &json!({"ok": true, "id": id, "rev": rev}));
     set_etag(&mut response, &rev);
@@ -393,6 +438,7 @@ async fn delete(
 /// id in the `Destination` header (`id` or `id?rev=...` to overwrite).
 async fn copy(
     database: &Database,
+    writer: &Writer,
     db: &str,
     id: &str,
     query: &Query,
@@ -456,6 +502,7 @@ async fn copy(
             ));
         }
     }
+    writer.check_one(database, &mut doc).await?;
     let rev = database.put_doc(doc, true).await?;
     Ok(write_response(StatusCode::CREATED, db, &dest_id, &rev))
 }

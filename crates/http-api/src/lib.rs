@@ -8,7 +8,9 @@
 //! database is routed by hand in `routes`, because document ids and
 //! attachment names may contain encoded slashes.
 
+mod access;
 mod attachments;
+pub mod auth;
 mod body;
 mod changes;
 mod db;
@@ -22,6 +24,7 @@ mod multipart;
 mod query;
 mod routes;
 mod server_routes;
+mod session;
 mod tasks;
 
 use axum::Router;
@@ -31,6 +34,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 use store::Store;
 
+pub use auth::AuthConfig;
 pub use error::ApiError;
 
 /// The CouchDB release whose API we follow; clients read it from `GET /`.
@@ -51,6 +55,8 @@ pub struct ApiConfig {
     pub cors: Option<CorsConfig>,
     /// Bounds on what one request may declare.
     pub limits: Limits,
+    /// Who may do what.
+    pub auth: AuthConfig,
 }
 
 /// Bounds on what one request may declare, each answered by a clear 400:
@@ -159,6 +165,7 @@ impl Default for ApiConfig {
             max_json_body_size: 64 << 20,
             cors: None,
             limits: Limits::default(),
+            auth: AuthConfig::default(),
         }
     }
 }
@@ -236,6 +243,8 @@ pub struct AppState {
     /// Set to true when the server stops, so long-running answers (changes
     /// feeds) end and the graceful shutdown is not held up by them.
     pub shutdown: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+    /// Identifies callers (caches of credentials and checked passwords).
+    pub(crate) auth: std::sync::Arc<auth::Authenticator>,
 }
 
 impl AppState {
@@ -254,6 +263,7 @@ impl AppState {
         scheduler: replicator::Scheduler,
     ) -> AppState {
         AppState {
+            auth: std::sync::Arc::new(auth::Authenticator::new(config.auth.clone())),
             store,
             config,
             scheduler,
@@ -267,6 +277,10 @@ pub fn router(state: AppState) -> Router {
     let cors = state.config.cors.as_ref().and_then(|c| cors_layer(c).ok());
     let router = server_routes::routes()
         .fallback(routes::dispatch)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authenticate,
+        ))
         .layer(axum::middleware::from_fn(request_log))
         .layer(axum::middleware::map_response(couchdb_headers));
     let router = match cors {

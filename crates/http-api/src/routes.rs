@@ -173,9 +173,6 @@ async fn route(state: AppState, request: Request<Body>) -> Result<Response, ApiE
 /// hears that the name is illegal.
 fn top_level_underscore(name: &str, method: &Method) -> Result<Response, ApiError> {
     match name {
-        // CouchDB's replicator tries cookie authentication first and falls
-        // back to basic authentication on a 404.
-        "_session" => Err(ApiError::not_found("missing")),
         _ if *method == Method::PUT => Err(ApiError::IllegalDbName(name.to_string())),
         _ => Err(ApiError::not_found("Database does not exist.")),
     }

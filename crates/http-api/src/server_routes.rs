@@ -31,6 +31,7 @@ pub(crate) fn routes() -> Router<AppState> {
             only(get(dbs_info_listed).post(dbs_info), "GET,HEAD,POST"),
         )
         .route("/favicon.ico", axum::routing::any(no_favicon))
+        .route("/_session", axum::routing::any(crate::session::session))
         // CouchDB reads a GET's (empty) body as the replication to run.
         .route(
             "/_replicate",

@@ -93,6 +93,48 @@ pub struct Config {
     pub replicator_connection_timeout_ms: u64,
     /// Default retries of a failed request to a peer before the job crashes.
     pub replicator_retries_per_request: u64,
+    /// Server admins, as CouchDB's `[admins]` table: name = password. A
+    /// plain-text password is replaced by its PBKDF2 hash in this file when
+    /// the server starts. Never printed by `--print-config`.
+    #[serde(default, skip_serializing)]
+    pub admins: std::collections::BTreeMap<String, String>,
+    /// Every caller is a server admin (CouchDB 1's "admin party"). Only for
+    /// a throwaway server nobody else can reach: a warning says so at every start.
+    pub insecure_admin_party: bool,
+    /// Refuse every anonymous request (CouchDB's `require_valid_user`).
+    pub require_valid_user: bool,
+    /// `_all_dbs` and `_dbs_info` only for server admins (CouchDB 3's default).
+    pub admin_only_all_dbs: bool,
+    /// `admin_only` (CouchDB 3's default): a new database is for server
+    /// admins until its `_security` names members; `everyone`: it is open
+    /// to every user.
+    pub default_security: DefaultSecurityMode,
+    /// Allow changing `_users`' `_security` (CouchDB's default: no).
+    pub users_db_security_editable: bool,
+    /// Let users read other users' documents' `public_fields`.
+    pub users_db_public: bool,
+    /// Fields of user documents others may read when `users_db_public` is on.
+    #[serde(deserialize_with = "string_or_list")]
+    pub public_fields: Vec<String>,
+    /// Seconds a session cookie stays valid (CouchDB's `timeout`).
+    pub auth_timeout: u64,
+    /// Session cookies carry an expiry, so they outlive the browser session.
+    pub allow_persistent_cookies: bool,
+    /// PBKDF2 rounds for new passwords (CouchDB 3.5's 600,000).
+    pub password_iterations: u32,
+    /// The key of session cookies (CouchDB's `[chttpd_auth] secret`): give
+    /// every node sharing sessions the same one. Generated and kept in the
+    /// data folder when unset. Never printed by `--print-config`.
+    #[serde(default, skip_serializing)]
+    pub secret: Option<String>,
+}
+
+/// Who may use a database nobody has set a `_security` object on yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultSecurityMode {
+    AdminOnly,
+    Everyone,
 }
 
 /// How hard each commit works to reach the disk.
@@ -135,6 +177,20 @@ impl Config {
                 max_attachment_name_length: self.max_attachment_name_length,
                 max_bulk_items: self.max_bulk_items,
             },
+            auth: http_api::AuthConfig {
+                admins: Vec::new(),
+                admin_party: self.insecure_admin_party,
+                require_valid_user: self.require_valid_user,
+                secret: self.secret.clone().unwrap_or_default(),
+                timeout: self.auth_timeout,
+                allow_persistent_cookies: self.allow_persistent_cookies,
+                iterations: self.password_iterations,
+                admin_only_all_dbs: self.admin_only_all_dbs,
+                users_db_security_editable: self.users_db_security_editable,
+                public_fields: self.public_fields.clone(),
+                users_db_public: self.users_db_public,
+                ..http_api::AuthConfig::default()
+            },
             cors: self.cors_enabled.then(|| http_api::CorsConfig {
                 origins: self.cors_origins.clone(),
                 credentials: self.cors_credentials,
@@ -161,6 +217,10 @@ impl Config {
             },
             max_attachment_size: self.max_attachment_size,
             max_dbs_open: self.max_dbs_open,
+            default_security: match self.default_security {
+                DefaultSecurityMode::AdminOnly => store::DefaultSecurity::AdminOnly,
+                DefaultSecurityMode::Everyone => store::DefaultSecurity::Everyone,
+            },
             ..store::StoreOptions::default()
         }
     }
@@ -238,6 +298,9 @@ impl Config {
                 ));
             }
         }
+        if self.auth_timeout == 0 || self.password_iterations == 0 {
+            return Err("invalid configuration: settings `auth_timeout` and `password_iterations` must be positive".into());
+        }
         if self.cors_enabled && self.cors_origins.is_empty() {
             return Err("invalid configuration: setting `cors_origins`: CORS is enabled but no origin is allowed".into());
         }
@@ -288,6 +351,18 @@ impl Default for Config {
             replicator_worker_batch_size: spec.worker_batch_size,
             replicator_connection_timeout_ms: spec.connection_timeout,
             replicator_retries_per_request: spec.retries_per_request,
+            admins: Default::default(),
+            insecure_admin_party: false,
+            require_valid_user: false,
+            admin_only_all_dbs: true,
+            default_security: DefaultSecurityMode::AdminOnly,
+            users_db_security_editable: false,
+            users_db_public: false,
+            public_fields: Vec::new(),
+            auth_timeout: 600,
+            allow_persistent_cookies: true,
+            password_iterations: auth::DEFAULT_ITERATIONS,
+            secret: None,
         }
     }
 }
@@ -303,9 +378,20 @@ pub struct FlagOverrides {
     pub data_dir: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_level: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub insecure_admin_party: Option<bool>,
 }
 
 impl Config {
+    /// The configuration file in use, or the one the server writes (a
+    /// generated admin, hashed passwords) when there is none yet: the
+    /// `--config` path, else `recliner.toml` in the data folder.
+    pub fn file_path(&self, config_path: Option<&Path>) -> PathBuf {
+        config_path
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| self.data_dir.join(CONFIG_FILE_NAME))
+    }
+
     /// Resolves the effective configuration from every layer.
     ///
     /// `env` is the process environment (passed in so tests need not touch

@@ -7,6 +7,7 @@
 mod config;
 mod manager;
 mod replicate_cmd;
+mod security;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -50,6 +51,14 @@ struct Cli {
     /// Print the effective configuration as TOML and exit
     #[arg(long)]
     print_config: bool,
+    /// A server admin, NAME:PASSWORD (also RECLINER_ADMIN); its password is
+    /// hashed in memory and never written anywhere
+    #[arg(long, env = "RECLINER_ADMIN", hide_env_values = true)]
+    admin: Option<String>,
+    /// Let every caller act as a server admin (no login). Only for a
+    /// throwaway server nobody else can reach
+    #[arg(long)]
+    insecure_admin_party: bool,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -68,6 +77,7 @@ fn main() -> ExitCode {
         port: cli.port,
         data_dir: cli.data_dir.clone(),
         log_level: cli.log_level.clone(),
+        insecure_admin_party: cli.insecure_admin_party.then_some(true),
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
     let config = match Config::load(cli.config.as_deref(), &flags, &env)
@@ -79,10 +89,23 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let explicit_admin = match cli.admin.as_deref().map(security::parse_admin_arg) {
+        None => None,
+        Some(Ok(admin)) => Some(admin),
+        Some(Err(line)) => {
+            eprintln!("recliner: {line}");
+            return ExitCode::from(2);
+        }
+    };
     if cli.print_config {
         return match toml_string(&config) {
             Ok(text) => {
                 print!("{text}");
+                // Names only: passwords and their hashes are never shown.
+                let names: Vec<&str> = config.admins.keys().map(String::as_str).collect();
+                if !names.is_empty() {
+                    println!("# admins (passwords hidden): {}", names.join(", "));
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -118,13 +141,45 @@ fn main() -> ExitCode {
         let defaults = config.scheduler_config().spec_defaults;
         return runtime.block_on(replicate_cmd::run(args, store, &defaults));
     }
-    match runtime.block_on(serve(config)) {
+    let config_file = config.file_path(cli.config.as_deref());
+    let setup = match security::prepare(&config, &config_file, explicit_admin) {
+        Ok(setup) => setup,
+        Err(e) => {
+            eprintln!("recliner: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    announce(&config, &setup);
+    match runtime.block_on(serve(config, setup)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
             eprintln!("recliner: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Tells the operator how to log in, once: a generated admin's password is
+/// shown only now. An admin party is warned about at every start.
+fn announce(config: &Config, setup: &security::Setup) {
+    if let Some((name, password)) = &setup.generated {
+        let file = setup
+            .written
+            .as_ref()
+            .map(|f| f.display().to_string())
+            .unwrap_or_default();
+        println!(
+            "No admin was configured, so one was created. Log in as:\n  name:     {name}\n  password: {password}\n\
+             This is the only time the password is shown; only its hash is kept (in {file}).\n\
+             Set your own with --admin NAME:PASSWORD or RECLINER_ADMIN, or under [admins] in that file."
+        );
+        tracing::info!(admin = %name, file = %file, "created the first server admin");
+    }
+    if config.insecure_admin_party {
+        let warning = "ADMIN PARTY: --insecure-admin-party is on, so EVERY caller is a server admin and can read, change and delete everything. Never use it on a server others can reach.";
+        eprintln!("recliner: WARNING: {warning}");
+        tracing::warn!("{warning}");
     }
 }
 
@@ -148,15 +203,17 @@ fn init_logging(config: &Config) -> Result<(), String> {
     result.map_err(|e| format!("cannot set up logging: {e}"))
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(config: Config, setup: security::Setup) -> anyhow::Result<()> {
     let store = store::Store::open_with(&config.data_dir, config.store_options())?;
     // CouchDB's system databases exist from the first start.
     for system in store::name::SYSTEM_DATABASES {
         store.ensure_db(system).await?;
     }
     let scheduler = replicator::Scheduler::new(store.clone(), config.scheduler_config());
-    let state =
-        http_api::AppState::with_scheduler(store.clone(), config.api_config(), scheduler.clone());
+    let mut api_config = config.api_config();
+    api_config.auth.admins = setup.admins;
+    api_config.auth.secret = setup.secret;
+    let state = http_api::AppState::with_scheduler(store.clone(), api_config, scheduler.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let manager = tokio::spawn(
         manager::ReplicatorManager::new(store.clone(), scheduler.clone()).run(shutdown_rx.clone()),

@@ -42,6 +42,8 @@ struct DbInner {
     compacting: AtomicBool,
     uploads: AtomicU64,
     pins: Arc<crate::attachments::Pins>,
+    /// The `_security` object, read once: every request checks it.
+    security: Mutex<Option<Arc<Value>>>,
 }
 
 impl std::fmt::Debug for Database {
@@ -117,7 +119,7 @@ impl Database {
                 .unwrap_or(0);
             write_meta(&tx, "instance_start_time", &micros.to_string())?;
             write_meta(&tx, "revs_limit", &revtree::DEFAULT_REVS_LIMIT.to_string())?;
-            write_meta(&tx, "security", "{}")?;
+            write_meta(&tx, "security", options.default_security.json())?;
         }
         tx.commit()?;
         Database::start(name, path, conn, options)
@@ -179,6 +181,7 @@ impl Database {
                 compacting: AtomicBool::new(false),
                 uploads: AtomicU64::new(0),
                 pins: Arc::default(),
+                security: Mutex::new(None),
             }),
         })
     }
@@ -386,17 +389,30 @@ impl Database {
         .await
     }
 
-    /// The `_security` object.
-    pub async fn security(&self) -> Result<Value, StoreError> {
+    /// The `_security` object (kept in memory after the first read).
+    pub async fn security(&self) -> Result<Arc<Value>, StoreError> {
+        if let Some(cached) = self.cached_security() {
+            return Ok(cached);
+        }
         let name = self.inner.name.clone();
-        self.read(move |conn| {
-            let text = read_meta(conn, "security")?.unwrap_or_else(|| "{}".into());
-            serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-                db: name,
-                detail: format!("_security: {e}"),
+        let value: Value = self
+            .read(move |conn| {
+                let text = read_meta(conn, "security")?.unwrap_or_else(|| "{}".into());
+                serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                    db: name,
+                    detail: format!("_security: {e}"),
+                })
             })
-        })
-        .await
+            .await?;
+        let value = Arc::new(value);
+        if let Ok(mut cache) = self.inner.security.lock() {
+            cache.get_or_insert_with(|| value.clone());
+        }
+        Ok(value)
+    }
+
+    fn cached_security(&self) -> Option<Arc<Value>> {
+        self.inner.security.lock().ok().and_then(|c| c.clone())
     }
 
     /// Replaces the `_security` object (which must be a JSON object).
@@ -408,7 +424,11 @@ impl Database {
         }
         let text = security.to_string();
         self.write(1, move |ctx| write_meta(ctx.conn, "security", &text))
-            .await
+            .await?;
+        if let Ok(mut cache) = self.inner.security.lock() {
+            *cache = Some(Arc::new(security));
+        }
+        Ok(())
     }
 
     /// Makes every committed write durable against power loss too: the

@@ -78,6 +78,31 @@ pub struct StoreOptions {
     /// it closes its connection and ends (the next write starts another).
     /// When more than 64 writer threads run, each waits 100 ms at most.
     pub writer_idle_timeout: Duration,
+    /// The `_security` object a new database starts with.
+    pub default_security: DefaultSecurity,
+}
+
+/// CouchDB 3's `default_security`: who may use a database nobody has set
+/// a `_security` object on yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DefaultSecurity {
+    /// `{}`: every user may read and write documents.
+    #[default]
+    Everyone,
+    /// Members and admins are the `_admin` role (CouchDB 3's default), so
+    /// only server admins use the database until its `_security` says more.
+    AdminOnly,
+}
+
+impl DefaultSecurity {
+    fn json(self) -> &'static str {
+        match self {
+            DefaultSecurity::Everyone => "{}",
+            DefaultSecurity::AdminOnly => {
+                r#"{"members":{"roles":["_admin"]},"admins":{"roles":["_admin"]}}"#
+            }
+        }
+    }
 }
 
 /// `max_dbs_open` by default, as CouchDB's.
@@ -93,6 +118,7 @@ impl Default for StoreOptions {
             // its thread and connection; short enough that thousands of
             // databases written once each do not hold a thread apiece.
             writer_idle_timeout: Duration::from_secs(2),
+            default_security: DefaultSecurity::default(),
         }
     }
 }

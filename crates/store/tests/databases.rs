@@ -113,10 +113,10 @@ async fn revs_limit_and_security_are_stored() {
     db.set_revs_limit(3).await.unwrap();
     assert_eq!(db.revs_limit().await.unwrap(), 3);
     assert!(db.set_revs_limit(0).await.is_err());
-    assert_eq!(db.security().await.unwrap(), json!({}));
+    assert_eq!(*db.security().await.unwrap(), json!({}));
     let sec = json!({"admins": {"names": ["a"]}, "members": {"roles": []}});
     db.set_security(sec.clone()).await.unwrap();
-    assert_eq!(db.security().await.unwrap(), sec);
+    assert_eq!(*db.security().await.unwrap(), sec);
     assert!(db.set_security(json!([1])).await.is_err());
 }
 

@@ -1,0 +1,356 @@
+//! Authorization: what the caller may do, by CouchDB 3.5's rules. The
+//! request-level table ([`authorize`]) follows CouchDB's
+//! `chttpd_auth_request`: server-admin endpoints, then the database's
+//! `_security` (members read and write documents; anonymous callers hear
+//! 401, known ones 403). Per-document rules apply where documents are
+//! written: design documents are for database admins, and `_users` has
+//! its own ([`auth::users`]).
+
+use auth::users::UsersError;
+use auth::{SecurityObject, UserCtx};
+use axum::http::Method;
+use percent_encoding::percent_decode_str;
+use serde_json::Value;
+use store::{Database, DocFailure, DocInput, DocWriteResult, ErrorKind};
+
+use crate::AppState;
+use crate::auth::USERS_DB;
+use crate::error::ApiError;
+
+const NOT_SERVER_ADMIN: &str = "You are not a server admin.";
+const NOT_DB_ADMIN: &str = "You are not a db or server admin.";
+
+fn require_admin(user: &UserCtx) -> Result<(), ApiError> {
+    if user.is_server_admin() {
+        Ok(())
+    } else {
+        Err(ApiError::Unauthorized(NOT_SERVER_ADMIN.into()))
+    }
+}
+
+/// CouchDB's refusal for a user who is not a member of a database.
+fn not_member(user: &UserCtx) -> ApiError {
+    match user.denial() {
+        auth::Denial::Unauthorized => {
+            ApiError::Unauthorized("You are not authorized to access this db.".into())
+        }
+        auth::Denial::Forbidden => {
+            ApiError::Forbidden("You are not allowed to access this db.".into())
+        }
+    }
+}
+
+/// A refusal for a caller who is not a database admin: 401 when anonymous.
+pub(crate) fn not_db_admin(user: &UserCtx) -> ApiError {
+    match user.denial() {
+        auth::Denial::Unauthorized => ApiError::Unauthorized(NOT_DB_ADMIN.into()),
+        auth::Denial::Forbidden => ApiError::Forbidden(NOT_DB_ADMIN.into()),
+    }
+}
+
+/// A database's security object, or `None` when the database does not
+/// exist (the handler then answers 404 as usual).
+pub(crate) async fn security_of(
+    state: &AppState,
+    db: &str,
+) -> Result<Option<SecurityObject>, ApiError> {
+    match state.store.db(db).await {
+        Ok(database) => Ok(Some(SecurityObject::from_json(
+            &*database.security().await?,
+        ))),
+        Err(store::StoreError::DbNotFound(_)) | Err(store::StoreError::IllegalDbName(_)) => {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The request-level checks, before any handler runs.
+pub(crate) async fn authorize(
+    state: &AppState,
+    method: &Method,
+    path: &str,
+    user: &UserCtx,
+) -> Result<(), ApiError> {
+    let mut parts = path.trim_start_matches('/').split('/');
+    let first = parts.next().unwrap_or("");
+    let second = parts.next().filter(|s| !s.is_empty());
+    if first.is_empty() || first == "favicon.ico" {
+        return Ok(());
+    }
+    let auth = &state.auth.config;
+    if auth.require_valid_user
+        && user.name.is_none()
+        && !user.is_server_admin()
+        && first != "_session"
+    {
+        return Err(ApiError::Unauthorized("Authentication required.".into()));
+    }
+    if user.is_server_admin() {
+        return Ok(());
+    }
+    let db = percent_decode_str(first).decode_utf8_lossy().into_owned();
+    let whole_db = second.is_none();
+    let second = second.map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned());
+    match db.as_str() {
+        "_all_dbs" | "_dbs_info" if auth.admin_only_all_dbs => return require_admin(user),
+        "_all_dbs" | "_dbs_info" => return Ok(()),
+        USERS_DB | "_replicator" => {
+            if (whole_db && (*method == Method::PUT || *method == Method::DELETE))
+                || matches!(second.as_deref(), Some("_all_docs" | "_changes"))
+            {
+                return require_admin(user);
+            }
+            check_member(state, &db, user).await?;
+            // Other endpoints would list or copy every user's document:
+            // only the plain document paths filter what a user may see.
+            let listing = second.as_deref().is_some_and(|s| {
+                s.starts_with('_') && !["_bulk_docs", "_security", "_design", "_local"].contains(&s)
+            });
+            if db == USERS_DB && listing {
+                return match security_of(state, &db).await? {
+                    Some(sec) if !sec.is_admin(user) => require_admin(user),
+                    _ => Ok(()),
+                };
+            }
+            return Ok(());
+        }
+        "_up" | "_uuids" | "_session" | "_stats" | "_utils" => return Ok(()),
+        "_replicate" => {
+            return if user.name.is_some() {
+                Ok(())
+            } else {
+                Err(ApiError::Unauthorized(
+                    "You are not an authenticated user".into(),
+                ))
+            };
+        }
+        name if name.starts_with('_') => return require_admin(user),
+        _ => {}
+    }
+    if whole_db && (*method == Method::PUT || *method == Method::DELETE) {
+        return require_admin(user);
+    }
+    match second.as_deref() {
+        Some("_purge" | "_purged_infos_limit" | "_sync_shards") => require_admin(user),
+        Some("_compact" | "_view_cleanup") => {
+            check_member(state, &db, user).await?;
+            match security_of(state, &db).await? {
+                Some(sec) if !sec.is_admin(user) => Err(ApiError::Unauthorized(
+                    "You are not a server or db admin.".into(),
+                )),
+                _ => Ok(()),
+            }
+        }
+        _ => check_member(state, &db, user).await,
+    }
+}
+
+async fn check_member(state: &AppState, db: &str, user: &UserCtx) -> Result<(), ApiError> {
+    match security_of(state, db).await? {
+        Some(sec) if !sec.is_member(user) => Err(not_member(user)),
+        _ => Ok(()),
+    }
+}
+
+/// Who writes documents into one database, and what they may write.
+#[derive(Debug, Clone)]
+pub(crate) struct Writer {
+    user: UserCtx,
+    security: SecurityObject,
+    users_db: bool,
+    iterations: u32,
+}
+
+impl Writer {
+    pub(crate) async fn of(
+        state: &AppState,
+        database: &Database,
+        user: UserCtx,
+    ) -> Result<Writer, ApiError> {
+        Ok(Writer {
+            security: SecurityObject::from_json(&*database.security().await?),
+            users_db: database.name() == USERS_DB,
+            iterations: state.auth.config.iterations,
+            user,
+        })
+    }
+
+    /// Nothing to check: a server admin outside `_users` (the hot path).
+    pub(crate) fn unrestricted(&self) -> bool {
+        self.user.is_server_admin() && !self.users_db
+    }
+
+    /// The checks that need no stored state: design documents are for
+    /// database admins.
+    fn check_design(&self, doc: &DocInput) -> Result<(), DocFailure> {
+        let design = doc
+            .id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("_design/"));
+        if design && !self.security.is_admin(&self.user) {
+            return Err(DocFailure {
+                error: match self.user.denial() {
+                    auth::Denial::Unauthorized => ErrorKind::Unauthorized,
+                    auth::Denial::Forbidden => ErrorKind::Forbidden,
+                },
+                reason: NOT_DB_ADMIN.into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks (and, in `_users`, prepares) one document before it is
+    /// written. `Err(ApiError)` refuses the whole request, as CouchDB does
+    /// when a user writes another user's document; `Ok(Err(failure))`
+    /// refuses this document only.
+    pub(crate) async fn check(
+        &self,
+        database: &Database,
+        doc: &mut DocInput,
+    ) -> Result<Result<(), DocFailure>, ApiError> {
+        if self.unrestricted() {
+            return Ok(Ok(()));
+        }
+        if let Err(failure) = self.check_design(doc) {
+            return Ok(Err(failure));
+        }
+        if !self.users_db {
+            return Ok(Ok(()));
+        }
+        let id = doc.id.clone().unwrap_or_default();
+        if id.starts_with("_local/") || id.starts_with("_design/") {
+            return Ok(Ok(()));
+        }
+        match auth::users::check_writer(&id, &self.user, &self.security) {
+            Err(UsersError::NotFound) => return Err(ApiError::not_found("missing")),
+            Err(UsersError::Forbidden(reason)) => return Err(ApiError::Forbidden(reason)),
+            Ok(()) => {}
+        }
+        let old = match database.get(&id, store::GetOptions::default()).await {
+            Ok(found) => match found.to_value()? {
+                Value::Object(body) => Some(body),
+                _ => None,
+            },
+            Err(store::StoreError::DocNotFound(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let mut body = doc.body.clone();
+        if doc.deleted {
+            body.insert("_deleted".into(), Value::Bool(true));
+        }
+        let checked = auth::users::validate(&id, &body, old.as_ref(), &self.user, &self.security)
+            .and_then(|()| auth::users::hash_password(&mut doc.body, self.iterations));
+        Ok(match checked {
+            Ok(()) => Ok(()),
+            Err(UsersError::Forbidden(reason)) => Err(DocFailure {
+                error: ErrorKind::Forbidden,
+                reason,
+            }),
+            // Not a refusal `validate` or `hash_password` makes.
+            Err(UsersError::NotFound) => Err(DocFailure {
+                error: ErrorKind::Forbidden,
+                reason: "missing".into(),
+            }),
+        })
+    }
+
+    /// [`Writer::check`] for a single-document write: a refusal is the answer.
+    pub(crate) async fn check_one(
+        &self,
+        database: &Database,
+        doc: &mut DocInput,
+    ) -> Result<(), ApiError> {
+        self.check(database, doc)
+            .await?
+            .map_err(|failure| match failure.error {
+                ErrorKind::Unauthorized => ApiError::Unauthorized(failure.reason),
+                _ => ApiError::Forbidden(failure.reason),
+            })
+    }
+
+    /// The design-document check for a document of a streamed bulk write
+    /// (documents outside `_users` need nothing else).
+    pub(crate) fn check_streamed(&self, doc: &DocInput) -> Result<(), DocFailure> {
+        if self.unrestricted() {
+            return Ok(());
+        }
+        self.check_design(doc)
+    }
+
+    /// Whether bulk writes must go through [`Writer::check`] one by one.
+    pub(crate) fn needs_stored_state(&self) -> bool {
+        self.users_db
+    }
+
+    /// Whether reads must go through [`Writer::filter_read`]: a caller
+    /// who is not an admin of `_users`.
+    pub(crate) fn reads_filtered(&self) -> bool {
+        self.users_db && !self.security.is_admin(&self.user)
+    }
+
+    /// What a reader of `_users` may see of a document.
+    pub(crate) fn filter_read(
+        &self,
+        id: &str,
+        body: serde_json::Map<String, Value>,
+        public_fields: &[String],
+    ) -> Result<serde_json::Map<String, Value>, ApiError> {
+        auth::users::readable(id, body, &self.user, &self.security, public_fields).map_err(|e| {
+            match e {
+                UsersError::NotFound => ApiError::not_found("missing"),
+                UsersError::Forbidden(reason) => ApiError::Forbidden(reason),
+            }
+        })
+    }
+}
+
+/// Puts refused documents back among the written ones, in request order.
+pub(crate) fn splice(
+    written: Vec<DocWriteResult>,
+    refused: Vec<(usize, DocWriteResult)>,
+) -> Vec<DocWriteResult> {
+    if refused.is_empty() {
+        return written;
+    }
+    let mut out = Vec::with_capacity(written.len() + refused.len());
+    let mut written = written.into_iter();
+    let mut refused = refused.into_iter().peekable();
+    loop {
+        if refused.peek().is_some_and(|(at, _)| *at == out.len()) {
+            if let Some((_, row)) = refused.next() {
+                out.push(row);
+            }
+            continue;
+        }
+        match written.next() {
+            Some(row) => out.push(row),
+            None => {
+                out.extend(refused.map(|(_, row)| row));
+                return out;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str) -> DocWriteResult {
+        DocWriteResult {
+            id: id.into(),
+            result: Ok("1-a".into()),
+        }
+    }
+
+    #[test]
+    fn refusals_return_to_their_places() {
+        let out = splice(
+            vec![row("b"), row("d")],
+            vec![(0, row("a")), (2, row("c")), (4, row("e"))],
+        );
+        let ids: Vec<_> = out.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c", "d", "e"]);
+    }
+}

@@ -1,0 +1,454 @@
+//! Authentication: who each request is. CouchDB 3's handlers, in its order:
+//! an `AuthSession` cookie, then HTTP basic auth; without either the
+//! request is anonymous (or a server admin, in an admin party the operator
+//! opted into). Server admins come from the configuration, users from the
+//! `_users` database. Checked passwords are remembered (as a keyed digest,
+//! never in clear) so basic auth on every request does not cost a PBKDF2
+//! run each time, until the user's document changes.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use auth::cookie::{self, COOKIE_NAME};
+use auth::{Credentials, UserCtx};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use base64::Engine;
+use sha2::Digest;
+use subtle::ConstantTimeEq;
+
+use crate::AppState;
+use crate::error::ApiError;
+
+/// The users database's name, as CouchDB's `authentication_db`.
+pub const USERS_DB: &str = "_users";
+
+/// How the server authenticates, from its configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthConfig {
+    /// Server admins by name (CouchDB's `[admins]`), hashed.
+    pub admins: Vec<(String, Credentials)>,
+    /// Everyone is a server admin: only when the operator opted in.
+    pub admin_party: bool,
+    /// Refuse anonymous requests (CouchDB's `require_valid_user`).
+    pub require_valid_user: bool,
+    /// Keys session cookies; the same on every node that shares sessions.
+    pub secret: String,
+    /// Seconds a session cookie lasts (CouchDB's `timeout`, 600).
+    pub timeout: u64,
+    /// Cookies carry `Max-Age`/`Expires` so they outlive the browser session.
+    pub allow_persistent_cookies: bool,
+    /// PBKDF2 rounds for new passwords (CouchDB 3.5: 600,000).
+    pub iterations: u32,
+    /// Bounds on the rounds a stored hash may ask for.
+    pub min_iterations: u32,
+    pub max_iterations: u32,
+    /// `_all_dbs` and `_dbs_info` are for server admins (CouchDB 3's default).
+    pub admin_only_all_dbs: bool,
+    /// Whether `_users`' `_security` may be changed (CouchDB: false).
+    pub users_db_security_editable: bool,
+    /// Fields of other users' documents any user may read (with `users_db_public`).
+    pub public_fields: Vec<String>,
+    pub users_db_public: bool,
+}
+
+impl Default for AuthConfig {
+    /// An admin party: what an embedded API with no admins configured
+    /// means. The `recliner` server never starts like this unless asked.
+    fn default() -> AuthConfig {
+        AuthConfig {
+            admins: Vec::new(),
+            admin_party: true,
+            require_valid_user: false,
+            secret: uuid::Uuid::new_v4().simple().to_string(),
+            timeout: 600,
+            allow_persistent_cookies: true,
+            iterations: auth::DEFAULT_ITERATIONS,
+            min_iterations: 1,
+            max_iterations: 1_000_000_000,
+            admin_only_all_dbs: true,
+            users_db_security_editable: false,
+            public_fields: Vec::new(),
+            users_db_public: false,
+        }
+    }
+}
+
+/// A user's stored credentials as last read.
+#[derive(Debug, Clone)]
+struct CachedUser {
+    /// `_users`' update sequence when read: any later write there rereads.
+    users_seq: u64,
+    found: Option<(Credentials, Vec<String>)>,
+}
+
+/// The authenticator shared by all requests.
+#[derive(Debug)]
+pub(crate) struct Authenticator {
+    pub(crate) config: AuthConfig,
+    users: Mutex<HashMap<String, CachedUser>>,
+    /// name → (salt, digest of the password last verified with that salt).
+    verified: Mutex<HashMap<String, (String, [u8; 32])>>,
+    /// Keys the digests above, so they are useless outside this process.
+    pepper: [u8; 32],
+}
+
+/// Entries kept in each cache; past it the cache starts over.
+const CACHE_LIMIT: usize = 10_000;
+
+impl Authenticator {
+    pub(crate) fn new(config: AuthConfig) -> Authenticator {
+        let mut pepper = [0u8; 32];
+        pepper[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        pepper[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+        Authenticator {
+            config,
+            users: Mutex::new(HashMap::new()),
+            verified: Mutex::new(HashMap::new()),
+            pepper,
+        }
+    }
+
+    /// A user's credentials and roles: a configured admin, else the
+    /// `_users` document (read at most once per change of `_users`).
+    async fn credentials(
+        &self,
+        store: &store::Store,
+        name: &str,
+    ) -> Result<Option<(Credentials, Vec<String>)>, ApiError> {
+        if let Some((_, creds)) = self.config.admins.iter().find(|(n, _)| n == name) {
+            return Ok(Some((
+                creds.clone(),
+                vec![auth::security::ADMIN_ROLE.into()],
+            )));
+        }
+        let users = match store.db(USERS_DB).await {
+            Ok(db) => db,
+            Err(store::StoreError::DbNotFound(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let seq = users.update_seq();
+        if let Some(hit) = self.users.lock().ok().and_then(|c| c.get(name).cloned())
+            && hit.users_seq == seq
+        {
+            return Ok(hit.found);
+        }
+        let id = format!("{}{name}", auth::users::USER_PREFIX);
+        let found = match users.get(&id, store::GetOptions::default()).await {
+            Ok(doc) => match doc.to_value()? {
+                serde_json::Value::Object(body) => auth::users::credentials(&body),
+                _ => None,
+            },
+            Err(store::StoreError::DocNotFound(_)) => None,
+            Err(e) => return Err(e.into()),
+        };
+        if let Ok(mut cache) = self.users.lock() {
+            if cache.len() >= CACHE_LIMIT {
+                cache.clear();
+            }
+            cache.insert(
+                name.to_string(),
+                CachedUser {
+                    users_seq: seq,
+                    found: found.clone(),
+                },
+            );
+        }
+        Ok(found)
+    }
+
+    fn digest(&self, password: &str) -> [u8; 32] {
+        let mut hasher = sha2::Sha256::new();
+        hasher.update(self.pepper);
+        hasher.update(password.as_bytes());
+        hasher.finalize().into()
+    }
+
+    /// Checks a password: from the cache when this password was verified
+    /// for this salt before, else by PBKDF2 off the async threads.
+    async fn verify(
+        &self,
+        name: &str,
+        password: &str,
+        creds: &Credentials,
+    ) -> Result<bool, ApiError> {
+        creds
+            .check(self.config.min_iterations, self.config.max_iterations)
+            .map_err(|e| {
+                ApiError::Forbidden(match e {
+                    auth::password::HashError::InvalidPrf => "PRF is invalid".into(),
+                    auth::password::HashError::IterationsOutOfRange => {
+                        "Iteration count is out of range for this server".into()
+                    }
+                })
+            })?;
+        let digest = self.digest(password);
+        let cached = self.verified.lock().ok().and_then(|c| c.get(name).cloned());
+        if let Some((salt, known)) = cached
+            && salt == creds.salt()
+            && bool::from(known.ct_eq(&digest))
+        {
+            return Ok(true);
+        }
+        let (creds_owned, password_owned) = (creds.clone(), password.to_string());
+        let ok = tokio::task::spawn_blocking(move || creds_owned.verify(&password_owned))
+            .await
+            .map_err(|e| ApiError::Internal(format!("password check failed: {e}")))?;
+        if ok && let Ok(mut cache) = self.verified.lock() {
+            if cache.len() >= CACHE_LIMIT {
+                cache.clear();
+            }
+            cache.insert(name.to_string(), (creds.salt().to_string(), digest));
+        }
+        Ok(ok)
+    }
+
+    /// Name and password checked, as `POST /_session` and basic auth do.
+    /// `Ok(None)`: wrong name or password (the caller answers 401).
+    pub(crate) async fn login(
+        &self,
+        store: &store::Store,
+        name: &str,
+        password: &str,
+    ) -> Result<Option<(Vec<String>, String)>, ApiError> {
+        let Some((creds, roles)) = self.credentials(store, name).await? else {
+            return Ok(None);
+        };
+        if self.verify(name, password, &creds).await? {
+            Ok(Some((roles, creds.salt().to_string())))
+        } else {
+            tracing::warn!(target: "recliner::auth", user = %name, "authentication failed");
+            Ok(None)
+        }
+    }
+
+    /// Who a request is, and whether its session cookie should be renewed.
+    async fn identify(
+        &self,
+        store: &store::Store,
+        headers: &HeaderMap,
+    ) -> Result<(UserCtx, Option<String>), ApiError> {
+        if let Some(value) = session_cookie(headers) {
+            let claim = cookie::parse(value).map_err(|_| {
+                ApiError::bad_request("Malformed AuthSession cookie. Please clear your cookies.")
+            })?;
+            if let Some((creds, roles)) = self.credentials(store, &claim.name).await?
+                && let Some(left) = claim.time_left(now(), self.config.timeout)
+                && claim.is_signed_by(&self.config.secret, creds.salt())
+            {
+                // Renewed once less than 90% of the session is left, as CouchDB.
+                let renew = (left * 10 < self.config.timeout * 9).then(|| creds.salt().to_string());
+                let user = UserCtx {
+                    name: Some(claim.name),
+                    roles,
+                    handler: Some("cookie"),
+                };
+                return Ok((user, renew));
+            }
+        }
+        if let Some((name, password)) = basic_credentials(headers)? {
+            return match self.login(store, &name, &password).await? {
+                Some((roles, _)) => Ok((
+                    UserCtx {
+                        name: Some(name),
+                        roles,
+                        handler: Some("default"),
+                    },
+                    None,
+                )),
+                None => Err(ApiError::Unauthorized(
+                    "Name or password is incorrect.".into(),
+                )),
+            };
+        }
+        if self.config.admin_party {
+            return Ok((UserCtx::party_admin(), None));
+        }
+        Ok((UserCtx::anonymous(), None))
+    }
+
+    /// `Set-Cookie` for a new session of `name`.
+    pub(crate) fn session_cookie(&self, name: &str, salt: &str, secure: bool) -> String {
+        let value = cookie::sign(&self.config.secret, salt, name, now());
+        self.cookie_header(&value, secure)
+    }
+
+    /// `Set-Cookie` that ends the session (an empty value, as CouchDB).
+    pub(crate) fn cleared_cookie(&self, secure: bool) -> String {
+        self.cookie_header("", secure)
+    }
+
+    fn cookie_header(&self, value: &str, secure: bool) -> String {
+        let mut header = format!("{COOKIE_NAME}={value}; Version=1; Path=/; HttpOnly");
+        if self.config.allow_persistent_cookies {
+            let expires =
+                std::time::SystemTime::now() + std::time::Duration::from_secs(self.config.timeout);
+            header.push_str(&format!(
+                "; Expires={}; Max-Age={}",
+                httpdate(expires),
+                self.config.timeout
+            ));
+        }
+        if secure {
+            header.push_str("; Secure");
+        }
+        header
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// An HTTP date as cookies want it (`Mon, 23-Nov-2026 20:44:31 GMT`).
+fn httpdate(at: std::time::SystemTime) -> String {
+    let secs = at
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let days = secs / 86_400;
+    let (h, m, s) = (secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    format!(
+        "{}, {:02}-{}-{} {:02}:{:02}:{:02} GMT",
+        WEEKDAYS[(days % 7) as usize],
+        day,
+        MONTHS[(month - 1) as usize],
+        year,
+        h,
+        m,
+        s
+    )
+}
+
+/// The `AuthSession` cookie's value, if the request carries a non-empty one.
+fn session_cookie(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE_NAME)
+        .map(|(_, v)| v.trim().trim_matches('"'))
+        .filter(|v| !v.is_empty())
+}
+
+/// `Authorization: Basic` name and password; `_:_` means "log me out".
+fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, ApiError> {
+    let Some(value) = headers.get(header::AUTHORIZATION) else {
+        return Ok(None);
+    };
+    let Some(encoded) = value.to_str().ok().and_then(|v| {
+        v.strip_prefix("Basic ")
+            .or_else(|| v.strip_prefix("basic "))
+    }) else {
+        return Ok(None);
+    };
+    let invalid = || ApiError::bad_request("Authorization header has invalid base64 value");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .map_err(|_| invalid())?;
+    let text = String::from_utf8(decoded).map_err(|_| invalid())?;
+    match text.split_once(':') {
+        Some(("_", "_")) | None => Ok(None),
+        Some((name, password)) => Ok(Some((name.to_string(), password.to_string()))),
+    }
+}
+
+/// The user a handler serves (set by [`authenticate`]).
+pub(crate) fn user_of<B>(request: &axum::http::Request<B>) -> UserCtx {
+    request
+        .extensions()
+        .get::<UserCtx>()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The middleware: identifies the caller, checks the request is theirs to
+/// make (see `access`), and renews an aging session cookie on the way out.
+pub(crate) async fn authenticate(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let (user, renew) = match state.auth.identify(&state.store, request.headers()).await {
+        Ok(found) => found,
+        Err(e) => return e.into_response(),
+    };
+    let (method, path) = (request.method().clone(), request.uri().path().to_string());
+    if let Err(e) = crate::access::authorize(&state, &method, &path, &user).await {
+        return e.into_response();
+    }
+    let name = user.name.clone();
+    request.extensions_mut().insert(user);
+    let mut response = next.run(request).await;
+    if let (Some(salt), Some(name)) = (renew, name)
+        && !response.headers().contains_key(header::SET_COOKIE)
+        && let Ok(value) = HeaderValue::from_str(&state.auth.session_cookie(&name, &salt, false))
+    {
+        response.headers_mut().insert(header::SET_COOKIE, value);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookie_dates_are_http_dates() {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_466_671);
+        assert_eq!(httpdate(at), "Mon, 23-Nov-2026 20:44:31 GMT");
+    }
+
+    #[test]
+    fn basic_credentials_are_read_and_bad_base64_is_a_400() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic Ym9iOnB3OjE="),
+        );
+        assert_eq!(
+            basic_credentials(&headers).unwrap(),
+            Some(("bob".into(), "pw:1".into()))
+        );
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic Xzpf"),
+        );
+        assert_eq!(basic_credentials(&headers).unwrap(), None, "_:_ logs out");
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic %%%"));
+        assert!(basic_credentials(&headers).is_err());
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::COOKIE,
+            HeaderValue::from_static("a=b; AuthSession=xyz; c=d"),
+        );
+        assert_eq!(session_cookie(&headers), Some("xyz"));
+        headers.insert(header::COOKIE, HeaderValue::from_static("AuthSession="));
+        assert_eq!(session_cookie(&headers), None);
+    }
+}
