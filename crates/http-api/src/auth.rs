@@ -287,7 +287,7 @@ impl Authenticator {
                 std::time::SystemTime::now() + std::time::Duration::from_secs(self.config.timeout);
             header.push_str(&format!(
                 "; Expires={}; Max-Age={}",
-                httpdate(expires),
+                wire::time::cookie_date(expires),
                 self.config.timeout
             ));
         }
@@ -303,40 +303,6 @@ fn now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0)
-}
-
-/// An HTTP date as cookies want it (`Mon, 23-Nov-2026 20:44:31 GMT`).
-fn httpdate(at: std::time::SystemTime) -> String {
-    let secs = at
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let days = secs / 86_400;
-    let (h, m, s) = (secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
-    // Civil date from days since the epoch (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    format!(
-        "{}, {:02}-{}-{} {:02}:{:02}:{:02} GMT",
-        WEEKDAYS[(days % 7) as usize],
-        day,
-        MONTHS[(month - 1) as usize],
-        year,
-        h,
-        m,
-        s
-    )
 }
 
 /// The `AuthSession` cookie's value, if the request carries a non-empty one.
@@ -413,12 +379,6 @@ pub(crate) async fn authenticate(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cookie_dates_are_http_dates() {
-        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_795_466_671);
-        assert_eq!(httpdate(at), "Mon, 23-Nov-2026 20:44:31 GMT");
-    }
 
     #[test]
     fn basic_credentials_are_read_and_bad_base64_is_a_400() {

@@ -2,7 +2,7 @@
 //! checkpoints, then read changes, ask the target what it lacks, fetch and
 //! write those revisions, and checkpoint, until the source has no more.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 use store::Store;
@@ -93,54 +93,10 @@ impl Progress {
     }
 }
 
-/// CouchDB's date format in checkpoint histories: `Sun, 22 Nov 2026 03:58:10 GMT`.
-fn http_date(t: SystemTime) -> String {
-    let (year, month, day, h, m, sec, weekday) = civil(t);
-    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    format!(
-        "{}, {day:02} {} {year} {h:02}:{m:02}:{sec:02} GMT",
-        WEEKDAYS[weekday],
-        MONTHS[(month - 1) as usize]
-    )
-}
-
+use wire::time::http_date;
 /// A time as RFC 3339 in UTC (`2026-11-22T03:13:34Z`), as CouchDB writes
 /// `_replication_state_time`.
-pub fn rfc3339(t: SystemTime) -> String {
-    let (year, month, day, h, m, sec, _) = civil(t);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{sec:02}Z")
-}
-
-/// UTC calendar fields of a time: year, month, day, hour, minute, second,
-/// and the weekday counted from Thursday (1970-01-01) (Howard Hinnant's algorithm).
-fn civil(t: SystemTime) -> (i64, i64, i64, u64, u64, u64, usize) {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let days = (secs / 86_400) as i64;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (
-        year,
-        month,
-        day,
-        (secs % 86_400) / 3600,
-        (secs % 3600) / 60,
-        secs % 60,
-        days.rem_euclid(7) as usize,
-    )
-}
+pub use wire::time::rfc3339;
 
 /// Runs a one-shot replication to the end and returns CouchDB's answer to
 /// `POST /_replicate`: `ok`, `session_id`, `source_last_seq`,
@@ -650,14 +606,6 @@ mod tests {
             Err(ReplicationError::PeerChanged(_))
         ));
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn dates_are_written_as_couchdb_writes_them() {
-        let t = UNIX_EPOCH + Duration::from_secs(1_795_317_214);
-        assert_eq!(http_date(t), "Sun, 22 Nov 2026 03:13:34 GMT");
-        assert_eq!(http_date(UNIX_EPOCH), "Thu, 01 Jan 1970 00:00:00 GMT");
-        assert_eq!(rfc3339(t), "2026-11-22T03:13:34Z");
     }
 
     /// Writes that finish in `order` (a permutation of the batches), at

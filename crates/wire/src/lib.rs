@@ -16,9 +16,11 @@
 //! - [`scan`]: a streaming JSON reader for bodies too large to hold whole,
 //!   which takes large inline attachment data out of a document as it
 //!   passes.
+//! - [`time`]: the date formats CouchDB writes.
 
 pub mod doc;
 pub mod json;
 pub mod multipart;
 pub mod rows;
 pub mod scan;
+pub mod time;
