@@ -114,6 +114,24 @@ function pouchdb() {
     .plugin(require('pouchdb-mapreduce'));
 }
 
+/**
+ * `fetch` for URLs that may carry `user:password@`: fetch refuses those, so
+ * the credentials move into a basic `Authorization` header, as PouchDB and
+ * nano send them.
+ */
+async function fetchAs(url, init = {}) {
+  const parsed = new URL(url);
+  const headers = { ...(init.headers || {}) };
+  if (parsed.username) {
+    const user = decodeURIComponent(parsed.username);
+    const password = decodeURIComponent(parsed.password);
+    headers.authorization = `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+    parsed.username = '';
+    parsed.password = '';
+  }
+  return fetch(parsed.toString(), { ...init, headers });
+}
+
 /** A plain HTTP request to the server, answering {status, headers, json|text}. */
 async function http(method, url, { body, headers = {} } = {}) {
   const init = { method, headers: { accept: 'application/json', ...headers } };
@@ -121,7 +139,7 @@ async function http(method, url, { body, headers = {} } = {}) {
     init.headers['content-type'] = init.headers['content-type'] || 'application/json';
     init.body = typeof body === 'string' || Buffer.isBuffer(body) ? body : JSON.stringify(body);
   }
-  const res = await fetch(url, init);
+  const res = await fetchAs(url, init);
   const text = await res.text();
   let json;
   try {
@@ -145,4 +163,5 @@ module.exports = {
   md5Digest,
   pouchdb,
   http,
+  fetchAs,
 };

@@ -6,7 +6,7 @@
 //
 //   RECLINER_URL=http://127.0.0.1:5984 node pouchdb_live_sync.js
 
-const { assert, serverUrl, uniqueName, runSteps, waitFor, sleep, md5Digest, pouchdb, http } = require('./lib');
+const { assert, serverUrl, uniqueName, runSteps, waitFor, sleep, md5Digest, pouchdb, http, fetchAs } = require('./lib');
 
 const PouchDB = pouchdb();
 const base = serverUrl();
@@ -135,7 +135,7 @@ runSteps('pouchdb_live_sync', [
     const doc = await local.get('from-local');
     const put = await local.putAttachment('from-local', 'bytes.bin', doc._rev, bytes, 'application/octet-stream');
     await waitForRev('recliner', remote, 'from-local', put.rev);
-    const res = await fetch(`${remoteUrl}/from-local/bytes.bin`);
+    const res = await fetchAs(`${remoteUrl}/from-local/bytes.bin`);
     assert.equal(res.status, 200);
     assert.ok(Buffer.from(await res.arrayBuffer()).equals(bytes), 'attachment bytes on recliner');
     await waitForRev('other', other, 'from-local', put.rev);

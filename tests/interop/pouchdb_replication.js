@@ -7,7 +7,7 @@
 //   RECLINER_URL=http://127.0.0.1:5984 node pouchdb_replication.js
 
 const crypto = require('node:crypto');
-const { assert, serverUrl, uniqueName, runSteps, md5Digest, pouchdb, http } = require('./lib');
+const { assert, serverUrl, uniqueName, runSteps, md5Digest, pouchdb, http, fetchAs } = require('./lib');
 
 const PouchDB = pouchdb();
 const base = serverUrl();
@@ -278,12 +278,12 @@ runSteps('pouchdb_replication', [
     assert.equal(escaped.status, 200, escaped.text);
     assert.equal(escaped.json._id, 'a/b c+d?e');
 
-    const big = await fetch(`${remoteUrl}/att-big/blob.bin`);
+    const big = await fetchAs(`${remoteUrl}/att-big/blob.bin`);
     assert.equal(big.status, 200);
     assert.equal(big.headers.get('content-type'), 'application/octet-stream');
     const bytes = Buffer.from(await big.arrayBuffer());
     assert.ok(bytes.equals(bigBinary), `GET /att-big/blob.bin: ${bytes.length} bytes, not what was pushed`);
-    const note = await fetch(`${remoteUrl}/att-text/dir/note.txt`);
+    const note = await fetchAs(`${remoteUrl}/att-text/dir/note.txt`);
     assert.equal(note.status, 200);
     assert.ok(Buffer.from(await note.arrayBuffer()).equals(noteText));
   }],
@@ -299,7 +299,7 @@ runSteps('pouchdb_replication', [
     const unicode = await http('GET', `${remoteUrl}/${encodeURIComponent('caf\u00e9-\u65e5\u672c-\ud83d\ude80')}`);
     assert.equal(unicode.status, 200, unicode.text);
     assert.equal(unicode.json.unicode, true);
-    const loser = await fetch(`${remoteUrl}/conflicted-atts/branch.txt?rev=${rev(2, '1')}`);
+    const loser = await fetchAs(`${remoteUrl}/conflicted-atts/branch.txt?rev=${rev(2, '1')}`);
     assert.equal(loser.status, 200);
     assert.equal(await loser.text(), 'branch one\n');
   }],

@@ -27,7 +27,8 @@ pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder().build().expect("an HTTP client")
 }
 
-/// The server admin of tests that log in (given as `RECLINER_ADMIN`).
+/// The server admin every test server gets (through `RECLINER_ADMIN`),
+/// unless the test names its own.
 pub const ADMIN: &str = "admin";
 /// [`ADMIN`]'s password.
 pub const ADMIN_PASSWORD: &str = "test-secret";
@@ -95,9 +96,9 @@ impl Drop for TempDir {
 #[derive(Debug)]
 pub struct TestServer {
     child: Child,
-    /// Base URL without a trailing slash; with the admin's credentials when
-    /// the test named one (`http://admin:test-secret@127.0.0.1:41234`), so
-    /// clients, PouchDB and replication peers given it log in as that admin.
+    /// Base URL without a trailing slash, with the admin's credentials
+    /// (`http://admin:test-secret@127.0.0.1:41234`): clients, PouchDB and
+    /// replication peers given it log in as that admin.
     pub url: String,
     /// The same without credentials, for anonymous requests.
     pub plain_url: String,
@@ -151,10 +152,9 @@ impl TestServer {
         env: &[(&str, &str)],
         test_admin: bool,
     ) -> TestServer {
-        // A test that names an admin (`RECLINER_ADMIN`) gets a server that
-        // requires logins, with the admin's credentials in `url`. Others
-        // run as an explicit admin party, as before authentication existed,
-        // until each suite is moved to logging in.
+        // Every test server requires logins, as `recliner` does by default:
+        // its admin is the test admin, or the one the test names in
+        // `RECLINER_ADMIN`, and `url` carries the admin's credentials.
         let given = env
             .iter()
             .find(|(k, _)| *k == "RECLINER_ADMIN")
@@ -164,14 +164,18 @@ impl TestServer {
             || extra_args
                 .iter()
                 .any(|a| a.starts_with("--admin") || *a == "--insecure-admin-party");
-        let credentials = given;
+        let credentials = match given {
+            Some(given) => Some(given),
+            None if own_admin => None,
+            None => Some(format!("{ADMIN}:{ADMIN_PASSWORD}")),
+        };
         let mut command = Command::new(recliner_bin());
         // The outer environment's settings are not the test's.
         command
             .env_remove("RECLINER_ADMIN")
             .env_remove("RECLINER_INSECURE_ADMIN_PARTY");
         if !own_admin {
-            command.env("RECLINER_INSECURE_ADMIN_PARTY", "true");
+            command.env("RECLINER_ADMIN", format!("{ADMIN}:{ADMIN_PASSWORD}"));
         }
         let mut child = command
             .args([

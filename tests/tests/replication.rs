@@ -384,7 +384,12 @@ async fn replication_through_a_faulty_network_still_ends_identical() {
     let addr: std::net::SocketAddr = a.plain_url.trim_start_matches("http://").parse().unwrap();
     // One connection in four is reset or cut mid-answer; all are delayed.
     let proxy = recliner_tests::FaultProxy::start(addr, 4).await;
-    let spec = json!({"source": format!("{}/src", proxy.url), "target": "dst", "create_target": true,
+    let through_proxy = proxy.url.replacen(
+        "http://",
+        &format!("http://{}:{}@", recliner_tests::ADMIN, recliner_tests::ADMIN_PASSWORD),
+        1,
+    );
+    let spec = json!({"source": format!("{through_proxy}/src"), "target": "dst", "create_target": true,
                       "worker_batch_size": 20, "retries_per_request": 10, "use_bulk_get": false});
     let mut done = false;
     for _ in 0..5 {

@@ -243,7 +243,7 @@ impl ContinuousPull {
         let (cs, ct) = (Client::new(&source), Client::new(&target));
         created(&cs.put("/live", json!({})).await, "create live");
         created(&cs.put("/live/before", json!({"v": 0})).await, "before");
-        let spec = json!({"source": format!("http://127.0.0.1:{port}/live"), "target": "mirror",
+        let spec = json!({"source": source.url("/live"), "target": "mirror",
                           "create_target": true, "continuous": true});
         let started = ct.post("/_replicate", spec).await;
         assert_eq!(started.status, 202, "{}", started.text);
