@@ -386,7 +386,11 @@ async fn replication_through_a_faulty_network_still_ends_identical() {
     let proxy = recliner_tests::FaultProxy::start(addr, 4).await;
     let through_proxy = proxy.url.replacen(
         "http://",
-        &format!("http://{}:{}@", recliner_tests::ADMIN, recliner_tests::ADMIN_PASSWORD),
+        &format!(
+            "http://{}:{}@",
+            recliner_tests::ADMIN,
+            recliner_tests::ADMIN_PASSWORD
+        ),
         1,
     );
     let spec = json!({"source": format!("{through_proxy}/src"), "target": "dst", "create_target": true,

@@ -352,3 +352,150 @@ async fn in_an_open_users_database_each_user_sees_and_edits_only_their_own_docum
         .json();
     assert_eq!(renewed["userCtx"]["name"], "bob");
 }
+
+#[tokio::test]
+async fn replication_documents_belong_to_their_writer_and_hide_their_credentials() {
+    let data = TempDir::new("replicator-owner");
+    let server = TestServer::start_with_env(data.path(), &[], &[TEST_ADMIN]);
+    let admin = Client::new(&server);
+    create_user(&admin, "bob", "bobpw", &[]).await;
+    create_user(&admin, "eve", "evepw", &[]).await;
+    for db in ["bobs", "copy", "private"] {
+        assert_eq!(admin.put(&format!("/{db}"), json!(null)).await.status, 201);
+    }
+    let members = json!({"members": {"names": ["bob", "eve"]}});
+    for db in ["_replicator", "bobs", "copy"] {
+        let set = admin
+            .put(&format!("/{db}/_security"), members.clone())
+            .await;
+        assert_eq!(set.status, 200, "{}", set.text);
+    }
+    let bob = as_user(&server, "bob", "bobpw");
+    let eve = as_user(&server, "eve", "evepw");
+    let secret_source = format!(
+        "{}/bobs",
+        server.plain_url.replacen("http://", "http://bob:bobpw@", 1)
+    );
+    let written = bob
+        .put(
+            "/_replicator/mine",
+            json!({"source": secret_source, "target": "copy", "owner": "eve"}),
+        )
+        .await;
+    assert_eq!(
+        written.status, 403,
+        "an owner cannot be forged: {}",
+        written.text
+    );
+    let written = bob
+        .put(
+            "/_replicator/mine",
+            json!({"source": secret_source, "target": "copy"}),
+        )
+        .await;
+    assert_eq!(written.status, 201, "{}", written.text);
+    let own = bob.get("/_replicator/mine").await.json();
+    assert_eq!(own["owner"], "bob");
+    assert_eq!(
+        own["source"],
+        secret_source.as_str(),
+        "the owner sees it all"
+    );
+
+    let seen = eve.get("/_replicator/mine").await.json();
+    assert_eq!(seen["owner"], "bob");
+    assert!(!seen.to_string().contains("bobpw"), "{seen}");
+    assert_eq!(seen["source"], format!("{}/bobs", server.plain_url));
+    let mut taken = own.clone();
+    taken["owner"] = json!("eve");
+    let refused = eve.put("/_replicator/mine", taken).await;
+    assert_eq!(refused.status, 403);
+    assert_eq!(
+        refused.json()["reason"],
+        "Can't update replication documents from other users."
+    );
+    for listing in ["/_replicator/_all_docs", "/_replicator/_changes"] {
+        assert_eq!(eve.get(listing).await.status, 401, "{listing}");
+    }
+    let bulk_get = eve
+        .post("/_replicator/_bulk_get", json!({"docs": [{"id": "mine"}]}))
+        .await;
+    assert_eq!(bulk_get.status, 401);
+
+    // A user replicates only databases they may use.
+    let out_of_reach = bob
+        .put(
+            "/_replicator/theirs",
+            json!({"source": "private", "target": "copy"}),
+        )
+        .await;
+    assert_eq!(out_of_reach.status, 403, "{}", out_of_reach.text);
+    let replicate = bob
+        .post(
+            "/_replicate",
+            json!({"source": "private", "target": "copy"}),
+        )
+        .await;
+    assert_eq!(replicate.status, 403, "{}", replicate.text);
+    let create = bob
+        .post(
+            "/_replicate",
+            json!({"source": "bobs", "target": "fresh", "create_target": true}),
+        )
+        .await;
+    assert_eq!(
+        create.status, 401,
+        "only admins create databases: {}",
+        create.text
+    );
+    let anonymous = Client::anonymous(&server)
+        .post("/_replicate", json!({"source": "bobs", "target": "copy"}))
+        .await;
+    assert_eq!(anonymous.status, 401);
+    assert_eq!(
+        anonymous.json()["reason"],
+        "You are not an authenticated user"
+    );
+    bob.put("/bobs/doc", json!({"v": 1})).await;
+    let allowed = bob
+        .post("/_replicate", json!({"source": "bobs", "target": "copy"}))
+        .await;
+    assert_eq!(allowed.status, 200, "{}", allowed.text);
+    assert_eq!(bob.get("/copy/doc").await.json()["v"], 1);
+}
+
+#[tokio::test]
+async fn the_replicator_logs_in_to_a_peer_that_requires_it_with_a_session_cookie() {
+    let (da, db) = (TempDir::new("login-a"), TempDir::new("login-b"));
+    let a = TestServer::start_with_env(da.path(), &[], &[TEST_ADMIN]);
+    let b = TestServer::start_with_env(db.path(), &[], &[("RECLINER_ADMIN", "peer:peerpw")]);
+    let (ca, cb) = (Client::new(&a), Client::new(&b));
+    assert_eq!(ca.put("/src", json!(null)).await.status, 201);
+    for i in 0..30 {
+        ca.put(&format!("/src/d{i:02}"), json!({"i": i})).await;
+    }
+    let target = b.url("/dst");
+    let pushed = ca
+        .post(
+            "/_replicate",
+            json!({"source": "src", "target": target, "create_target": true}),
+        )
+        .await;
+    assert_eq!(pushed.status, 200, "{}", pushed.text);
+    recliner_tests::compare_dbs(&ca, "src", &cb, "dst").await;
+    let logs = b.logs();
+    let logins = logs
+        .lines()
+        .filter(|l| l.contains("path=/_session") && l.contains("status=200"))
+        .count();
+    assert!(logins >= 1, "the replicator logged in: {logs}");
+    // With a wrong password the login fails, basic auth says why, and
+    // nothing of the password shows.
+    let wrong = b.url("/dst").replace("peer:peerpw@", "peer:nope@");
+    let refused = ca
+        .post("/_replicate", json!({"source": "src", "target": wrong}))
+        .await;
+    assert_eq!(refused.status, 500, "{}", refused.text);
+    assert!(refused.text.contains("401"), "{}", refused.text);
+    assert!(!refused.text.contains("nope"), "{}", refused.text);
+}

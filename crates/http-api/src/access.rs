@@ -15,6 +15,9 @@ use store::{Database, DocFailure, DocInput, DocWriteResult, ErrorKind};
 
 use crate::AppState;
 use crate::auth::USERS_DB;
+
+/// The replicator database's name.
+pub(crate) const REPLICATOR_DB: &str = "_replicator";
 use crate::error::ApiError;
 
 const NOT_SERVER_ADMIN: &str = "You are not a server admin.";
@@ -95,19 +98,20 @@ pub(crate) async fn authorize(
     match db.as_str() {
         "_all_dbs" | "_dbs_info" if auth.admin_only_all_dbs => return require_admin(user),
         "_all_dbs" | "_dbs_info" => return Ok(()),
-        USERS_DB | "_replicator" => {
+        USERS_DB | REPLICATOR_DB => {
             if (whole_db && (*method == Method::PUT || *method == Method::DELETE))
                 || matches!(second.as_deref(), Some("_all_docs" | "_changes"))
             {
                 return require_admin(user);
             }
             check_member(state, &db, user).await?;
-            // Other endpoints would list or copy every user's document:
-            // only the plain document paths filter what a user may see.
+            // Other endpoints would list or copy every user's document (or
+            // every replication's credentials): only the plain document
+            // paths filter what a user may see.
             let listing = second.as_deref().is_some_and(|s| {
                 s.starts_with('_') && !["_bulk_docs", "_security", "_design", "_local"].contains(&s)
             });
-            if db == USERS_DB && listing {
+            if listing {
                 return match security_of(state, &db).await? {
                     Some(sec) if !sec.is_admin(user) => require_admin(user),
                     _ => Ok(()),
@@ -157,7 +161,9 @@ pub(crate) struct Writer {
     user: UserCtx,
     security: SecurityObject,
     users_db: bool,
-    iterations: u32,
+    /// `_replicator`: documents get an `owner`, and others' credentials are hidden.
+    replicator_db: bool,
+    state: AppState,
 }
 
 impl Writer {
@@ -167,9 +173,10 @@ impl Writer {
         user: UserCtx,
     ) -> Result<Writer, ApiError> {
         let users_db = database.name() == USERS_DB;
+        let replicator_db = database.name() == REPLICATOR_DB;
         // A server admin outside `_users` is never checked: the security
         // object is not even read on that hot path.
-        let security = if user.is_server_admin() && !users_db {
+        let security = if user.is_server_admin() && !users_db && !replicator_db {
             SecurityObject::default()
         } else {
             SecurityObject::from_json(&*database.security().await?)
@@ -177,14 +184,15 @@ impl Writer {
         Ok(Writer {
             security,
             users_db,
-            iterations: state.auth.config.iterations,
+            replicator_db,
+            state: state.clone(),
             user,
         })
     }
 
     /// Nothing to check: a server admin outside `_users` (the hot path).
     pub(crate) fn unrestricted(&self) -> bool {
-        self.user.is_server_admin() && !self.users_db
+        self.user.is_server_admin() && !self.users_db && !self.replicator_db
     }
 
     /// The checks that need no stored state: design documents are for
@@ -221,11 +229,14 @@ impl Writer {
         if let Err(failure) = self.check_design(doc) {
             return Ok(Err(failure));
         }
-        if !self.users_db {
-            return Ok(Ok(()));
-        }
         let id = doc.id.clone().unwrap_or_default();
         if id.starts_with("_local/") || id.starts_with("_design/") {
+            return Ok(Ok(()));
+        }
+        if self.replicator_db {
+            return self.check_replication_doc(database, &id, doc).await;
+        }
+        if !self.users_db {
             return Ok(Ok(()));
         }
         match auth::users::check_writer(&id, &self.user, &self.security) {
@@ -245,8 +256,9 @@ impl Writer {
         if doc.deleted {
             body.insert("_deleted".into(), Value::Bool(true));
         }
+        let iterations = self.state.auth.config.iterations;
         let checked = auth::users::validate(&id, &body, old.as_ref(), &self.user, &self.security)
-            .and_then(|()| auth::users::hash_password(&mut doc.body, self.iterations));
+            .and_then(|()| auth::users::hash_password(&mut doc.body, iterations));
         Ok(match checked {
             Ok(()) => Ok(()),
             Err(UsersError::Forbidden(reason)) => Err(DocFailure {
@@ -259,6 +271,56 @@ impl Writer {
                 reason: "missing".into(),
             }),
         })
+    }
+
+    /// CouchDB's `_replicator` rules: the server sets `owner` to the writer
+    /// (an admin may keep another owner); nobody but an admin edits another
+    /// user's replication; and a user may only replicate databases they
+    /// may use themselves.
+    async fn check_replication_doc(
+        &self,
+        database: &Database,
+        id: &str,
+        doc: &mut DocInput,
+    ) -> Result<Result<(), DocFailure>, ApiError> {
+        let is_admin = self.security.is_admin(&self.user);
+        let name = self.user.name.clone().map_or(Value::Null, Value::String);
+        let refused = || {
+            Ok(Err(DocFailure {
+                error: ErrorKind::Forbidden,
+                reason: "Can't update replication documents from other users.".into(),
+            }))
+        };
+        if !is_admin {
+            // The stored owner counts, not only the one this body claims.
+            if let Ok(stored) = database.get(id, store::GetOptions::default()).await
+                && let Value::Object(old) = stored.to_value()?
+                && old.get("owner").is_some_and(|owner| *owner != name)
+            {
+                return refused();
+            }
+        }
+        match doc.body.get("owner") {
+            None => {
+                doc.body.insert("owner".into(), name);
+            }
+            Some(owner) if *owner == name => {}
+            Some(Value::Null) if is_admin => {
+                doc.body.insert("owner".into(), name);
+            }
+            Some(_) if is_admin => {}
+            Some(_) => return refused(),
+        }
+        if !doc.deleted && !self.user.is_server_admin() {
+            let spec = Value::Object(doc.body.clone());
+            if let Err(e) = check_replication(&self.state, &spec, &self.user).await {
+                return Ok(Err(DocFailure {
+                    error: ErrorKind::Forbidden,
+                    reason: e.error_info().2,
+                }));
+            }
+        }
+        Ok(Ok(()))
     }
 
     /// [`Writer::check`] for a single-document write: a refusal is the answer.
@@ -290,18 +352,25 @@ impl Writer {
     }
 
     /// Whether reads must go through [`Writer::filter_read`]: a caller
-    /// who is not an admin of `_users`.
+    /// who is not an admin of `_users` or `_replicator`.
     pub(crate) fn reads_filtered(&self) -> bool {
-        self.users_db && !self.security.is_admin(&self.user)
+        (self.users_db || self.replicator_db) && !self.security.is_admin(&self.user)
     }
 
-    /// What a reader of `_users` may see of a document.
+    /// What a reader of `_users` or `_replicator` may see of a document.
     pub(crate) fn filter_read(
         &self,
         id: &str,
         body: serde_json::Map<String, Value>,
         public_fields: &[String],
     ) -> Result<serde_json::Map<String, Value>, ApiError> {
+        if self.replicator_db {
+            let name = self.user.name.clone().map_or(Value::Null, Value::String);
+            if id.starts_with("_design/") || body.get("owner") == Some(&name) {
+                return Ok(body);
+            }
+            return Ok(without_credentials(body));
+        }
         auth::users::readable(id, body, &self.user, &self.security, public_fields).map_err(|e| {
             match e {
                 UsersError::NotFound => ApiError::not_found("missing"),
@@ -309,6 +378,67 @@ impl Writer {
             }
         })
     }
+}
+
+/// A replication document as anyone but its owner may see it: no
+/// credentials in `source`/`target` URLs, no `auth` or `headers`.
+fn without_credentials(mut body: serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    for side in ["source", "target"] {
+        match body.get_mut(side) {
+            Some(Value::String(url)) => *url = strip_userinfo(url),
+            Some(Value::Object(peer)) => {
+                peer.remove("auth");
+                peer.remove("headers");
+                if let Some(Value::String(url)) = peer.get_mut("url") {
+                    *url = strip_userinfo(url);
+                }
+            }
+            _ => {}
+        }
+    }
+    body
+}
+
+/// `http://user:pass@host/db` → `http://host/db`.
+fn strip_userinfo(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url.to_string(),
+            }
+        }
+        None => url.to_string(),
+    }
+}
+
+/// A user who is not a server admin may only replicate databases of this
+/// server they may use: a member of a local source and of a local target,
+/// and no target created for them (creating databases is for server admins).
+pub(crate) async fn check_replication(
+    state: &AppState,
+    spec: &Value,
+    user: &UserCtx,
+) -> Result<(), ApiError> {
+    if user.is_server_admin() {
+        return Ok(());
+    }
+    // A malformed request is refused with its own error further on.
+    let Ok(parsed) = state.scheduler.parse_spec(spec) else {
+        return Ok(());
+    };
+    for (peer, is_target) in [(&parsed.source, false), (&parsed.target, true)] {
+        let replicator::Peer::Local(db) = peer else {
+            continue;
+        };
+        match security_of(state, db).await? {
+            Some(sec) if !sec.is_member(user) => return Err(not_member(user)),
+            None if is_target && parsed.create_target => return require_admin(user),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Puts refused documents back among the written ones, in request order.
@@ -348,6 +478,25 @@ mod tests {
             id: id.into(),
             result: Ok("1-a".into()),
         }
+    }
+
+    #[test]
+    fn credentials_are_taken_out_of_replication_documents() {
+        let doc = serde_json::json!({
+            "source": "https://bob:pw@example.com/db",
+            "target": {"url": "http://u:p@h:5984/t", "auth": {"basic": {}}, "headers": {"x": "y"}},
+            "owner": "bob"
+        });
+        let Value::Object(body) = doc else {
+            unreachable!()
+        };
+        let seen = Value::Object(without_credentials(body));
+        assert_eq!(
+            seen,
+            serde_json::json!({"source": "https://example.com/db", "target": {"url": "http://h:5984/t"}, "owner": "bob"})
+        );
+        assert_eq!(strip_userinfo("local-db"), "local-db");
+        assert_eq!(strip_userinfo("http://h/a@b"), "http://h/a@b");
     }
 
     #[test]

@@ -255,10 +255,15 @@ async fn dbs_info_listed(
 /// `cancel: true` removes a job.
 async fn replicate(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
+    let user = crate::auth::user_of(&request);
     let body = read_json_object(request.into_body(), &state.config).await?;
     let body = Value::Object(body);
     if body.get("cancel").and_then(Value::as_bool) == Some(true) {
         let id = match body.get("replication_id").and_then(Value::as_str) {
+            // Jobs do not record who started them: by id, only admins cancel.
+            Some(_) if !user.is_server_admin() => {
+                return Err(ApiError::Unauthorized("You are not a server admin.".into()));
+            }
             Some(id) => id.to_string(),
             None => {
                 let spec = state
@@ -281,6 +286,7 @@ async fn replicate(State(state): State<AppState>, request: Request) -> Result<Re
         .scheduler
         .parse_spec(&body)
         .map_err(|e| ApiError::bad_request(e.0))?;
+    crate::access::check_replication(&state, &body, &user).await?;
     let continuous = spec.continuous;
     let mut added = state.scheduler.add(spec, replicator::Owner::Transient);
     if continuous {

@@ -20,6 +20,7 @@ use wire::rows::{
     ErrorBody, FetchedRev, RevsDiffAnswer, RevsDiffRequest,
 };
 
+use crate::session::{Credential, Session};
 use crate::spec::{ChangesFilter, Peer, RemoteDb, ReplicationSpec};
 
 /// Why a protocol call failed.
@@ -143,6 +144,8 @@ pub enum Endpoint {
         /// writes, attachment copies and reads of one job share the peer's
         /// connections instead of opening one each.
         permits: Arc<Semaphore>,
+        /// The cookie login, when the spec has credentials.
+        session: Arc<Session>,
     },
 }
 
@@ -300,6 +303,7 @@ impl Endpoint {
             retries: options.retries,
             bulk_get: Arc::new(AtomicU8::new(BULK_GET_UNKNOWN)),
             permits: Arc::new(Semaphore::new(connections)),
+            session: Arc::new(Session::new()),
         })
     }
 
@@ -380,7 +384,9 @@ impl Endpoint {
         path: &str,
         body: Option<Bytes>,
     ) -> Result<(String, Bytes), EndpointError> {
-        let (mut request, shown) = self.request(method, path, "application/json")?;
+        let credential = self.credential().await;
+        let (mut request, shown) =
+            self.request(method, path, "application/json", credential.as_ref())?;
         if let Endpoint::Remote { timeout, .. } = self {
             request = request.timeout(*timeout);
         }
@@ -391,6 +397,7 @@ impl Endpoint {
         }
         let _permit = self.permit().await?;
         let response = request.send().await.map_err(transport(&shown))?;
+        self.observe(credential.as_ref(), &response, &shown)?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(transport(&shown))?;
         if status.is_success() {
@@ -400,13 +407,54 @@ impl Endpoint {
         }
     }
 
-    /// A request to a remote peer with its headers and credentials, and the
-    /// URL as it may be shown.
+    /// How the next request to a remote peer with credentials logs in
+    /// (see [`Session`]); `None` without credentials.
+    async fn credential(&self) -> Option<Credential> {
+        match self {
+            Endpoint::Remote {
+                client,
+                db,
+                timeout,
+                session,
+                ..
+            } => match &db.auth {
+                Some(auth) => Some(session.credential(client, &db.url, auth, *timeout).await),
+                None => None,
+            },
+            Endpoint::Local { .. } => None,
+        }
+    }
+
+    /// Lets the session see an answer: a renewed cookie is kept; a refused
+    /// one is a transient failure, retried after logging in again.
+    fn observe(
+        &self,
+        used: Option<&Credential>,
+        response: &reqwest::Response,
+        shown: &str,
+    ) -> Result<(), EndpointError> {
+        let (Endpoint::Remote { session, .. }, Some(used)) = (self, used) else {
+            return Ok(());
+        };
+        let status = response.status().as_u16();
+        session.observe(used, status, response.headers());
+        if status == 401 && matches!(used, Credential::Cookie(_)) {
+            return Err(EndpointError::Transport {
+                url: shown.to_string(),
+                detail: "the session cookie was refused; logging in again".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// A request to a remote peer with its headers and credentials (the
+    /// session cookie, or basic auth), and the URL as it may be shown.
     fn request(
         &self,
         method: Method,
         path: &str,
         accept: &str,
+        credential: Option<&Credential>,
     ) -> Result<(reqwest::RequestBuilder, String), EndpointError> {
         let Endpoint::Remote { client, db, .. } = self else {
             return Err(self.malformed("not remote"));
@@ -420,8 +468,14 @@ impl Endpoint {
         for (k, v) in &db.headers {
             request = request.header(k, v);
         }
-        if let Some(auth) = &db.auth {
-            request = request.basic_auth(&auth.username, Some(&auth.password));
+        match (credential, &db.auth) {
+            (Some(Credential::Cookie(cookie)), _) => {
+                request = request.header("cookie", format!("AuthSession={cookie}"));
+            }
+            (_, Some(auth)) => {
+                request = request.basic_auth(&auth.username, Some(&auth.password));
+            }
+            (_, None) => {}
         }
         Ok((request, shown))
     }
@@ -443,9 +497,12 @@ impl Endpoint {
         accept: &str,
     ) -> Result<Streamed, EndpointError> {
         with_retries(self.retries(), "a request", || async {
-            let (request, shown) = self.request(method.clone(), path, accept)?;
+            let credential = self.credential().await;
+            let (request, shown) =
+                self.request(method.clone(), path, accept, credential.as_ref())?;
             let permit = self.permit().await?;
             let response = request.send().await.map_err(transport(&shown))?;
+            self.observe(credential.as_ref(), &response, &shown)?;
             if response.status().is_success() {
                 Ok(Streamed { response, permit })
             } else {
@@ -465,7 +522,9 @@ impl Endpoint {
         body: reqwest::Body,
         length: u64,
     ) -> Result<(), EndpointError> {
-        let (request, shown) = self.request(method, path, "application/json")?;
+        let credential = self.credential().await;
+        let (request, shown) =
+            self.request(method, path, "application/json", credential.as_ref())?;
         let _permit = self.permit().await?;
         let response = request
             .header("content-type", content_type)
@@ -474,6 +533,7 @@ impl Endpoint {
             .send()
             .await
             .map_err(transport(&shown))?;
+        self.observe(credential.as_ref(), &response, &shown)?;
         if !response.status().is_success() {
             return Err(Endpoint::error_of(response, shown).await);
         }

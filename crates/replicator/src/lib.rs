@@ -14,6 +14,7 @@ pub mod endpoint;
 pub mod job;
 pub mod rep_id;
 pub mod scheduler;
+pub mod session;
 pub mod spec;
 pub mod transfer;
 
