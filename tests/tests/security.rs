@@ -499,3 +499,205 @@ async fn the_replicator_logs_in_to_a_peer_that_requires_it_with_a_session_cookie
     assert!(refused.text.contains("401"), "{}", refused.text);
     assert!(!refused.text.contains("nope"), "{}", refused.text);
 }
+
+/// A server whose data folder's file holds `extra` (secrets and key tables
+/// are file-only settings).
+fn start_with_file(data: &TempDir, extra: &str, env: &[(&str, &str)]) -> TestServer {
+    std::fs::write(data.path().join("recliner.toml"), extra).unwrap();
+    let mut env = env.to_vec();
+    env.push(TEST_ADMIN);
+    TestServer::start_with_env(data.path(), &[], &env)
+}
+
+fn seconds_from_now(delta: i64) -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    now + delta
+}
+
+#[tokio::test]
+async fn jwt_tokens_log_in_when_valid_and_are_refused_when_expired_or_forged() {
+    use base64::Engine;
+    use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+    let secret = b"the key shared with the identity provider";
+    let data = TempDir::new("jwt");
+    let key = base64::engine::general_purpose::STANDARD.encode(secret);
+    let server = start_with_file(
+        &data,
+        &format!("jwt_enabled = true\n\n[jwt_keys]\n\"hmac:_default\" = \"{key}\"\n"),
+        &[],
+    );
+    let admin = Client::new(&server);
+    assert_eq!(admin.put("/team", json!(null)).await.status, 201);
+    let security = json!({"members": {"roles": ["team"]}});
+    assert_eq!(admin.put("/team/_security", security).await.status, 200);
+
+    let token = |claims: Value, key: &[u8]| {
+        encode(
+            &Header::new(Algorithm::HS256),
+            &claims,
+            &EncodingKey::from_secret(key),
+        )
+        .unwrap()
+    };
+    let http = recliner_tests::http_client();
+    let call = |path: &str, token: String| {
+        let request = http
+            .get(format!("{}{path}", server.plain_url))
+            .header("authorization", format!("Bearer {token}"));
+        async move {
+            let reply = request.send().await.unwrap();
+            (
+                reply.status().as_u16(),
+                reply.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    let valid = token(
+        json!({"sub": "carol", "exp": seconds_from_now(60), "_couchdb.roles": ["team"]}),
+        secret,
+    );
+    let (status, me) = call("/_session", valid.clone()).await;
+    assert_eq!(status, 200);
+    assert_eq!(me["userCtx"], json!({"name": "carol", "roles": ["team"]}));
+    assert_eq!(me["info"]["authenticated"], "jwt");
+    assert_eq!(
+        me["info"]["authentication_handlers"],
+        json!(["jwt", "cookie", "default"])
+    );
+    assert_eq!(
+        call("/team", valid).await.0,
+        200,
+        "a member through the token's roles"
+    );
+
+    let expired = token(
+        json!({"sub": "carol", "exp": seconds_from_now(-10)}),
+        secret,
+    );
+    let (status, body) = call("/_session", expired).await;
+    assert_eq!(
+        (status, body["reason"].clone()),
+        (401, json!("exp not in future"))
+    );
+    let forged = token(
+        json!({"sub": "carol", "exp": seconds_from_now(60)}),
+        b"a guess",
+    );
+    let (status, body) = call("/_session", forged).await;
+    assert_eq!(
+        (status, body["reason"].clone()),
+        (400, json!("Bad HMAC in authentication token"))
+    );
+    let logs = server.logs();
+    assert!(!logs.contains(&key), "the key shows in the logs");
+}
+
+#[tokio::test]
+async fn a_proxy_vouches_for_users_with_its_token() {
+    let data = TempDir::new("proxy");
+    let server = start_with_file(
+        &data,
+        "secret = \"proxy-shared-secret\"\nproxy_auth_enabled = true\nproxy_use_secret = true\n",
+        &[],
+    );
+    let http = recliner_tests::http_client();
+    let session = |headers: Vec<(&'static str, String)>| {
+        let mut request = http.get(format!("{}/_session", server.plain_url));
+        for (k, v) in headers {
+            request = request.header(k, v);
+        }
+        async move { request.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
+    let token = auth::cookie::proxy_token("proxy-shared-secret", "dora");
+    let me = session(vec![
+        ("x-auth-couchdb-username", "dora".into()),
+        ("x-auth-couchdb-roles", "staff, ops".into()),
+        ("x-auth-couchdb-token", token),
+    ])
+    .await;
+    assert_eq!(
+        me["userCtx"],
+        json!({"name": "dora", "roles": ["staff", "ops"]})
+    );
+    assert_eq!(me["info"]["authenticated"], "proxy");
+    let unproven = session(vec![
+        ("x-auth-couchdb-username", "dora".into()),
+        ("x-auth-couchdb-roles", "_admin".into()),
+        ("x-auth-couchdb-token", "00".repeat(32)),
+    ])
+    .await;
+    assert_eq!(
+        unproven["userCtx"]["name"],
+        Value::Null,
+        "a wrong token is nobody"
+    );
+}
+
+#[tokio::test]
+async fn repeated_failures_lock_a_name_out_from_that_address_only() {
+    let data = TempDir::new("lockout");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[TEST_ADMIN, ("RECLINER_LOCKOUT_THRESHOLD", "3")],
+    );
+    let from = |ip: [u8; 4]| {
+        reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(ip))
+            .build()
+            .unwrap()
+    };
+    let here = from([127, 0, 0, 1]);
+    let elsewhere = from([127, 0, 0, 2]);
+    let login = |client: &reqwest::Client, password: &str| {
+        let request = client
+            .post(format!("{}/_session", server.plain_url))
+            .json(&json!({"name": ADMIN, "password": password}));
+        async move {
+            let reply = request.send().await.unwrap();
+            (
+                reply.status().as_u16(),
+                reply.json::<Value>().await.unwrap(),
+            )
+        }
+    };
+    for _ in 0..3 {
+        assert_eq!(login(&here, "guess").await.0, 401);
+    }
+    let (status, body) = login(&here, ADMIN_PASSWORD).await;
+    assert_eq!(status, 403, "locked even with the right password: {body}");
+    assert_eq!(
+        body["reason"],
+        "Account is temporarily locked due to multiple authentication failures"
+    );
+    assert_eq!(
+        login(&elsewhere, ADMIN_PASSWORD).await.0,
+        200,
+        "not from elsewhere"
+    );
+}
+
+#[tokio::test]
+async fn cors_with_any_origin_and_credentials_is_warned_about() {
+    let data = TempDir::new("cors-warning");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            TEST_ADMIN,
+            ("RECLINER_CORS_ENABLED", "true"),
+            ("RECLINER_CORS_ORIGINS", "*"),
+            ("RECLINER_CORS_CREDENTIALS", "true"),
+        ],
+    );
+    assert!(
+        server
+            .logs()
+            .contains("CORS allows any origin with credentials"),
+        "{}",
+        server.logs()
+    );
+}

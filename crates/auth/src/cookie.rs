@@ -46,6 +46,35 @@ fn mac_sha1(key: &[u8], message: &[u8]) -> Vec<u8> {
     mac.finalize().into_bytes().to_vec()
 }
 
+/// Whether `token` (hex) is the HMAC-SHA256 (or SHA-1) of `name` with the
+/// secret: how CouchDB's proxy authentication proves a proxy's word.
+pub fn proxy_token_matches(secret: &str, name: &str, token: &str) -> bool {
+    let Some(given) = decode_hex(token.trim()) else {
+        return false;
+    };
+    let expected = match given.len() {
+        32 => mac_sha256(secret.as_bytes(), name.as_bytes()),
+        20 => mac_sha1(secret.as_bytes(), name.as_bytes()),
+        _ => return false,
+    };
+    bool::from(expected.ct_eq(&given))
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The token a proxy sends for `name` (hex HMAC-SHA256 with the secret).
+pub fn proxy_token(secret: &str, name: &str) -> String {
+    crate::password::hex(&mac_sha256(secret.as_bytes(), name.as_bytes()))
+}
+
 /// A cookie value for `name`, issued at `now` (seconds since the epoch).
 pub fn sign(secret: &str, salt: &str, name: &str, now: u64) -> String {
     let data = format!("{name}:{now:X}");
@@ -140,6 +169,16 @@ mod tests {
         let forged = parse(&URL_SAFE_NO_PAD.encode(raw)).unwrap();
         assert_eq!(forged.name, "rob");
         assert!(!forged.is_signed_by("k", "s"));
+    }
+
+    #[test]
+    fn proxy_tokens_prove_the_name_with_the_secret() {
+        let token = proxy_token("s3cret", "bob");
+        assert!(proxy_token_matches("s3cret", "bob", &token));
+        assert!(proxy_token_matches("s3cret", "bob", &token.to_uppercase()));
+        assert!(!proxy_token_matches("s3cret", "eve", &token));
+        assert!(!proxy_token_matches("other", "bob", &token));
+        assert!(!proxy_token_matches("s3cret", "bob", "zz"));
     }
 
     proptest! {

@@ -4,6 +4,8 @@
 //! `_users` database's rules. The HTTP API applies them to requests.
 
 pub mod cookie;
+pub mod jwt;
+pub mod lockout;
 pub mod password;
 pub mod security;
 pub mod users;

@@ -7,6 +7,7 @@
 //! run each time, until the user's document changes.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::sync::Mutex;
 
 use auth::cookie::{self, COOKIE_NAME};
@@ -52,6 +53,52 @@ pub struct AuthConfig {
     /// Fields of other users' documents any user may read (with `users_db_public`).
     pub public_fields: Vec<String>,
     pub users_db_public: bool,
+    /// `Authorization: Bearer` tokens (CouchDB's `jwt_authentication`); off when `None`.
+    pub jwt: Option<auth::jwt::JwtConfig>,
+    /// Trusted `X-Auth-CouchDB-*` headers from a proxy; off when `None`.
+    pub proxy: Option<ProxyConfig>,
+    /// Failed logins tolerated per address and name before a pause
+    /// (CouchDB's `[chttpd_auth_lockout]`); off when `None`.
+    pub lockout: Option<LockoutConfig>,
+}
+
+/// CouchDB's proxy authentication: a proxy in front of the server says who
+/// the user is in headers, proven by a token when `use_secret` is on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyConfig {
+    /// Require `X-Auth-CouchDB-Token`: hex HMAC-SHA256 of the name with the secret.
+    pub use_secret: bool,
+    pub username_header: String,
+    pub roles_header: String,
+    pub token_header: String,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> ProxyConfig {
+        ProxyConfig {
+            use_secret: false,
+            username_header: "X-Auth-CouchDB-UserName".into(),
+            roles_header: "X-Auth-CouchDB-Roles".into(),
+            token_header: "X-Auth-CouchDB-Token".into(),
+        }
+    }
+}
+
+/// CouchDB's lockout: `threshold` failures within `lifetime`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockoutConfig {
+    pub threshold: u32,
+    pub lifetime: std::time::Duration,
+}
+
+impl Default for LockoutConfig {
+    /// CouchDB 3.5's: 5 failures, locked for 5 minutes.
+    fn default() -> LockoutConfig {
+        LockoutConfig {
+            threshold: 5,
+            lifetime: std::time::Duration::from_secs(300),
+        }
+    }
 }
 
 impl Default for AuthConfig {
@@ -72,6 +119,9 @@ impl Default for AuthConfig {
             users_db_security_editable: false,
             public_fields: Vec::new(),
             users_db_public: false,
+            jwt: None,
+            proxy: None,
+            lockout: Some(LockoutConfig::default()),
         }
     }
 }
@@ -93,6 +143,7 @@ pub(crate) struct Authenticator {
     verified: Mutex<HashMap<String, (String, [u8; 32])>>,
     /// Keys the digests above, so they are useless outside this process.
     pepper: [u8; 32],
+    lockout: Option<auth::lockout::Lockout>,
 }
 
 /// Entries kept in each cache; past it the cache starts over.
@@ -104,6 +155,9 @@ impl Authenticator {
         pepper[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
         pepper[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
         Authenticator {
+            lockout: config
+                .lockout
+                .map(|l| auth::lockout::Lockout::new(l.threshold, l.lifetime)),
             config,
             users: Mutex::new(HashMap::new()),
             verified: Mutex::new(HashMap::new()),
@@ -212,16 +266,91 @@ impl Authenticator {
         store: &store::Store,
         name: &str,
         password: &str,
+        peer: Option<IpAddr>,
     ) -> Result<Option<(Vec<String>, String)>, ApiError> {
-        let Some((creds, roles)) = self.credentials(store, name).await? else {
+        let now = std::time::Instant::now();
+        if let Some(lockout) = &self.lockout
+            && lockout.is_locked(peer, name, now)
+        {
+            tracing::warn!(target: "recliner::auth", user = %name, "login refused: locked out after repeated failures");
+            return Err(ApiError::Forbidden(auth::lockout::LOCKED_REASON.into()));
+        }
+        let verified = match self.credentials(store, name).await? {
+            Some((creds, roles)) if self.verify(name, password, &creds).await? => {
+                Some((roles, creds.salt().to_string()))
+            }
+            _ => None,
+        };
+        if verified.is_none() {
+            tracing::warn!(target: "recliner::auth", user = %name, "authentication failed");
+            if let Some(lockout) = &self.lockout {
+                lockout.failed(peer, name, now);
+            }
+        }
+        Ok(verified)
+    }
+
+    /// A `Bearer` token, when JWT authentication is on.
+    fn jwt_user(&self, headers: &HeaderMap) -> Result<Option<UserCtx>, ApiError> {
+        let Some(config) = &self.config.jwt else {
             return Ok(None);
         };
-        if self.verify(name, password, &creds).await? {
-            Ok(Some((roles, creds.salt().to_string())))
-        } else {
-            tracing::warn!(target: "recliner::auth", user = %name, "authentication failed");
-            Ok(None)
+        let Some(token) = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+        else {
+            return Ok(None);
+        };
+        match auth::jwt::authenticate(token.trim(), config) {
+            Ok((name, roles)) => Ok(Some(UserCtx {
+                name: Some(name),
+                roles,
+                handler: Some("jwt"),
+            })),
+            Err(auth::jwt::JwtError::Unauthorized(reason)) => Err(ApiError::Unauthorized(reason)),
+            Err(auth::jwt::JwtError::BadRequest(reason)) => Err(ApiError::bad_request(reason)),
         }
+    }
+
+    /// The user a trusted proxy names, when proxy authentication is on
+    /// (and, with `use_secret`, proves with its token).
+    fn proxy_user(&self, headers: &HeaderMap) -> Option<UserCtx> {
+        let config = self.config.proxy.as_ref()?;
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let name = text(&config.username_header)?.to_string();
+        if config.use_secret {
+            let token = text(&config.token_header)?;
+            if !auth::cookie::proxy_token_matches(&self.config.secret, &name, token) {
+                return None;
+            }
+        }
+        let roles = text(&config.roles_header)
+            .map(|r| {
+                r.split(',')
+                    .map(|r| r.trim().to_string())
+                    .filter(|r| !r.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Some(UserCtx {
+            name: Some(name),
+            roles,
+            handler: Some("proxy"),
+        })
+    }
+
+    /// The handlers `GET /_session` lists, in the order they are tried.
+    pub(crate) fn handler_names(&self) -> Vec<&'static str> {
+        let mut names = Vec::new();
+        if self.config.jwt.is_some() {
+            names.push("jwt");
+        }
+        if self.config.proxy.is_some() {
+            names.push("proxy");
+        }
+        names.extend(["cookie", "default"]);
+        names
     }
 
     /// Who a request is, and whether its session cookie should be renewed.
@@ -229,7 +358,14 @@ impl Authenticator {
         &self,
         store: &store::Store,
         headers: &HeaderMap,
+        peer: Option<IpAddr>,
     ) -> Result<(UserCtx, Option<String>), ApiError> {
+        if let Some(user) = self.jwt_user(headers)? {
+            return Ok((user, None));
+        }
+        if let Some(user) = self.proxy_user(headers) {
+            return Ok((user, None));
+        }
         if let Some(value) = session_cookie(headers) {
             let claim = cookie::parse(value).map_err(|_| {
                 ApiError::bad_request("Malformed AuthSession cookie. Please clear your cookies.")
@@ -249,7 +385,7 @@ impl Authenticator {
             }
         }
         if let Some((name, password)) = basic_credentials(headers)? {
-            return match self.login(store, &name, &password).await? {
+            return match self.login(store, &name, &password, peer).await? {
                 Some((roles, _)) => Ok((
                     UserCtx {
                         name: Some(name),
@@ -340,6 +476,14 @@ fn basic_credentials(headers: &HeaderMap) -> Result<Option<(String, String)>, Ap
     }
 }
 
+/// The caller's address, when the server records it (lockouts are per address).
+pub(crate) fn peer_of<B>(request: &axum::http::Request<B>) -> Option<IpAddr> {
+    request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip())
+}
+
 /// The user a handler serves (set by [`authenticate`]).
 pub(crate) fn user_of<B>(request: &axum::http::Request<B>) -> UserCtx {
     request
@@ -356,7 +500,12 @@ pub(crate) async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let (user, renew) = match state.auth.identify(&state.store, request.headers()).await {
+    let peer = peer_of(&request);
+    let (user, renew) = match state
+        .auth
+        .identify(&state.store, request.headers(), peer)
+        .await
+    {
         Ok(found) => found,
         Err(e) => return e.into_response(),
     };

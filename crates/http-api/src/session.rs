@@ -16,7 +16,7 @@ use crate::query::Query;
 /// # GET|HEAD|POST|DELETE /_session
 pub(crate) async fn session(State(state): State<AppState>, request: Request<Body>) -> Response {
     let result = match *request.method() {
-        axum::http::Method::GET | axum::http::Method::HEAD => whoami(&request),
+        axum::http::Method::GET | axum::http::Method::HEAD => whoami(&state, &request),
         axum::http::Method::POST => login(&state, request).await,
         axum::http::Method::DELETE => Ok(logout(&state, &request)),
         _ => Err(ApiError::MethodNotAllowed("GET,HEAD,POST,DELETE")),
@@ -24,13 +24,13 @@ pub(crate) async fn session(State(state): State<AppState>, request: Request<Body
     result.unwrap_or_else(axum::response::IntoResponse::into_response)
 }
 
-fn whoami(request: &Request<Body>) -> Result<Response, ApiError> {
+fn whoami(state: &AppState, request: &Request<Body>) -> Result<Response, ApiError> {
     let user = crate::auth::user_of(request);
     let query = Query::parse(request.uri());
     if user.name.is_none() && query.get("basic") == Some("true") && !user.is_server_admin() {
         return Err(ApiError::Unauthorized("Please login.".into()));
     }
-    let mut info = json!({"authentication_handlers": ["cookie", "default"]});
+    let mut info = json!({"authentication_handlers": state.auth.handler_names()});
     if let Some(handler) = user.handler {
         info["authenticated"] = Value::from(handler);
     }
@@ -90,6 +90,7 @@ const MAX_LOGIN_BODY: usize = 64 << 10;
 
 async fn login(state: &AppState, request: Request<Body>) -> Result<Response, ApiError> {
     let query = Query::parse(request.uri());
+    let peer = crate::auth::peer_of(&request);
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -100,7 +101,11 @@ async fn login(state: &AppState, request: Request<Body>) -> Result<Response, Api
         .await
         .map_err(|_| ApiError::RequestTooLarge)?;
     let (name, password) = credentials(&content_type, &body)?;
-    match state.auth.login(&state.store, &name, &password).await? {
+    match state
+        .auth
+        .login(&state.store, &name, &password, peer)
+        .await?
+    {
         Some((roles, salt)) => {
             let cookie = state.auth.session_cookie(&name, &salt, false);
             let body = json!({"ok": true, "name": name, "roles": roles});

@@ -127,6 +127,30 @@ pub struct Config {
     /// data folder when unset. Never printed by `--print-config`.
     #[serde(default, skip_serializing)]
     pub secret: Option<String>,
+    /// Accept `Authorization: Bearer` JWTs (CouchDB's `jwt_authentication`).
+    pub jwt_enabled: bool,
+    /// JWT keys, as CouchDB's `[jwt_keys]`: `"hmac:_default" = "<base64>"`,
+    /// `"rsa:KID"`/`"ec:KID" = "<PEM public key>"`. Never printed.
+    #[serde(default, skip_serializing)]
+    pub jwt_keys: std::collections::BTreeMap<String, String>,
+    /// Claims every token must carry; `exp` and `nbf` are checked against the clock.
+    #[serde(deserialize_with = "string_or_list")]
+    pub jwt_required_claims: Vec<String>,
+    /// The claim holding the user's roles.
+    pub jwt_roles_claim_name: String,
+    /// A dotted path to the roles claim instead (`app.roles`); empty for none.
+    pub jwt_roles_claim_path: String,
+    /// Trust `X-Auth-CouchDB-UserName`/`-Roles` from a proxy (CouchDB's
+    /// proxy authentication): only behind a proxy that sets them itself.
+    pub proxy_auth_enabled: bool,
+    /// Require `X-Auth-CouchDB-Token`, the HMAC of the name with `secret`.
+    pub proxy_use_secret: bool,
+    /// Pause logins for a name from an address after repeated failures.
+    pub lockout_enabled: bool,
+    /// Failures before the pause.
+    pub lockout_threshold: u32,
+    /// How long the pause lasts, in milliseconds from the first failure.
+    pub lockout_max_lifetime_ms: u64,
 }
 
 /// Who may use a database nobody has set a `_security` object on yet.
@@ -189,6 +213,27 @@ impl Config {
                 users_db_security_editable: self.users_db_security_editable,
                 public_fields: self.public_fields.clone(),
                 users_db_public: self.users_db_public,
+                jwt: self.jwt_enabled.then(|| auth::jwt::JwtConfig {
+                    keys: self
+                        .jwt_keys
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                    required_claims: self.jwt_required_claims.clone(),
+                    roles_claim_name: self.jwt_roles_claim_name.clone(),
+                    roles_claim_path: Some(self.jwt_roles_claim_path.clone())
+                        .filter(|p| !p.is_empty()),
+                }),
+                proxy: self
+                    .proxy_auth_enabled
+                    .then(|| http_api::auth::ProxyConfig {
+                        use_secret: self.proxy_use_secret,
+                        ..Default::default()
+                    }),
+                lockout: self.lockout_enabled.then(|| http_api::auth::LockoutConfig {
+                    threshold: self.lockout_threshold.max(1),
+                    lifetime: std::time::Duration::from_millis(self.lockout_max_lifetime_ms),
+                }),
                 ..http_api::AuthConfig::default()
             },
             cors: self.cors_enabled.then(|| http_api::CorsConfig {
@@ -363,6 +408,16 @@ impl Default for Config {
             allow_persistent_cookies: true,
             password_iterations: auth::DEFAULT_ITERATIONS,
             secret: None,
+            jwt_enabled: false,
+            jwt_keys: Default::default(),
+            jwt_required_claims: vec!["exp".into()],
+            jwt_roles_claim_name: "_couchdb.roles".into(),
+            jwt_roles_claim_path: String::new(),
+            proxy_auth_enabled: false,
+            proxy_use_secret: false,
+            lockout_enabled: true,
+            lockout_threshold: 5,
+            lockout_max_lifetime_ms: 300_000,
         }
     }
 }

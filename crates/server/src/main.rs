@@ -176,6 +176,19 @@ fn announce(config: &Config, setup: &security::Setup) {
         );
         tracing::info!(admin = %name, file = %file, "created the first server admin");
     }
+    if config.cors_enabled
+        && config.cors_credentials
+        && config.cors_origins.iter().any(|o| o.trim() == "*")
+    {
+        let warning = "CORS allows any origin with credentials: any web page a logged-in user opens can act as that user here. List the origins you trust in cors_origins instead of *.";
+        eprintln!("recliner: WARNING: {warning}");
+        tracing::warn!("{warning}");
+    }
+    if config.proxy_auth_enabled && !config.proxy_use_secret {
+        let warning = "proxy authentication trusts X-Auth-CouchDB-UserName from any caller: set proxy_use_secret, or let only your proxy reach this server.";
+        eprintln!("recliner: WARNING: {warning}");
+        tracing::warn!("{warning}");
+    }
     if config.insecure_admin_party {
         let warning = "ADMIN PARTY: --insecure-admin-party is on, so EVERY caller is a server admin and can read, change and delete everything. Never use it on a server others can reach.";
         eprintln!("recliner: WARNING: {warning}");
@@ -245,6 +258,8 @@ async fn serve(config: Config, setup: security::Setup) -> anyhow::Result<()> {
             stopping.send_replace(true);
         }
     };
+    // Each request knows its caller's address: login lockouts are per address.
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     let server = axum::serve(listener, app)
         .with_graceful_shutdown(signal)
         .into_future();
