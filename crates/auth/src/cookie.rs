@@ -61,7 +61,7 @@ pub fn proxy_token_matches(secret: &str, name: &str, token: &str) -> bool {
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())

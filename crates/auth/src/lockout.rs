@@ -13,12 +13,16 @@ use std::time::{Duration, Instant};
 pub const LOCKED_REASON: &str =
     "Account is temporarily locked due to multiple authentication failures";
 
+/// Who is logging in: the caller's address (when known) and the name tried.
+type Attempt = (Option<IpAddr>, String);
+
 /// Failed logins per address and name.
 #[derive(Debug)]
 pub struct Lockout {
     threshold: u32,
     lifetime: Duration,
-    failures: Mutex<HashMap<(Option<IpAddr>, String), (u32, Instant)>>,
+    /// Failures so far, and when the first of them happened.
+    failures: Mutex<HashMap<Attempt, (u32, Instant)>>,
 }
 
 /// Entries kept at most; past it the oldest half is forgotten.
@@ -33,7 +37,7 @@ impl Lockout {
         }
     }
 
-    fn key(ip: Option<IpAddr>, name: &str) -> (Option<IpAddr>, String) {
+    fn key(ip: Option<IpAddr>, name: &str) -> Attempt {
         (ip, name.to_string())
     }
 
