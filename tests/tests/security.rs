@@ -503,7 +503,7 @@ async fn the_replicator_logs_in_to_a_peer_that_requires_it_with_a_session_cookie
 /// A server whose data folder's file holds `extra` (secrets and key tables
 /// are file-only settings).
 fn start_with_file(data: &TempDir, extra: &str, env: &[(&str, &str)]) -> TestServer {
-    std::fs::write(data.path().join("recliner.toml"), extra).unwrap();
+    std::fs::write(data.path().join("recliner.toml"), extra).expect("the data folder is writable");
     let mut env = env.to_vec();
     env.push(TEST_ADMIN);
     TestServer::start_with_env(data.path(), &[], &env)
@@ -512,7 +512,7 @@ fn start_with_file(data: &TempDir, extra: &str, env: &[(&str, &str)]) -> TestSer
 fn seconds_from_now(delta: i64) -> i64 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
+        .expect("the clock is past 1970")
         .as_secs() as i64;
     now + delta
 }
