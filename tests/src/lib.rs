@@ -221,7 +221,10 @@ impl TestServer {
                     printed.push_str(&line);
                     printed.push('\n');
                 }
-                if !sent && let Some(url) = line.strip_prefix("Recliner listening on ") {
+                if !sent
+                    && let Some(url) = line.strip_prefix("Recliner listening on ")
+                    && url.starts_with("http://")
+                {
                     let _ = tx.send(url.trim().to_string());
                     sent = true;
                 }

@@ -701,3 +701,124 @@ async fn cors_with_any_origin_and_credentials_is_warned_about() {
         server.logs()
     );
 }
+
+/// A test CA and a certificate it signed for 127.0.0.1 and localhost, as
+/// PEM files in `dir`: (CA, certificate, key).
+fn test_certificates(
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().expect("a CA key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA parameters");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "Recliner test CA");
+    let ca = ca_params.self_signed(&ca_key).expect("a CA certificate");
+    let key = KeyPair::generate().expect("a server key");
+    let params = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .expect("server parameters");
+    let cert = params
+        .signed_by(&key, &ca, &ca_key)
+        .expect("a server certificate");
+    let paths = (
+        dir.join("ca.pem"),
+        dir.join("cert.pem"),
+        dir.join("key.pem"),
+    );
+    std::fs::write(&paths.0, ca.pem()).expect("write the CA");
+    std::fs::write(&paths.1, cert.pem()).expect("write the certificate");
+    std::fs::write(&paths.2, key.serialize_pem()).expect("write the key");
+    paths
+}
+
+/// The HTTPS URL a server announced (it follows the HTTP line).
+async fn https_url(server: &TestServer) -> String {
+    for _ in 0..100 {
+        if let Some(url) = server
+            .output()
+            .lines()
+            .find_map(|l| l.strip_prefix("Recliner listening on https://"))
+        {
+            return format!("https://{}", url.trim());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("no HTTPS address announced: {}", server.output())
+}
+
+#[tokio::test]
+async fn https_is_served_and_replicated_to_with_a_trusted_ca_only() {
+    let certs = TempDir::new("tls-certs");
+    let (ca, cert, key) = test_certificates(certs.path());
+    let data = TempDir::new("tls-server");
+    let (cert, key) = (cert.to_str().unwrap(), key.to_str().unwrap());
+    let secure = TestServer::start_with_env(
+        data.path(),
+        &["--tls-cert", cert, "--tls-key", key, "--tls-port", "0"],
+        &[TEST_ADMIN],
+    );
+    let base = https_url(&secure).await;
+    let _ = recliner_tests::http_client(); // installs the TLS provider
+    let trusting = reqwest::Client::builder()
+        .tls_certs_only([reqwest::Certificate::from_pem(&std::fs::read(&ca).unwrap()).unwrap()])
+        .build()
+        .unwrap();
+    let up = trusting.get(format!("{base}/_up")).send().await.unwrap();
+    assert_eq!(up.status(), 200);
+    let login = trusting
+        .post(format!("{base}/_session"))
+        .json(&json!({"name": ADMIN, "password": ADMIN_PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("; Secure"),
+        "an HTTPS session cookie is Secure: {cookie}"
+    );
+    let admin = Client::new(&secure);
+    assert_eq!(admin.put("/vault", json!(null)).await.status, 201);
+    assert_eq!(
+        admin.put("/vault/gold", json!({"kg": 12})).await.status,
+        201
+    );
+    let source =
+        base.replacen("https://", &format!("https://{ADMIN}:{ADMIN_PASSWORD}@"), 1) + "/vault";
+
+    // A replicator that trusts the test CA copies the database over HTTPS.
+    let trusting_data = TempDir::new("tls-trusting");
+    let ca_path = ca.to_str().unwrap();
+    let puller = TestServer::start_with_env(
+        trusting_data.path(),
+        &[],
+        &[
+            TEST_ADMIN,
+            ("RECLINER_REPLICATOR_SSL_TRUSTED_CERTIFICATES_FILE", ca_path),
+        ],
+    );
+    let pulled = Client::new(&puller)
+        .post(
+            "/_replicate",
+            json!({"source": source, "target": "copy", "create_target": true}),
+        )
+        .await;
+    assert_eq!(pulled.status, 200, "{}", pulled.text);
+    assert_eq!(
+        Client::new(&puller).get("/copy/gold").await.json()["kg"],
+        12
+    );
+
+    // One that does not trust it refuses the peer, without showing the password.
+    let doubting_data = TempDir::new("tls-doubting");
+    let doubter = TestServer::start_with_env(doubting_data.path(), &[], &[TEST_ADMIN]);
+    let refused = Client::new(&doubter)
+        .post(
+            "/_replicate",
+            json!({"source": source, "target": "copy", "create_target": true}),
+        )
+        .await;
+    assert_eq!(refused.status, 500, "{}", refused.text);
+    assert!(!refused.text.contains(ADMIN_PASSWORD), "{}", refused.text);
+    assert_eq!(Client::new(&doubter).get("/copy/gold").await.status, 404);
+}

@@ -514,11 +514,12 @@ pub(crate) async fn authenticate(
         return e.into_response();
     }
     let name = user.name.clone();
+    let secure = request.extensions().get::<crate::Https>().is_some();
     request.extensions_mut().insert(user);
     let mut response = next.run(request).await;
     if let (Some(salt), Some(name)) = (renew, name)
         && !response.headers().contains_key(header::SET_COOKIE)
-        && let Ok(value) = HeaderValue::from_str(&state.auth.session_cookie(&name, &salt, false))
+        && let Ok(value) = HeaderValue::from_str(&state.auth.session_cookie(&name, &salt, secure))
     {
         response.headers_mut().insert(header::SET_COOKIE, value);
     }

@@ -233,6 +233,11 @@ pub fn validate_config(config: &ApiConfig) -> Result<(), String> {
     }
 }
 
+/// Marks requests that came over HTTPS (the server adds it to its HTTPS
+/// router): session cookies are then `Secure`.
+#[derive(Debug, Clone, Copy)]
+pub struct Https;
+
 /// Everything a handler may need, shared by all requests.
 #[derive(Debug, Clone)]
 pub struct AppState {

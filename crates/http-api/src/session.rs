@@ -91,6 +91,7 @@ const MAX_LOGIN_BODY: usize = 64 << 10;
 async fn login(state: &AppState, request: Request<Body>) -> Result<Response, ApiError> {
     let query = Query::parse(request.uri());
     let peer = crate::auth::peer_of(&request);
+    let secure = request.extensions().get::<crate::Https>().is_some();
     let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -107,7 +108,7 @@ async fn login(state: &AppState, request: Request<Body>) -> Result<Response, Api
         .await?
     {
         Some((roles, salt)) => {
-            let cookie = state.auth.session_cookie(&name, &salt, false);
+            let cookie = state.auth.session_cookie(&name, &salt, secure);
             let body = json!({"ok": true, "name": name, "roles": roles});
             Ok(with_cookie(
                 redirect_or(StatusCode::OK, query.get("next"), &body),
@@ -115,7 +116,7 @@ async fn login(state: &AppState, request: Request<Body>) -> Result<Response, Api
             ))
         }
         None => {
-            let cookie = state.auth.cleared_cookie(false);
+            let cookie = state.auth.cleared_cookie(secure);
             let body = json!({"error": "unauthorized", "reason": "Name or password is incorrect."});
             Ok(with_cookie(
                 redirect_or(StatusCode::UNAUTHORIZED, query.get("fail"), &body),
@@ -127,7 +128,8 @@ async fn login(state: &AppState, request: Request<Body>) -> Result<Response, Api
 
 fn logout(state: &AppState, request: &Request<Body>) -> Response {
     let query = Query::parse(request.uri());
-    let cookie = state.auth.cleared_cookie(false);
+    let secure = request.extensions().get::<crate::Https>().is_some();
+    let cookie = state.auth.cleared_cookie(secure);
     with_cookie(
         redirect_or(StatusCode::OK, query.get("next"), &json!({"ok": true})),
         &cookie,

@@ -41,7 +41,44 @@ pub use spec::{
 /// installed before any client is built; this does it once.
 pub fn http_client_builder() -> reqwest::ClientBuilder {
     install_tls_provider();
-    reqwest::Client::builder()
+    let mut builder = reqwest::Client::builder();
+    if let Some(tls) = PEER_TLS.get() {
+        if !tls.verify {
+            builder = builder.tls_danger_accept_invalid_certs(true);
+        }
+        if let Some(pem) = &tls.trusted_ca_pem
+            && let Ok(certs) = reqwest::Certificate::from_pem_bundle(pem)
+        {
+            builder = builder.tls_certs_merge(certs);
+        }
+    }
+    builder
+}
+
+/// How the replicator checks HTTPS peers (CouchDB's
+/// `verify_ssl_certificates` and `ssl_trusted_certificates_file`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerTls {
+    /// Refuse peers whose certificate does not verify.
+    pub verify: bool,
+    /// Certificate authorities (PEM) trusted beside the system's.
+    pub trusted_ca_pem: Option<Vec<u8>>,
+}
+
+static PEER_TLS: std::sync::OnceLock<PeerTls> = std::sync::OnceLock::new();
+
+/// Sets how every replication checks HTTPS peers, once, at startup; a CA
+/// file that holds no certificate is refused.
+pub fn set_peer_tls(tls: PeerTls) -> Result<(), String> {
+    if let Some(pem) = &tls.trusted_ca_pem {
+        match reqwest::Certificate::from_pem_bundle(pem) {
+            Ok(certs) if !certs.is_empty() => {}
+            _ => return Err("the trusted certificates file holds no PEM certificate".into()),
+        }
+    }
+    PEER_TLS
+        .set(tls)
+        .map_err(|_| "the replicator's TLS settings are already set".to_string())
 }
 
 /// Installs the `ring` TLS provider for the whole process (idempotent).

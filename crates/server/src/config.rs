@@ -151,6 +151,19 @@ pub struct Config {
     pub lockout_threshold: u32,
     /// How long the pause lasts, in milliseconds from the first failure.
     pub lockout_max_lifetime_ms: u64,
+    /// Serve HTTPS with this certificate chain (PEM file); empty for none.
+    pub tls_cert: PathBuf,
+    /// The certificate's private key (PEM file).
+    pub tls_key: PathBuf,
+    /// The HTTPS port (CouchDB's 6984); 0 picks a free one.
+    pub tls_port: u16,
+    /// Check HTTPS peers' certificates when replicating (on by default,
+    /// unlike CouchDB's `verify_ssl_certificates`: a peer that cannot prove
+    /// who it is could be anyone).
+    pub replicator_verify_ssl_certificates: bool,
+    /// Extra certificate authorities (PEM file) trusted for HTTPS peers,
+    /// beside the system's (CouchDB's `ssl_trusted_certificates_file`).
+    pub replicator_ssl_trusted_certificates_file: PathBuf,
 }
 
 /// Who may use a database nobody has set a `_security` object on yet.
@@ -288,8 +301,40 @@ impl Config {
         }
     }
 
+    /// The certificate and key to serve HTTPS with, when both are set.
+    pub fn tls_files(&self) -> Option<(&Path, &Path)> {
+        let set = |p: &PathBuf| !p.as_os_str().is_empty();
+        (set(&self.tls_cert) && set(&self.tls_key))
+            .then_some((self.tls_cert.as_path(), self.tls_key.as_path()))
+    }
+
+    /// How the replicator checks HTTPS peers.
+    pub fn peer_tls(&self) -> Result<replicator::PeerTls, String> {
+        let file = &self.replicator_ssl_trusted_certificates_file;
+        let trusted_ca_pem = if file.as_os_str().is_empty() {
+            None
+        } else {
+            Some(std::fs::read(file).map_err(|e| {
+                format!(
+                    "invalid configuration: setting `replicator_ssl_trusted_certificates_file`: {}: {e}",
+                    file.display()
+                )
+            })?)
+        };
+        Ok(replicator::PeerTls {
+            verify: self.replicator_verify_ssl_certificates,
+            trusted_ca_pem,
+        })
+    }
+
     /// Checks what the type system cannot: one line naming the setting.
     pub fn validate(&self) -> Result<(), String> {
+        let set = |p: &PathBuf| !p.as_os_str().is_empty();
+        if set(&self.tls_cert) != set(&self.tls_key) {
+            return Err(
+                "invalid configuration: settings `tls_cert` and `tls_key` go together".into(),
+            );
+        }
         let positive = [
             ("replicator_max_jobs", self.replicator_max_jobs as u64),
             ("replicator_interval_ms", self.replicator_interval_ms),
@@ -418,6 +463,11 @@ impl Default for Config {
             lockout_enabled: true,
             lockout_threshold: 5,
             lockout_max_lifetime_ms: 300_000,
+            tls_cert: PathBuf::new(),
+            tls_key: PathBuf::new(),
+            tls_port: 6984,
+            replicator_verify_ssl_certificates: true,
+            replicator_ssl_trusted_certificates_file: PathBuf::new(),
         }
     }
 }
@@ -435,6 +485,12 @@ pub struct FlagOverrides {
     pub log_level: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub insecure_admin_party: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_port: Option<u16>,
 }
 
 impl Config {

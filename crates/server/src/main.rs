@@ -8,6 +8,7 @@ mod config;
 mod manager;
 mod replicate_cmd;
 mod security;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -59,6 +60,15 @@ struct Cli {
     /// throwaway server nobody else can reach
     #[arg(long)]
     insecure_admin_party: bool,
+    /// Serve HTTPS too, with this certificate chain (PEM)
+    #[arg(long, global = true)]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM)
+    #[arg(long, global = true)]
+    tls_key: Option<PathBuf>,
+    /// Port for HTTPS; 0 picks a free one [default: 6984]
+    #[arg(long, global = true)]
+    tls_port: Option<u16>,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -78,6 +88,9 @@ fn main() -> ExitCode {
         data_dir: cli.data_dir.clone(),
         log_level: cli.log_level.clone(),
         insecure_admin_party: cli.insecure_admin_party.then_some(true),
+        tls_cert: cli.tls_cert.clone(),
+        tls_key: cli.tls_key.clone(),
+        tls_port: cli.tls_port,
     };
     let env: Vec<(String, String)> = std::env::vars().collect();
     let config = match Config::load(cli.config.as_deref(), &flags, &env)
@@ -120,6 +133,10 @@ fn main() -> ExitCode {
         log_config.log_level = "warn".into();
     }
     if let Err(line) = init_logging(&log_config) {
+        eprintln!("recliner: {line}");
+        return ExitCode::from(2);
+    }
+    if let Err(line) = config.peer_tls().and_then(replicator::set_peer_tls) {
         eprintln!("recliner: {line}");
         return ExitCode::from(2);
     }
@@ -234,6 +251,32 @@ async fn serve(config: Config, setup: security::Setup) -> anyhow::Result<()> {
     let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx));
     let stopping = state.shutdown.clone();
     let app = http_api::router(state);
+    // Both listeners are bound before either is announced: the HTTP line,
+    // which scripts wait for, comes first, then the HTTPS one.
+    let https = match config.tls_files() {
+        Some((cert, key)) => {
+            let tls = tls::server_config(cert, key)?;
+            let addr = SocketAddr::new(config.bind, config.tls_port);
+            let tcp = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            let listener = tls::TlsListener::new(tcp, tls)?;
+            let local = axum::serve::Listener::local_addr(&listener)?;
+            let app = app
+                .clone()
+                .layer(axum::Extension(http_api::Https))
+                .into_make_service_with_connect_info::<SocketAddr>();
+            let mut stop = stopping.subscribe();
+            let listener = axum::serve::ListenerExt::tap_io(listener, |_| {});
+            let serving = axum::serve(listener, app)
+                .with_graceful_shutdown(async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .into_future();
+            Some((local, serving))
+        }
+        None => None,
+    };
     let addr = SocketAddr::new(config.bind, config.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -242,6 +285,11 @@ async fn serve(config: Config, setup: security::Setup) -> anyhow::Result<()> {
     // One stable line on stdout so scripts and tests learn the real port.
     println!("Recliner listening on http://{local}");
     tracing::info!(address = %local, data_dir = %config.data_dir.display(), "listening");
+    let https = https.map(|(local, serving)| {
+        println!("Recliner listening on https://{local}");
+        tracing::info!(address = %local, "listening (HTTPS)");
+        tokio::spawn(serving)
+    });
     // Streamed answers (feeds, _all_docs) go out in several writes: without
     // TCP_NODELAY, Nagle's algorithm and the client's delayed ACK stall each
     // response by ~40 ms.
@@ -270,6 +318,9 @@ async fn serve(config: Config, setup: security::Setup) -> anyhow::Result<()> {
             let _ = stop_rx.wait_for(|s| *s).await;
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         } => tracing::warn!(grace = ?SHUTDOWN_GRACE, "requests still running after the grace period are cut"),
+    }
+    if let Some(https) = https {
+        https.abort();
     }
     // Running replications checkpoint before the databases close.
     let _ = shutdown_tx.send(true);
