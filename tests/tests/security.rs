@@ -822,3 +822,136 @@ async fn https_is_served_and_replicated_to_with_a_trusted_ca_only() {
     assert!(!refused.text.contains(ADMIN_PASSWORD), "{}", refused.text);
     assert_eq!(Client::new(&doubter).get("/copy/gold").await.status, 404);
 }
+
+#[tokio::test]
+async fn no_password_hash_cookie_or_token_shows_in_logs_answers_or_printed_settings() {
+    use base64::Engine;
+    use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
+    let jwt_secret = b"jwt-signing-key-never-shown";
+    let jwt_key = base64::engine::general_purpose::STANDARD.encode(jwt_secret);
+    let file_text = format!(
+        "secret = \"cookie-secret-never-shown\"\njwt_enabled = true\n\n\
+         [admins]\nroot = \"root-password-in-clear\"\n\n[jwt_keys]\n\"hmac:_default\" = \"{jwt_key}\"\n"
+    );
+    let data = TempDir::new("secrets");
+    // Debug logging: the most a server ever writes.
+    let server = start_with_file(&data, &file_text, &[("RECLINER_LOG_LEVEL", "debug")]);
+    let admin = Client::new(&server);
+    // The clear password in the file was replaced by its hash.
+    let stored = std::fs::read_to_string(data.path().join("recliner.toml")).unwrap();
+    assert!(!stored.contains("root-password-in-clear"), "{stored}");
+    let root_hash = stored
+        .lines()
+        .find_map(|l| l.strip_prefix("root = \""))
+        .and_then(|h| h.split(',').next())
+        .and_then(|h| h.rsplit('-').next())
+        .expect("root's hash in the file")
+        .to_string();
+
+    create_user(&admin, "sam", "sams-password", &[]).await;
+    let sam_key = admin.get("/_users/org.couchdb.user:sam").await.json()["derived_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let root = as_user(&server, "root", "root-password-in-clear");
+    assert_eq!(
+        root.get("/_session").await.json()["userCtx"]["name"],
+        "root"
+    );
+    assert_eq!(
+        as_user(&server, "sam", "wrong-guess")
+            .get("/_session")
+            .await
+            .status,
+        401
+    );
+    let http = recliner_tests::http_client();
+    let login = http
+        .post(format!("{}/_session", server.plain_url))
+        .json(&json!({"name": "sam", "password": "sams-password"}))
+        .send()
+        .await
+        .unwrap();
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_string();
+    let cookie_value = cookie
+        .split(';')
+        .next()
+        .unwrap()
+        .trim_start_matches("AuthSession=")
+        .to_string();
+    let token = encode(
+        &Header::new(Algorithm::HS256),
+        &json!({"sub": "sam", "exp": seconds_from_now(60)}),
+        &EncodingKey::from_secret(jwt_secret),
+    )
+    .unwrap();
+    let _ = http
+        .get(format!("{}/_session", server.plain_url))
+        .header("authorization", format!("Bearer {token}"))
+        .send()
+        .await
+        .unwrap();
+    // A replication with every kind of credential, one of which fails.
+    admin.put("/src", json!(null)).await;
+    let peer = server
+        .plain_url
+        .replacen("http://", "http://admin:test-secret@", 1);
+    let continuous = json!({
+        "source": {"url": format!("{}/src", server.plain_url),
+                   "auth": {"basic": {"username": "root", "password": "root-password-in-clear"}}},
+        "target": {"url": format!("{peer}/dst"),
+                   "headers": {"X-Api-Key": "header-token-never-shown"}},
+        "create_target": true, "continuous": true});
+    assert_eq!(admin.post("/_replicate", continuous).await.status, 202);
+    let failing = admin
+        .post(
+            "/_replicate",
+            json!({"source": format!("{}/src", server.plain_url.replacen("http://", "http://sam:sams-password@", 1)), "target": "x"}),
+        )
+        .await;
+    assert_eq!(
+        failing.status, 500,
+        "sam is no member of src: {}",
+        failing.text
+    );
+
+    let mut seen = vec![server.logs(), server.output(), failing.text.clone()];
+    for path in [
+        "/_active_tasks",
+        "/_scheduler/jobs",
+        "/_scheduler/docs",
+        "/_session",
+    ] {
+        seen.push(admin.get(path).await.text);
+    }
+    let printed = std::process::Command::new(recliner_tests::recliner_bin())
+        .args(["--print-config", "--data-dir"])
+        .arg(data.path())
+        .env_remove("RECLINER_ADMIN")
+        .output()
+        .unwrap();
+    assert!(printed.status.success());
+    let printed = String::from_utf8_lossy(&printed.stdout).to_string();
+    assert!(
+        printed.contains("# admins (passwords hidden): root"),
+        "{printed}"
+    );
+    seen.push(printed);
+    let secrets = [
+        "root-password-in-clear",
+        "sams-password",
+        "test-secret",
+        root_hash.as_str(),
+        sam_key.as_str(),
+        cookie_value.as_str(),
+        token.as_str(),
+        jwt_key.as_str(),
+        "cookie-secret-never-shown",
+        "header-token-never-shown",
+    ];
+    for text in &seen {
+        for secret in secrets {
+            assert!(!text.contains(secret), "{secret:?} shows in:\n{text}");
+        }
+    }
+}
