@@ -123,6 +123,13 @@ fn pouchdb_push_and_pull_keep_docs_conflicts_rev_trees_and_attachments() {
     run_script("pouchdb_replication.js");
 }
 
+/// PouchDB as a member who is not an admin: logs in, syncs both ways with a
+/// database shared with it, and is refused (403, 401) where it should be.
+#[test]
+fn pouchdb_syncs_as_a_logged_in_member() {
+    run_script("pouchdb_member_sync.js");
+}
+
 /// PouchDB live two-way sync: writes, edits, deletions, attachments and a
 /// conflict made on either side reach the other within 10 s; cancel completes.
 #[test]
