@@ -49,8 +49,24 @@ impl PouchDbServer {
         server
     }
 
+    /// [`PouchDbServer::start`] with a server admin, so it checks logins.
+    pub async fn start_with_admin(name: &str, password: &str) -> PouchDbServer {
+        let mut server = PouchDbServer::spawn_with(
+            "node",
+            &PouchDbServer::script(),
+            serde_json::json!({name: password}),
+        );
+        server.wait_until_up().await;
+        server
+    }
+
     /// Starts `node script` without waiting for it.
     pub fn spawn(node: &str, script: &Path) -> PouchDbServer {
+        PouchDbServer::spawn_with(node, script, serde_json::json!({}))
+    }
+
+    /// [`PouchDbServer::spawn`] with `admins` (name → password) in its configuration.
+    fn spawn_with(node: &str, script: &Path, admins: serde_json::Value) -> PouchDbServer {
         // The server runs in its own folder: resolve the script first.
         let script =
             std::fs::canonicalize(script).unwrap_or_else(|e| panic!("{}: {e}", script.display()));
@@ -60,8 +76,10 @@ impl PouchDbServer {
             .expect("a free loopback port")
             .port();
         // Its log goes to a file in its folder, its output to another.
-        let config =
-            serde_json::json!({"log": {"file": dir.path().join("log.txt"), "level": "warning"}});
+        let config = serde_json::json!({
+            "log": {"file": dir.path().join("log.txt"), "level": "warning"},
+            "admins": admins,
+        });
         std::fs::write(dir.path().join("config.json"), config.to_string())
             .expect("write pouchdb-server's config.json");
         let output = File::create(dir.path().join("output.txt")).expect("create output.txt");

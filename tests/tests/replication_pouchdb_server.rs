@@ -144,6 +144,36 @@ fn forgive_rewritten_revpos(pouchdb: &mut Value, recliner: &Value) {
 }
 
 #[tokio::test]
+async fn recliner_replicates_with_credentials_to_a_pouchdb_server_that_checks_them() {
+    let pouchdb = PouchDbServer::start_with_admin("pouchadmin", "pouch-pass").await;
+    let data = TempDir::new("pouchdb-login");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    assert_eq!(c.put("/src", json!(null)).await.status, 201);
+    for i in 0..5 {
+        c.put(&format!("/src/d{i}"), json!({"i": i})).await;
+    }
+    let with = |password: &str| {
+        pouchdb
+            .url("/dst")
+            .replacen("http://", &format!("http://pouchadmin:{password}@"), 1)
+    };
+    let push = json!({"source": "src", "target": with("pouch-pass"), "create_target": true});
+    let log = replicate(&c, push).await;
+    assert_eq!(log["history"][0]["docs_written"], 5, "{log}");
+    let p = Client::at(&with("pouch-pass").trim_end_matches("/dst").to_string());
+    assert_eq!(p.get("/dst/d3").await.json()["i"], 3);
+    let refused = c
+        .post(
+            "/_replicate",
+            json!({"source": "src", "target": with("wrong")}),
+        )
+        .await;
+    assert_eq!(refused.status, 500, "{}", refused.text);
+    assert!(!refused.text.contains("wrong"), "{}", refused.text);
+}
+
+#[tokio::test]
 async fn recliner_pushes_every_kind_of_content_to_pouchdb_server() {
     let pouchdb = pouchdb_server().await;
     let data = TempDir::new("pouchdb-push");
