@@ -161,7 +161,7 @@ async fn recliner_replicates_with_credentials_to_a_pouchdb_server_that_checks_th
     let push = json!({"source": "src", "target": with("pouch-pass"), "create_target": true});
     let log = replicate(&c, push).await;
     assert_eq!(log["history"][0]["docs_written"], 5, "{log}");
-    let p = Client::at(&with("pouch-pass").trim_end_matches("/dst").to_string());
+    let p = Client::at(with("pouch-pass").trim_end_matches("/dst"));
     assert_eq!(p.get("/dst/d3").await.json()["i"], 3);
     let refused = c
         .post(
