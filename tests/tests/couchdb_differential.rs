@@ -70,6 +70,9 @@ struct Step {
     raw: Option<String>,
     content_type: Option<String>,
     headers: Vec<(String, String)>,
+    /// Sent without the admin's credentials (`"anonymous": true`), or as
+    /// another user (`"as": "name:password"`).
+    as_user: Option<String>,
 }
 
 fn parse_step(value: &Value, at: &str) -> Step {
@@ -87,6 +90,7 @@ fn parse_step(value: &Value, at: &str) -> Step {
             raw: None,
             content_type: None,
             headers: Vec::new(),
+            as_user: None,
         },
         Value::Object(map) => Step {
             method: map["method"]
@@ -112,6 +116,11 @@ fn parse_step(value: &Value, at: &str) -> Step {
                         .collect()
                 })
                 .unwrap_or_default(),
+            as_user: match (map.get("anonymous"), map.get("as")) {
+                (Some(Value::Bool(true)), _) => Some(String::new()),
+                (_, Some(Value::String(user))) => Some(user.clone()),
+                _ => None,
+            },
         },
         _ => panic!("{at}: a step is an array or an object"),
     }
@@ -239,7 +248,14 @@ fn expand_value(value: &Value, dbs: &[String; 2], answers: &[Answer]) -> Value {
 
 async fn send(client: &Client, step: &Step, dbs: &[String; 2], answers: &[Answer]) -> Answer {
     let method = reqwest::Method::from_bytes(step.method.as_bytes()).expect("a method");
-    let url = client.url(&expand(&step.path, dbs, answers));
+    let mut url = client.url(&expand(&step.path, dbs, answers));
+    if let Some(user) = &step.as_user {
+        url = recliner_tests::without_credentials(&url);
+        if !user.is_empty() {
+            let user = expand(user, dbs, answers);
+            url = url.replacen("://", &format!("://{user}@"), 1);
+        }
+    }
     let mut request = client.http().request(method, url);
     for (name, value) in &step.headers {
         request = request.header(name, expand(value, dbs, answers));

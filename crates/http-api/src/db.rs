@@ -75,13 +75,15 @@ async fn info(state: &AppState, name: &str) -> Result<Response, ApiError> {
     Ok(json_response(StatusCode::OK, &info_json(&db).await?))
 }
 
-/// Characters a path segment keeps as they are (RFC 3986's unreserved), as
-/// CouchDB writes its `Location` headers.
+/// Characters a path segment keeps as they are, as CouchDB writes its
+/// `Location` headers: RFC 3986's unreserved ones and `:` (user documents
+/// are `org.couchdb.user:NAME`).
 const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
     .remove(b'-')
     .remove(b'_')
     .remove(b'.')
-    .remove(b'~');
+    .remove(b'~')
+    .remove(b':');
 
 pub(crate) fn encode_segment(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, SEGMENT).to_string()
