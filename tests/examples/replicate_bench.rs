@@ -293,7 +293,14 @@ async fn replicate(
     (docs, payload): (usize, u64),
     failures: &mut Vec<String>,
 ) -> Figures {
-    eprintln!("replicate_bench:   {what}: POST /_replicate {body}");
+    // Shown without the peers' passwords.
+    let mut shown = body.clone();
+    for side in ["source", "target"] {
+        if let Some(Value::String(url)) = shown.get_mut(side) {
+            *url = recliner_tests::without_credentials(url);
+        }
+    }
+    eprintln!("replicate_bench:   {what}: POST /_replicate {shown}");
     let rss_before = proc_status_mib(on.pid(), "VmRSS:");
     let cpu_before = cpu_seconds(on.pid());
     let peer_cpu_before = peer.and_then(|p| cpu_seconds(p.pid()));
