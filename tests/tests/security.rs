@@ -955,3 +955,70 @@ async fn no_password_hash_cookie_or_token_shows_in_logs_answers_or_printed_setti
         }
     }
 }
+
+#[tokio::test]
+async fn replications_keep_their_users_rights_while_they_run() {
+    let data = TempDir::new("replication-rights");
+    let server = TestServer::start_with_env(data.path(), &[], &[TEST_ADMIN]);
+    let admin = Client::new(&server);
+    create_user(&admin, "bob", "bobpw", &[]).await;
+    for db in ["mine", "ours"] {
+        assert_eq!(admin.put(&format!("/{db}"), json!(null)).await.status, 201);
+        let members = json!({"members": {"names": ["bob"]}});
+        assert_eq!(
+            admin.put(&format!("/{db}/_security"), members).await.status,
+            200
+        );
+    }
+    let open = json!({"members": {"names": ["bob"]}, "admins": {"roles": ["_admin"]}});
+    assert_eq!(admin.put("/_replicator/_security", open).await.status, 200);
+    // A design document an admin wrote into the source: bob may read it,
+    // but his replication may not write it where he is no database admin.
+    assert_eq!(
+        admin
+            .put("/mine/_design/app", json!({"views": {}}))
+            .await
+            .status,
+        201
+    );
+    let bob = as_user(&server, "bob", "bobpw");
+    assert_eq!(bob.put("/mine/first", json!({"n": 1})).await.status, 201);
+    let once = bob
+        .post("/_replicate", json!({"source": "mine", "target": "ours"}))
+        .await;
+    assert_eq!(once.status, 200, "{}", once.text);
+    let history = &once.json()["history"][0];
+    assert_eq!(history["docs_written"], 1, "{history}");
+    assert_eq!(
+        history["doc_write_failures"], 1,
+        "the design document: {history}"
+    );
+    assert_eq!(admin.get("/ours/_design/app").await.status, 404);
+
+    // A continuous replication from his document runs as bob: once he is
+    // no longer a member of the target, nothing more reaches it.
+    let written = bob
+        .put(
+            "/_replicator/live",
+            json!({"source": "mine", "target": "ours", "continuous": true}),
+        )
+        .await;
+    assert_eq!(written.status, 201, "{}", written.text);
+    assert_eq!(bob.put("/mine/second", json!({"n": 2})).await.status, 201);
+    assert!(
+        recliner_tests::eventually(10, async || admin.get("/ours/second").await.status == 200)
+            .await,
+        "the owner's replication runs"
+    );
+    let closed = json!({"members": {"names": ["someone-else"]}});
+    assert_eq!(admin.put("/ours/_security", closed).await.status, 200);
+    assert_eq!(bob.put("/mine/third", json!({"n": 3})).await.status, 201);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        admin.get("/ours/third").await.status,
+        404,
+        "bob lost the target"
+    );
+    let state = admin.get("/_scheduler/docs/_replicator/live").await.json();
+    assert_ne!(state["state"], "running", "{state}");
+}

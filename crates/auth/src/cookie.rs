@@ -6,6 +6,7 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::digest::KeyInit;
 use hmac::{Hmac, Mac};
 use subtle::ConstantTimeEq;
 
@@ -27,23 +28,21 @@ pub struct SessionClaim {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Malformed;
 
-fn mac_sha256(key: &[u8], message: &[u8]) -> Vec<u8> {
-    let mut mac = match Hmac::<sha2::Sha256>::new_from_slice(key) {
-        Ok(mac) => mac,
-        // HMAC takes keys of any length.
-        Err(_) => return Vec::new(),
+/// An HMAC of `message`; HMAC takes keys of any length, so it cannot fail.
+fn mac<M: Mac + KeyInit>(key: &[u8], message: &[u8]) -> Vec<u8> {
+    let Ok(mut mac) = <M as Mac>::new_from_slice(key) else {
+        return Vec::new();
     };
     mac.update(message);
     mac.finalize().into_bytes().to_vec()
 }
 
+fn mac_sha256(key: &[u8], message: &[u8]) -> Vec<u8> {
+    mac::<Hmac<sha2::Sha256>>(key, message)
+}
+
 fn mac_sha1(key: &[u8], message: &[u8]) -> Vec<u8> {
-    let mut mac = match Hmac::<sha1::Sha1>::new_from_slice(key) {
-        Ok(mac) => mac,
-        Err(_) => return Vec::new(),
-    };
-    mac.update(message);
-    mac.finalize().into_bytes().to_vec()
+    mac::<Hmac<sha1::Sha1>>(key, message)
 }
 
 /// Whether `token` (hex) is the HMAC-SHA256 (or SHA-1) of `name` with the

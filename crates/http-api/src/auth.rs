@@ -167,7 +167,7 @@ impl Authenticator {
 
     /// A user's credentials and roles: a configured admin, else the
     /// `_users` document (read at most once per change of `_users`).
-    async fn credentials(
+    pub(crate) async fn credentials(
         &self,
         store: &store::Store,
         name: &str,

@@ -277,6 +277,20 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// A user's roles (`_admin` for a configured admin), `None` when no
+    /// such user exists: the rights a `_replicator` document's owner has.
+    pub async fn roles_of(&self, name: &str) -> Option<Vec<String>> {
+        match self.auth.credentials(&self.store, name).await {
+            Ok(found) => found.map(|(_, roles)| roles),
+            Err(e) => {
+                tracing::warn!(user = %name, error = ?e, "cannot look up a user's roles");
+                None
+            }
+        }
+    }
+}
+
 /// Builds the whole API.
 pub fn router(state: AppState) -> Router {
     let cors = state.config.cors.as_ref().and_then(|c| cors_layer(c).ok());

@@ -282,11 +282,13 @@ async fn replicate(State(state): State<AppState>, request: Request) -> Result<Re
         // CouchDB's reason for a replication it does not know.
         return Err(ApiError::not_found("missing"));
     }
-    let spec = state
+    let mut spec = state
         .scheduler
         .parse_spec(&body)
         .map_err(|e| ApiError::bad_request(e.0))?;
     crate::access::check_replication(&state, &body, &user).await?;
+    // The job keeps the caller's rights on this server's databases.
+    spec.user = (!user.is_server_admin()).then_some(user);
     let continuous = spec.continuous;
     let mut added = state.scheduler.add(spec, replicator::Owner::Transient);
     if continuous {

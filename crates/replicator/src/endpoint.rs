@@ -130,6 +130,9 @@ pub enum Endpoint {
     Local {
         store: Store,
         name: String,
+        /// Whose rights the replication has here; `None` for a server
+        /// admin's (no checks).
+        user: Option<Arc<auth::UserCtx>>,
     },
     Remote {
         client: reqwest::Client,
@@ -153,6 +156,21 @@ pub enum Endpoint {
 const BULK_GET_UNKNOWN: u8 = 0;
 const BULK_GET_YES: u8 = 1;
 const BULK_GET_NO: u8 = 2;
+
+/// CouchDB's refusal of a database to the replication's user: 401 for an
+/// anonymous one, 403 otherwise.
+fn refused(name: &str, user: &auth::UserCtx, reason: &str) -> EndpointError {
+    let (status, error) = match user.denial() {
+        auth::Denial::Unauthorized => (401, "unauthorized"),
+        auth::Denial::Forbidden => (403, "forbidden"),
+    };
+    EndpointError::Http {
+        url: name.to_string(),
+        status,
+        error: error.into(),
+        reason: reason.into(),
+    }
+}
 
 /// Maps a reqwest failure to an error naming `url` (never with
 /// credentials: reqwest's own URL is left out): a request that could not
@@ -272,11 +290,15 @@ impl Endpoint {
         peer: &Peer,
         store: &Store,
         options: HttpOptions,
+        user: Option<&auth::UserCtx>,
     ) -> Result<Endpoint, EndpointError> {
         match peer {
             Peer::Local(name) => Ok(Endpoint::Local {
                 store: store.clone(),
                 name: name.clone(),
+                user: user
+                    .filter(|u| !u.is_server_admin())
+                    .map(|u| Arc::new(u.clone())),
             }),
             Peer::Remote(db) => Endpoint::remote(db, options),
         }
@@ -319,17 +341,63 @@ impl Endpoint {
         }
     }
 
+    /// The local database, once the replication's user is found to be one
+    /// of its members (checked on every use: a `_security` change applies
+    /// to running replications at once).
     pub(crate) async fn local(&self) -> Result<store::Database, EndpointError> {
         match self {
-            Endpoint::Local { store, name } => store.db(name).await.map_err(|e| match e {
-                store::StoreError::DbNotFound(_) => EndpointError::NotFound(name.clone()),
-                other => other.into(),
-            }),
+            Endpoint::Local { store, name, user } => {
+                let db = store.db(name).await.map_err(|e| match e {
+                    store::StoreError::DbNotFound(_) => EndpointError::NotFound(name.clone()),
+                    other => other.into(),
+                })?;
+                if let Some(user) = user {
+                    let security = auth::SecurityObject::from_json(&*db.security().await?);
+                    if !security.is_member(user) {
+                        return Err(refused(
+                            name,
+                            user,
+                            "You are not allowed to access this db.",
+                        ));
+                    }
+                }
+                Ok(db)
+            }
             Endpoint::Remote { .. } => Err(EndpointError::Protocol {
                 url: self.display(),
                 detail: "not local".into(),
             }),
         }
+    }
+
+    /// A design document the replication's user may not write here (only
+    /// database admins write them, as for any client): its write failure.
+    pub(crate) async fn design_refusal(
+        &self,
+        db: &store::Database,
+        id: Option<&str>,
+    ) -> Result<Option<WriteFailure>, EndpointError> {
+        let (
+            Endpoint::Local {
+                user: Some(user), ..
+            },
+            Some(id),
+        ) = (self, id)
+        else {
+            return Ok(None);
+        };
+        if !id.starts_with("_design/") {
+            return Ok(None);
+        }
+        let security = auth::SecurityObject::from_json(&*db.security().await?);
+        if security.is_admin(user) {
+            return Ok(None);
+        }
+        Ok(Some(WriteFailure {
+            id: id.to_string(),
+            error: "forbidden".into(),
+            reason: "You are not a db or server admin.".into(),
+        }))
     }
 
     /// A protocol error naming this peer.
@@ -566,7 +634,12 @@ impl Endpoint {
         match self {
             // Our store has no shards or replicas to size: `q` and `n` mean
             // nothing here, and partitioned databases are not supported.
-            Endpoint::Local { store, name } => match store.create_db(name).await {
+            Endpoint::Local {
+                name,
+                user: Some(user),
+                ..
+            } => Err(refused(name, user, "You are not a server admin.")),
+            Endpoint::Local { store, name, .. } => match store.create_db(name).await {
                 Ok(_) | Err(store::StoreError::DbExists(_)) => Ok(()),
                 Err(e) => Err(e.into()),
             },
@@ -951,21 +1024,24 @@ impl Endpoint {
         match self {
             Endpoint::Local { .. } => {
                 let db = self.local().await?;
-                let inputs = docs
-                    .into_iter()
-                    .map(DocInput::from_json)
-                    .collect::<Result<Vec<_>, _>>()?;
+                let mut failures = Vec::new();
+                let mut inputs = Vec::with_capacity(docs.len());
+                for doc in docs {
+                    let input = DocInput::from_json(doc)?;
+                    match self.design_refusal(&db, input.id.as_deref()).await? {
+                        Some(refusal) => failures.push(refusal),
+                        None => inputs.push(input),
+                    }
+                }
                 let results = db.bulk_docs(inputs, false).await?;
-                Ok(results
-                    .into_iter()
-                    .filter_map(|r| {
-                        r.result.err().map(|f| WriteFailure {
-                            id: r.id,
-                            error: f.error.into(),
-                            reason: f.reason,
-                        })
+                failures.extend(results.into_iter().filter_map(|r| {
+                    r.result.err().map(|f| WriteFailure {
+                        id: r.id,
+                        error: f.error.into(),
+                        reason: f.reason,
                     })
-                    .collect())
+                }));
+                Ok(failures)
             }
             Endpoint::Remote { .. } => {
                 // Each document is encoded once: its length decides the

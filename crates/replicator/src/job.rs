@@ -127,8 +127,8 @@ pub async fn run(
 ) -> Result<Value, ReplicationError> {
     progress.update(|p| p.process_status = ProcessStatus::Running);
     let options = HttpOptions::of(spec);
-    let source = Endpoint::new(&spec.source, store, options)?;
-    let target = Endpoint::new(&spec.target, store, options)?;
+    let source = Endpoint::new(&spec.source, store, options, spec.user.as_ref())?;
+    let target = Endpoint::new(&spec.target, store, options, spec.user.as_ref())?;
     let not_found = |e: EndpointError, side: &Endpoint| match e {
         EndpointError::NotFound(_) => ReplicationError::DbNotFound(side.display()),
         other => other.into(),
@@ -568,6 +568,7 @@ mod tests {
                     retries: 0,
                     http_connections: 1,
                 },
+                None,
             )
             .unwrap()
         };

@@ -94,6 +94,10 @@ pub struct ReplicationSpec {
     pub connection_timeout: u64,
     pub retries_per_request: u64,
     pub use_bulk_get: bool,
+    /// Whose rights the replication has on this server's databases (the
+    /// user who asked for it, or the `owner` of its document); `None` for
+    /// a server admin. Not part of the replication's id.
+    pub user: Option<auth::UserCtx>,
 }
 
 /// CouchDB's replicator defaults.
@@ -385,6 +389,7 @@ impl ReplicationSpec {
                 _ => number(map, "retries_per_request", defaults.retries_per_request)?,
             },
             use_bulk_get: flag(map, "use_bulk_get", defaults.use_bulk_get)?,
+            user: None,
         })
     }
 }

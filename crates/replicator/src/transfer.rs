@@ -364,6 +364,9 @@ async fn write(
         Endpoint::Local { .. } => {
             let db = target.local().await?;
             let mut input = DocInput::from_json(doc)?;
+            if let Some(refusal) = target.design_refusal(&db, input.id.as_deref()).await? {
+                return Ok(Some(refusal));
+            }
             for out in &outgoing {
                 let mut upload = db.begin_attachment(&out.name);
                 while let Some(chunk) = parts.next_chunk().await? {

@@ -245,8 +245,16 @@ async fn serve(config: Config, setup: security::Setup) -> anyhow::Result<()> {
     api_config.auth.secret = setup.secret;
     let state = http_api::AppState::with_scheduler(store.clone(), api_config, scheduler.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
+    let roles: manager::RolesLookup = {
+        let state = state.clone();
+        std::sync::Arc::new(move |name: String| {
+            let state = state.clone();
+            Box::pin(async move { state.roles_of(&name).await })
+        })
+    };
     let manager = tokio::spawn(
-        manager::ReplicatorManager::new(store.clone(), scheduler.clone()).run(shutdown_rx.clone()),
+        manager::ReplicatorManager::new(store.clone(), scheduler.clone(), roles)
+            .run(shutdown_rx.clone()),
     );
     let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx));
     let stopping = state.shutdown.clone();

@@ -35,7 +35,20 @@ pub struct ReplicatorManager {
     store: Store,
     scheduler: Scheduler,
     docs: Arc<Mutex<HashMap<String, DocEntry>>>,
+    /// Finds a document owner's roles, so its jobs run with its rights.
+    roles: RolesLookup,
 }
+
+/// A user's roles by name (`None`: no such user), from the server's
+/// admins and `_users`.
+pub type RolesLookup = Arc<
+    dyn Fn(
+            String,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<Vec<String>>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// The parts of a document that describe the replication: everything but
 /// revision and state fields, in canonical JSON.
@@ -55,11 +68,12 @@ fn now_iso() -> String {
 }
 
 impl ReplicatorManager {
-    pub fn new(store: Store, scheduler: Scheduler) -> ReplicatorManager {
+    pub fn new(store: Store, scheduler: Scheduler, roles: RolesLookup) -> ReplicatorManager {
         ReplicatorManager {
             store,
             scheduler,
             docs: Arc::new(Mutex::new(HashMap::new())),
+            roles,
         }
     }
 
@@ -195,7 +209,7 @@ impl ReplicatorManager {
             self.scheduler.set_doc(REPLICATOR_DB, id, phase, None, None);
             return None;
         }
-        let spec = match self.scheduler.parse_spec(&Value::Object(doc.clone())) {
+        let mut spec = match self.scheduler.parse_spec(&Value::Object(doc.clone())) {
             Ok(spec) => spec,
             Err(e) => {
                 tracing::warn!(doc = %id, reason = %e, "invalid replication document");
@@ -203,6 +217,17 @@ impl ReplicatorManager {
                 return None;
             }
         };
+        // The job has its owner's rights (the server set `owner` when the
+        // document was written); a document without one is an admin's.
+        if let Some(Value::String(owner)) = doc.get("owner") {
+            let roles = (self.roles)(owner.clone()).await.unwrap_or_default();
+            let user = auth::UserCtx {
+                name: Some(owner.clone()),
+                roles,
+                handler: None,
+            };
+            spec.user = (!user.is_server_admin()).then_some(user);
+        }
         let source = spec.source.to_string();
         let target = spec.target.to_string();
         let added = self.scheduler.add(

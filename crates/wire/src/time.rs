@@ -48,24 +48,19 @@ fn civil(t: SystemTime) -> Civil {
 
 /// `Sun, 22 Nov 2026 03:58:10 GMT`, as in CouchDB's checkpoint histories.
 pub fn http_date(t: SystemTime) -> String {
-    let c = civil(t);
-    format!(
-        "{}, {:02} {} {} {:02}:{:02}:{:02} GMT",
-        WEEKDAYS[c.weekday],
-        c.day,
-        MONTHS[c.month - 1],
-        c.year,
-        c.hour,
-        c.minute,
-        c.second
-    )
+    gmt(t, ' ')
 }
 
 /// `Mon, 23-Nov-2026 20:44:31 GMT`, the `Expires` of CouchDB's cookies.
 pub fn cookie_date(t: SystemTime) -> String {
+    gmt(t, '-')
+}
+
+/// The two GMT forms, which differ only in what separates day, month and year.
+fn gmt(t: SystemTime, separator: char) -> String {
     let c = civil(t);
     format!(
-        "{}, {:02}-{}-{} {:02}:{:02}:{:02} GMT",
+        "{}, {:02}{separator}{}{separator}{} {:02}:{:02}:{:02} GMT",
         WEEKDAYS[c.weekday],
         c.day,
         MONTHS[c.month - 1],
