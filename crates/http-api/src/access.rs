@@ -78,6 +78,7 @@ pub(crate) async fn authorize(
     let mut parts = path.trim_start_matches('/').split('/');
     let first = parts.next().unwrap_or("");
     let second = parts.next().filter(|s| !s.is_empty());
+    let third = parts.next();
     if first.is_empty() || first == "favicon.ico" {
         return Ok(());
     }
@@ -120,6 +121,16 @@ pub(crate) async fn authorize(
             return Ok(());
         }
         "_up" | "_uuids" | "_session" | "_stats" | "_utils" => return Ok(()),
+        // Monitoring may run as a read-only `_metrics` user.
+        "_node" if matches!(third, Some("_stats" | "_system" | "_prometheus")) => {
+            return if user.roles.iter().any(|r| r == "_metrics") {
+                Ok(())
+            } else {
+                Err(ApiError::Unauthorized(
+                    "You are not a server admin or read-only metrics user".into(),
+                ))
+            };
+        }
         "_replicate" => {
             return if user.name.is_some() {
                 Ok(())

@@ -21,6 +21,7 @@ pub mod error;
 pub mod json;
 mod local_docs;
 mod multipart;
+mod node;
 mod query;
 mod routes;
 mod server_routes;
@@ -36,6 +37,9 @@ use store::Store;
 
 pub use auth::AuthConfig;
 pub use error::ApiError;
+
+/// The node name CouchDB tooling sees unless configured otherwise.
+pub const DEFAULT_NODE_NAME: &str = "recliner@127.0.0.1";
 
 /// The CouchDB release whose API we follow; clients read it from `GET /`.
 pub const COUCHDB_COMPAT_VERSION: &str = "3.5.0";
@@ -57,6 +61,8 @@ pub struct ApiConfig {
     pub limits: Limits,
     /// Who may do what.
     pub auth: AuthConfig,
+    /// This node's name in `/_membership` and `/_node/{name}`.
+    pub node_name: String,
 }
 
 /// Bounds on what one request may declare, each answered by a clear 400:
@@ -166,6 +172,7 @@ impl Default for ApiConfig {
             cors: None,
             limits: Limits::default(),
             auth: AuthConfig::default(),
+            node_name: DEFAULT_NODE_NAME.into(),
         }
     }
 }
@@ -250,6 +257,8 @@ pub struct AppState {
     pub shutdown: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
     /// Identifies callers (caches of credentials and checked passwords).
     pub(crate) auth: std::sync::Arc<auth::Authenticator>,
+    /// When the server started (`_node/{node}/_system`'s uptime).
+    pub(crate) started: std::time::Instant,
 }
 
 impl AppState {
@@ -269,6 +278,7 @@ impl AppState {
     ) -> AppState {
         AppState {
             auth: std::sync::Arc::new(auth::Authenticator::new(config.auth.clone())),
+            started: std::time::Instant::now(),
             store,
             config,
             scheduler,
@@ -315,7 +325,21 @@ async fn request_log(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let started = std::time::Instant::now();
-    let request_id = uuid::Uuid::new_v4().simple().to_string()[..10].to_string();
+    // A client's own request id is echoed, as CouchDB does, when it is a
+    // plain token (it goes into logs and headers); else one is made.
+    let request_id = request
+        .headers()
+        .get("x-couch-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= 64
+                && id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        })
+        .map(str::to_string)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string()[..10].to_string());
     let mut response = next.run(request).await;
     tracing::info!(
         target: "recliner::http",

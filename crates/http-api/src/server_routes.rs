@@ -32,6 +32,19 @@ pub(crate) fn routes() -> Router<AppState> {
         )
         .route("/favicon.ico", axum::routing::any(no_favicon))
         .route("/_session", axum::routing::any(crate::session::session))
+        .route(
+            "/_membership",
+            only(get(crate::node::membership), "GET,HEAD"),
+        )
+        .route("/_node/{node}", only(get(crate::node::node), "GET,HEAD"))
+        .route(
+            "/_node/{node}/_versions",
+            only(get(crate::node::versions), "GET,HEAD"),
+        )
+        .route(
+            "/_node/{node}/_system",
+            only(get(crate::node::system), "GET,HEAD"),
+        )
         // CouchDB reads a GET's (empty) body as the replication to run.
         .route(
             "/_replicate",

@@ -164,6 +164,9 @@ pub struct Config {
     /// Extra certificate authorities (PEM file) trusted for HTTPS peers,
     /// beside the system's (CouchDB's `ssl_trusted_certificates_file`).
     pub replicator_ssl_trusted_certificates_file: PathBuf,
+    /// This node's name in `/_membership` and `/_node/{name}` (CouchDB's
+    /// `name@host` form).
+    pub node_name: String,
 }
 
 /// Who may use a database nobody has set a `_security` object on yet.
@@ -249,6 +252,7 @@ impl Config {
                 }),
                 ..http_api::AuthConfig::default()
             },
+            node_name: self.node_name.clone(),
             cors: self.cors_enabled.then(|| http_api::CorsConfig {
                 origins: self.cors_origins.clone(),
                 credentials: self.cors_credentials,
@@ -468,6 +472,7 @@ impl Default for Config {
             tls_port: 6984,
             replicator_verify_ssl_certificates: true,
             replicator_ssl_trusted_certificates_file: PathBuf::new(),
+            node_name: http_api::DEFAULT_NODE_NAME.into(),
         }
     }
 }
