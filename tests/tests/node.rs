@@ -76,3 +76,40 @@ async fn a_clients_request_id_is_echoed_and_a_bad_one_replaced() {
     assert_ne!(id, "bad id; x");
     assert_eq!(id.len(), 10);
 }
+
+#[tokio::test]
+async fn uuids_follow_the_configured_algorithm() {
+    let data = TempDir::new("uuids-sequential");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    let reply = c.get("/_uuids?count=5").await;
+    assert_eq!(reply.header("cache-control"), Some("no-cache"));
+    let ids: Vec<String> = serde_json::from_value(reply.json()["uuids"].clone()).unwrap();
+    for pair in ids.windows(2) {
+        assert_eq!(
+            pair[0][..26],
+            pair[1][..26],
+            "sequential by default, as CouchDB 3.5"
+        );
+        assert!(pair[0] < pair[1]);
+    }
+    // A document posted without an id gets the next one.
+    c.put("/db", json!(null)).await;
+    let posted = c.post("/db", json!({"a": 1})).await.json();
+    let id = posted["id"].as_str().unwrap();
+    assert_eq!(id[..26], ids[0][..26]);
+    assert!(id > ids[4].as_str());
+
+    let data = TempDir::new("uuids-utc-id");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_UUIDS_ALGORITHM", "utc_id"),
+            ("RECLINER_UTC_ID_SUFFIX", "-east"),
+        ],
+    );
+    let ids = Client::new(&server).get("/_uuids?count=2").await.json()["uuids"].clone();
+    let (a, b) = (ids[0].as_str().unwrap(), ids[1].as_str().unwrap());
+    assert!(a.ends_with("-east") && a.len() == 19 && a < b, "{a} {b}");
+}

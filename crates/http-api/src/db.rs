@@ -218,14 +218,8 @@ async fn post_document(
     let body = crate::body::read_doc_body(&state, &database, request.into_body(), false).await?;
     let mut doc = parse_doc(&state, Value::Object(body.map))?;
     crate::body::DocBody::resolve(body.staged, &mut doc)?;
-    if doc.id.is_none() {
-        doc.id = Some(uuid::Uuid::new_v4().simple().to_string());
-    }
+    let id = doc.id.get_or_insert_with(|| state.uuids.next()).clone();
     writer.check_one(&database, &mut doc).await?;
-    let id = doc
-        .id
-        .get_or_insert_with(|| uuid::Uuid::new_v4().simple().to_string())
-        .clone();
     let batch = query.get("batch") == Some("ok");
     let rev = database.put_doc(doc, true).await?;
     if batch {

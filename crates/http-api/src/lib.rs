@@ -27,6 +27,7 @@ mod routes;
 mod server_routes;
 mod session;
 mod tasks;
+mod uuids;
 
 use axum::Router;
 use axum::extract::Request;
@@ -37,6 +38,7 @@ use store::Store;
 
 pub use auth::AuthConfig;
 pub use error::ApiError;
+pub use uuids::UuidAlgorithm;
 
 /// The node name CouchDB tooling sees unless configured otherwise.
 pub const DEFAULT_NODE_NAME: &str = "recliner@127.0.0.1";
@@ -63,6 +65,8 @@ pub struct ApiConfig {
     pub auth: AuthConfig,
     /// This node's name in `/_membership` and `/_node/{name}`.
     pub node_name: String,
+    /// How `/_uuids` and `POST /db` make ids (CouchDB's `[uuids] algorithm`).
+    pub uuids: UuidAlgorithm,
 }
 
 /// Bounds on what one request may declare, each answered by a clear 400:
@@ -173,6 +177,7 @@ impl Default for ApiConfig {
             limits: Limits::default(),
             auth: AuthConfig::default(),
             node_name: DEFAULT_NODE_NAME.into(),
+            uuids: UuidAlgorithm::default(),
         }
     }
 }
@@ -259,6 +264,7 @@ pub struct AppState {
     pub(crate) auth: std::sync::Arc<auth::Authenticator>,
     /// When the server started (`_node/{node}/_system`'s uptime).
     pub(crate) started: std::time::Instant,
+    pub(crate) uuids: std::sync::Arc<uuids::Uuids>,
 }
 
 impl AppState {
@@ -279,6 +285,7 @@ impl AppState {
         AppState {
             auth: std::sync::Arc::new(auth::Authenticator::new(config.auth.clone())),
             started: std::time::Instant::now(),
+            uuids: std::sync::Arc::new(uuids::Uuids::new(config.uuids.clone())),
             store,
             config,
             scheduler,

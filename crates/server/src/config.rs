@@ -167,6 +167,11 @@ pub struct Config {
     /// This node's name in `/_membership` and `/_node/{name}` (CouchDB's
     /// `name@host` form).
     pub node_name: String,
+    /// How `/_uuids` and `POST /db` make ids: `sequential` (CouchDB 3.5's
+    /// default), `random`, `utc_random` or `utc_id`.
+    pub uuids_algorithm: String,
+    /// What `utc_id` ids end with; give each replicating node its own.
+    pub utc_id_suffix: String,
 }
 
 /// Who may use a database nobody has set a `_security` object on yet.
@@ -253,6 +258,8 @@ impl Config {
                 ..http_api::AuthConfig::default()
             },
             node_name: self.node_name.clone(),
+            uuids: http_api::UuidAlgorithm::parse(&self.uuids_algorithm, &self.utc_id_suffix)
+                .unwrap_or_default(),
             cors: self.cors_enabled.then(|| http_api::CorsConfig {
                 origins: self.cors_origins.clone(),
                 credentials: self.cors_credentials,
@@ -333,6 +340,9 @@ impl Config {
 
     /// Checks what the type system cannot: one line naming the setting.
     pub fn validate(&self) -> Result<(), String> {
+        if http_api::UuidAlgorithm::parse(&self.uuids_algorithm, &self.utc_id_suffix).is_none() {
+            return Err("invalid configuration: setting `uuids_algorithm`: one of random, sequential, utc_random, utc_id".into());
+        }
         let set = |p: &PathBuf| !p.as_os_str().is_empty();
         if set(&self.tls_cert) != set(&self.tls_key) {
             return Err(
@@ -473,6 +483,8 @@ impl Default for Config {
             replicator_verify_ssl_certificates: true,
             replicator_ssl_trusted_certificates_file: PathBuf::new(),
             node_name: http_api::DEFAULT_NODE_NAME.into(),
+            uuids_algorithm: "sequential".into(),
+            utc_id_suffix: String::new(),
         }
     }
 }
