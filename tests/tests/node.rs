@@ -113,3 +113,137 @@ async fn uuids_follow_the_configured_algorithm() {
     let (a, b) = (ids[0].as_str().unwrap(), ids[1].as_str().unwrap());
     assert!(a.ends_with("-east") && a.len() == 19 && a < b, "{a} {b}");
 }
+
+/// `_scheduler/docs` states of the `_replicator` documents.
+async fn states(c: &Client) -> Vec<String> {
+    let docs = c.get("/_scheduler/docs/_replicator").await.json();
+    docs["docs"]
+        .as_array()
+        .map(|docs| {
+            docs.iter()
+                .filter_map(|d| d["state"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_couchdb_script_changes_max_jobs_through_the_config_api_and_the_scheduler_obeys() {
+    let data = TempDir::new("config-api");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    // What a CouchDB 3 script does: find the node, then its configuration.
+    let node = c.get("/_membership").await.json()["all_nodes"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let base = format!("/_node/{node}/_config");
+    assert_eq!(
+        c.get(&format!("{base}/replicator/max_jobs")).await.json(),
+        json!("500")
+    );
+    let all = c.get(&base).await.json();
+    assert_eq!(all["chttpd"]["bind_address"], "127.0.0.1");
+    assert_eq!(all["uuids"]["algorithm"], "sequential");
+    assert!(all["couchdb"]["uuid"].is_string());
+    assert!(all.get("admins").is_none(), "no passwords or hashes: {all}");
+    let old = c
+        .put(&format!("{base}/replicator/max_jobs"), json!("1"))
+        .await;
+    assert_eq!((old.status, old.json()), (200, json!("500")));
+
+    for i in 0..3 {
+        c.put(&format!("/src{i}"), json!(null)).await;
+        c.put(&format!("/src{i}/doc"), json!({"i": i})).await;
+        let doc = json!({"source": format!("src{i}"), "target": format!("dst{i}"),
+                         "create_target": true, "continuous": true});
+        assert_eq!(c.put(&format!("/_replicator/r{i}"), doc).await.status, 201);
+    }
+    assert!(
+        recliner_tests::eventually(10, async || {
+            let s = states(&c).await;
+            s.len() == 3 && s.iter().filter(|s| *s == "running").count() == 1
+        })
+        .await,
+        "one job runs at a time: {:?}",
+        states(&c).await
+    );
+    // Raised again, without writing the file: all three run at once.
+    let raised = c
+        .send(
+            "PUT",
+            &format!("{base}/replicator/max_jobs"),
+            Some(json!("3")),
+            &[("x-couch-persist", "false")],
+        )
+        .await;
+    assert_eq!(raised.json(), json!("1"));
+    assert!(
+        recliner_tests::eventually(10, async || {
+            states(&c).await.iter().filter(|s| *s == "running").count() == 3
+        })
+        .await,
+        "{:?}",
+        states(&c).await
+    );
+    let file = std::fs::read_to_string(data.path().join("recliner.toml")).unwrap();
+    assert!(
+        file.contains("replicator_max_jobs = 1"),
+        "persisted: {file}"
+    );
+
+    // Errors as CouchDB's.
+    let missing = c.get(&format!("{base}/replicator/nope")).await;
+    assert_eq!(
+        (missing.status, missing.json()["reason"].clone()),
+        (404, json!("unknown_config_value"))
+    );
+    let not_text = c
+        .put(&format!("{base}/replicator/max_jobs"), json!(2))
+        .await;
+    assert_eq!(
+        (not_text.status, not_text.json()["reason"].clone()),
+        (400, json!("a JSON string expected"))
+    );
+    let bad = c
+        .put(&format!("{base}/replicator/max_jobs"), json!("many"))
+        .await;
+    assert_eq!(bad.status, 400);
+    let unknown = c.put(&format!("{base}/nosuch/key"), json!("x")).await;
+    assert_eq!(unknown.status, 400);
+    assert_eq!(Client::anonymous(&server).get(&base).await.status, 401);
+
+    // A persisted change survives a restart; a deleted one is back to its default.
+    assert_eq!(
+        c.put(&format!("{base}/recliner/durability"), json!("normal"))
+            .await
+            .status,
+        200
+    );
+    let port = server
+        .plain_url
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse::<u16>()
+        .unwrap();
+    server.stop();
+    let server = TestServer::start_on_port(data.path(), port, &[]);
+    let c = Client::new(&server);
+    assert_eq!(
+        c.get(&format!("{base}/recliner/durability")).await.json(),
+        json!("normal")
+    );
+    assert_eq!(
+        c.get(&format!("{base}/replicator/max_jobs")).await.json(),
+        json!("1")
+    );
+    let reset = c.delete(&format!("{base}/replicator/max_jobs")).await;
+    assert_eq!(reset.json(), json!("1"));
+    assert_eq!(
+        c.get(&format!("{base}/replicator/max_jobs")).await.json(),
+        json!("500")
+    );
+    let file = std::fs::read_to_string(data.path().join("recliner.toml")).unwrap();
+    assert!(!file.contains("replicator_max_jobs"), "{file}");
+}

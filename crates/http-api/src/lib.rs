@@ -38,6 +38,7 @@ use store::Store;
 
 pub use auth::AuthConfig;
 pub use error::ApiError;
+pub use node::{ConfigError, NodeConfig};
 pub use uuids::UuidAlgorithm;
 
 /// The node name CouchDB tooling sees unless configured otherwise.
@@ -265,6 +266,9 @@ pub struct AppState {
     /// When the server started (`_node/{node}/_system`'s uptime).
     pub(crate) started: std::time::Instant,
     pub(crate) uuids: std::sync::Arc<uuids::Uuids>,
+    /// The configuration API's view of the server's settings, when the
+    /// hosting server offers one.
+    pub node_config: Option<std::sync::Arc<dyn NodeConfig>>,
 }
 
 impl AppState {
@@ -286,6 +290,7 @@ impl AppState {
             auth: std::sync::Arc::new(auth::Authenticator::new(config.auth.clone())),
             started: std::time::Instant::now(),
             uuids: std::sync::Arc::new(uuids::Uuids::new(config.uuids.clone())),
+            node_config: None,
             store,
             config,
             scheduler,

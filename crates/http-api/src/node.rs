@@ -2,10 +2,12 @@
 //! find the node, and `/_node/{node}/...` (`_local` names this node) for
 //! its name, versions and system figures. Recliner is one node.
 
+use std::collections::BTreeMap;
+
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -83,4 +85,118 @@ pub(crate) async fn system(
             "message_queues": {},
         }),
     ))
+}
+
+/// The server's settings as CouchDB's configuration API shows them: by
+/// CouchDB's section and key names, every value as text. The server that
+/// hosts the API implements it (it owns the settings and their file).
+pub trait NodeConfig: Send + Sync + std::fmt::Debug {
+    /// Every section with its keys and values.
+    fn sections(&self) -> BTreeMap<String, BTreeMap<String, String>>;
+    /// Sets a value (at once where the server can apply it while running;
+    /// in the configuration file too when `persist`); the previous value.
+    fn set(
+        &self,
+        section: &str,
+        key: &str,
+        value: &str,
+        persist: bool,
+    ) -> Result<String, ConfigError>;
+    /// Puts a setting back to its default; the previous value.
+    fn delete(&self, section: &str, key: &str, persist: bool) -> Result<String, ConfigError>;
+    /// Reads the configuration file again, dropping unpersisted changes.
+    fn reload(&self) -> Result<(), ConfigError>;
+}
+
+/// Why a configuration change was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigError {
+    /// No such section and key: 404 `unknown_config_value`.
+    Unknown,
+    /// A value the setting cannot take, or a file that cannot be written: 400.
+    Refused(String),
+}
+
+impl From<ConfigError> for ApiError {
+    fn from(e: ConfigError) -> ApiError {
+        match e {
+            ConfigError::Unknown => ApiError::not_found("unknown_config_value"),
+            ConfigError::Refused(reason) => ApiError::bad_request(reason),
+        }
+    }
+}
+
+fn node_config(state: &AppState) -> Result<&std::sync::Arc<dyn NodeConfig>, ApiError> {
+    state
+        .node_config
+        .as_ref()
+        .ok_or_else(|| ApiError::NotImplemented("this server has no configuration API".into()))
+}
+
+/// # GET /_node/{node}/_config
+pub(crate) async fn config_all(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+) -> Result<Response, ApiError> {
+    this_node(&state, &node)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &node_config(&state)?.sections(),
+    ))
+}
+
+/// # GET /_node/{node}/_config/{section}, POST .../_config/_reload
+pub(crate) async fn config_section(
+    State(state): State<AppState>,
+    Path((node, section)): Path<(String, String)>,
+    method: Method,
+) -> Result<Response, ApiError> {
+    this_node(&state, &node)?;
+    let config = node_config(&state)?;
+    match (section.as_str(), method) {
+        ("_reload", Method::POST) => {
+            config.reload()?;
+            Ok(json_response(StatusCode::OK, &json!({"ok": true})))
+        }
+        ("_reload", _) => Err(ApiError::MethodNotAllowed("POST")),
+        (_, Method::GET | Method::HEAD) => {
+            let section = config.sections().remove(&section).unwrap_or_default();
+            Ok(json_response(StatusCode::OK, &section))
+        }
+        _ => Err(ApiError::MethodNotAllowed("GET")),
+    }
+}
+
+/// # GET|PUT|DELETE /_node/{node}/_config/{section}/{key}
+/// Values travel as JSON strings; a change answers the previous value.
+/// `X-Couch-Persist: false` changes only the running server.
+pub(crate) async fn config_key(
+    State(state): State<AppState>,
+    Path((node, section, key)): Path<(String, String, String)>,
+    request: axum::extract::Request,
+) -> Result<Response, ApiError> {
+    this_node(&state, &node)?;
+    let config = node_config(&state)?;
+    let persist = request
+        .headers()
+        .get("x-couch-persist")
+        .and_then(|v| v.to_str().ok())
+        != Some("false");
+    let old = match request.method().clone() {
+        Method::GET | Method::HEAD => config
+            .sections()
+            .get(&section)
+            .and_then(|keys| keys.get(&key).cloned())
+            .ok_or(ConfigError::Unknown)?,
+        Method::PUT => {
+            let body = crate::json::read_json_body(request.into_body(), &state.config).await?;
+            let Some(Value::String(value)) = body else {
+                return Err(ApiError::bad_request("a JSON string expected"));
+            };
+            config.set(&section, &key, value.trim(), persist)?
+        }
+        Method::DELETE => config.delete(&section, &key, persist)?,
+        _ => return Err(ApiError::MethodNotAllowed("GET,PUT,DELETE")),
+    };
+    Ok(json_response(StatusCode::OK, &Value::String(old)))
 }

@@ -45,6 +45,18 @@ pub(crate) fn routes() -> Router<AppState> {
             "/_node/{node}/_system",
             only(get(crate::node::system), "GET,HEAD"),
         )
+        .route(
+            "/_node/{node}/_config",
+            only(get(crate::node::config_all), "GET,HEAD"),
+        )
+        .route(
+            "/_node/{node}/_config/{section}",
+            axum::routing::any(crate::node::config_section),
+        )
+        .route(
+            "/_node/{node}/_config/{section}/{key}",
+            axum::routing::any(crate::node::config_key),
+        )
         // CouchDB reads a GET's (empty) body as the replication to run.
         .route(
             "/_replicate",

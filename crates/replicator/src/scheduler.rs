@@ -232,7 +232,8 @@ struct Table {
 
 struct Inner {
     store: Store,
-    config: SchedulerConfig,
+    /// Changeable while the server runs (`/_node/{node}/_config/replicator`).
+    config: std::sync::RwLock<SchedulerConfig>,
     table: Mutex<Table>,
     completed_docs: Mutex<Option<mpsc::UnboundedSender<DocCompleted>>>,
 }
@@ -268,7 +269,7 @@ impl Scheduler {
         Scheduler {
             inner: Arc::new(Inner {
                 store,
-                config,
+                config: std::sync::RwLock::new(config),
                 table: Mutex::new(Table::default()),
                 completed_docs: Mutex::new(None),
             }),
@@ -277,7 +278,26 @@ impl Scheduler {
 
     /// Parses a replication request with this server's defaults.
     pub fn parse_spec(&self, request: &Value) -> Result<ReplicationSpec, SpecError> {
-        ReplicationSpec::parse_with(request, &self.inner.config.spec_defaults)
+        ReplicationSpec::parse_with(request, &self.config().spec_defaults)
+    }
+
+    /// The limits now in force.
+    pub fn config(&self) -> SchedulerConfig {
+        self.inner
+            .config
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Changes the limits while jobs run; a new `max_jobs` applies at once
+    /// (jobs start, or the longest-running stop, up to `max_churn`).
+    pub fn update_config(&self, change: impl FnOnce(&mut SchedulerConfig)) {
+        {
+            let mut config = self.inner.config.write().unwrap_or_else(|p| p.into_inner());
+            change(&mut config);
+        }
+        self.reschedule();
     }
 
     fn table(&self) -> MutexGuard<'_, Table> {
@@ -386,7 +406,7 @@ impl Scheduler {
     }
 
     fn info(&self, job: &Job) -> JobInfo {
-        let error_count = consecutive_crashes(&job.history, self.inner.config.health_threshold);
+        let error_count = consecutive_crashes(&job.history, self.config().health_threshold);
         let last_error = match job.history.front().map(|e| &e.kind) {
             Some(EventKind::Crashed(reason)) if job.run.is_none() => Some(reason.clone()),
             _ => None,
@@ -516,12 +536,11 @@ impl Scheduler {
     /// Rotates jobs every `interval` until `shutdown` turns true, then stops
     /// every job and waits for their checkpoints.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
-        let mut ticker = tokio::time::interval(self.inner.config.interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        ticker.tick().await;
         loop {
+            // Read each turn: `interval` may change while the server runs.
+            let interval = self.config().interval;
             tokio::select! {
-                _ = ticker.tick() => self.reschedule(),
+                _ = tokio::time::sleep(interval) => self.reschedule(),
                 _ = shutdown.changed() => break,
             }
         }
@@ -532,10 +551,10 @@ impl Scheduler {
     /// take the place of the longest-running ones.
     pub fn reschedule(&self) {
         let mut table = self.table();
-        let churn = self.inner.config.max_churn;
+        let churn = self.config().max_churn;
         let started = self.fill(&mut table, churn);
         let running = table.jobs.values().filter(|j| j.run.is_some()).count();
-        if running < self.inner.config.max_jobs {
+        if running < self.config().max_jobs {
             return;
         }
         let waiting = self.eligible(&table).len();
@@ -552,7 +571,7 @@ impl Scheduler {
         oldest.sort();
         for (_, id) in oldest.into_iter().take(turn) {
             if let Some(job) = table.jobs.get_mut(&id) {
-                stop_run(job, self.inner.config.max_history);
+                stop_run(job, self.config().max_history);
                 tracing::info!(job = %id, "replication job paused to let a waiting one run");
             }
         }
@@ -563,7 +582,7 @@ impl Scheduler {
         let tasks: Vec<JoinHandle<()>> = {
             let mut table = self.table();
             table.shutting_down = true;
-            let max_history = self.inner.config.max_history;
+            let max_history = self.config().max_history;
             table
                 .jobs
                 .values_mut()
@@ -582,7 +601,7 @@ impl Scheduler {
     /// never started, then the longest since their last start.
     fn eligible(&self, table: &Table) -> Vec<String> {
         let now = Instant::now();
-        let config = &self.inner.config;
+        let config = &self.config();
         let mut ready: Vec<(Option<Instant>, String)> = table
             .jobs
             .values()
@@ -610,12 +629,7 @@ impl Scheduler {
             return 0;
         }
         let running = table.jobs.values().filter(|j| j.run.is_some()).count();
-        let free = self
-            .inner
-            .config
-            .max_jobs
-            .saturating_sub(running)
-            .min(limit);
+        let free = self.config().max_jobs.saturating_sub(running).min(limit);
         if free == 0 {
             return 0;
         }
@@ -631,7 +645,7 @@ impl Scheduler {
     fn start(&self, table: &mut Table, id: &str) {
         table.next_generation += 1;
         let generation = table.next_generation;
-        let max_history = self.inner.config.max_history;
+        let max_history = self.config().max_history;
         let Some(job) = table.jobs.get_mut(id) else {
             return;
         };
@@ -660,7 +674,7 @@ impl Scheduler {
     /// A job's task ended: record why, then give its slot to a waiting job.
     fn exited(&self, id: &str, generation: u64, result: Result<Value, ReplicationError>) {
         let mut table = self.table();
-        let max_history = self.inner.config.max_history;
+        let max_history = self.config().max_history;
         let Some(job) = table.jobs.get_mut(id) else {
             return;
         };
@@ -717,8 +731,8 @@ impl Scheduler {
                     Owner::Doc { .. } => {
                         push_event(job, EventKind::Crashed(reason.clone()), max_history);
                         let crashes =
-                            consecutive_crashes(&job.history, self.inner.config.health_threshold);
-                        tracing::warn!(job = %id, error = %reason, retry_in = ?backoff(&self.inner.config, crashes), "replication crashed");
+                            consecutive_crashes(&job.history, self.config().health_threshold);
+                        tracing::warn!(job = %id, error = %reason, retry_in = ?backoff(&self.config(), crashes), "replication crashed");
                     }
                 }
             }

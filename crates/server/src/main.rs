@@ -6,6 +6,7 @@
 
 mod config;
 mod manager;
+mod node_config;
 mod replicate_cmd;
 mod security;
 mod tls;
@@ -167,7 +168,7 @@ fn main() -> ExitCode {
         }
     };
     announce(&config, &setup);
-    match runtime.block_on(serve(config, setup)) {
+    match runtime.block_on(serve(config, setup, config_file)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
@@ -233,7 +234,7 @@ fn init_logging(config: &Config) -> Result<(), String> {
     result.map_err(|e| format!("cannot set up logging: {e}"))
 }
 
-async fn serve(config: Config, setup: security::Setup) -> anyhow::Result<()> {
+async fn serve(config: Config, setup: security::Setup, config_file: PathBuf) -> anyhow::Result<()> {
     let store = store::Store::open_with(&config.data_dir, config.store_options())?;
     // CouchDB's system databases exist from the first start.
     for system in store::name::SYSTEM_DATABASES {
@@ -243,7 +244,14 @@ async fn serve(config: Config, setup: security::Setup) -> anyhow::Result<()> {
     let mut api_config = config.api_config();
     api_config.auth.admins = setup.admins;
     api_config.auth.secret = setup.secret;
-    let state = http_api::AppState::with_scheduler(store.clone(), api_config, scheduler.clone());
+    let mut state =
+        http_api::AppState::with_scheduler(store.clone(), api_config, scheduler.clone());
+    state.node_config = Some(std::sync::Arc::new(node_config::ServerConfig::new(
+        config.clone(),
+        config_file,
+        scheduler.clone(),
+        store.server_uuid().to_string(),
+    )));
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let roles: manager::RolesLookup = {
         let state = state.clone();

@@ -144,7 +144,7 @@ fn write_admins(file: &Path, entries: &[(String, String)]) -> anyhow::Result<()>
 
 /// Writes a file only its owner can read, through a temporary file so a
 /// crash never leaves half of it.
-fn write_private(file: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_private(file: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let tmp = file.with_extension("tmp");
     {
         use std::io::Write;
