@@ -247,3 +247,41 @@ async fn a_couchdb_script_changes_max_jobs_through_the_config_api_and_the_schedu
     let file = std::fs::read_to_string(data.path().join("recliner.toml")).unwrap();
     assert!(!file.contains("replicator_max_jobs"), "{file}");
 }
+
+#[tokio::test]
+async fn if_none_match_gets_a_304_on_every_tagged_answer_weak_tags_too() {
+    let data = TempDir::new("not-modified");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!(null)).await;
+    let rev = c.put("/db/doc", json!({"a": 1})).await.json()["rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    c.put("/db/_local/l", json!({"b": 2})).await;
+    for path in ["/_all_dbs", "/db/_local/l", "/db/doc"] {
+        let first = c.get(path).await;
+        let etag = first
+            .header("etag")
+            .unwrap_or_else(|| panic!("{path} is tagged"))
+            .to_string();
+        for sent in [
+            etag.clone(),
+            format!("W/{etag}"),
+            format!("\"other\", {etag}"),
+        ] {
+            let again = c.send("GET", path, None, &[("if-none-match", &sent)]).await;
+            assert_eq!(again.status, 304, "{path} with {sent}");
+            assert_eq!(again.header("etag"), Some(etag.as_str()), "{path}");
+            assert!(again.text.is_empty());
+        }
+        let changed = c
+            .send("GET", path, None, &[("if-none-match", "\"stale\"")])
+            .await;
+        assert_eq!(changed.status, 200, "{path}");
+    }
+    assert_eq!(
+        c.get("/db/doc").await.header("etag"),
+        Some(format!("\"{rev}\"").as_str())
+    );
+}

@@ -4,7 +4,7 @@
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
 use serde_json::{Map, Value, json};
@@ -158,16 +158,8 @@ async fn get(
 ) -> Result<Response, ApiError> {
     let (meta, reader) = database.attachment(id, name, query.rev("rev")?).await?;
     let etag = format!("\"{}\"", digest_b64(&meta));
-    if headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        == Some(etag.as_str())
-    {
-        let mut response = StatusCode::NOT_MODIFIED.into_response();
-        if let Ok(value) = HeaderValue::from_str(&etag) {
-            response.headers_mut().insert(header::ETAG, value);
-        }
-        return Ok(response);
+    if crate::json::etag_matches(headers, &etag) {
+        return Ok(crate::json::not_modified(&etag));
     }
     // Compressed bytes go out as they are to clients that take gzip, and
     // inflated to everyone else, as CouchDB does.

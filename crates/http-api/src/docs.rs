@@ -3,7 +3,7 @@
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use serde_json::{Value, json};
 use store::{AttachmentInput, Database, DocInput, GetOptions, OpenRev, OpenRevs};
 
@@ -78,13 +78,6 @@ pub(crate) fn rev_of(doc: &str) -> Option<&str> {
     let start = doc.find("\"_rev\":\"")? + 8;
     let len = doc[start..].find('"')?;
     Some(&doc[start..start + len])
-}
-
-fn if_none_match(headers: &HeaderMap) -> Option<String> {
-    headers
-        .get(header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.trim().trim_matches('"').to_string())
 }
 
 /// The read options of `GET /db/doc`.
@@ -176,10 +169,8 @@ async fn get(
         || metadata
         || (maybe_metadata && has_conflict_lists(doc.as_str()));
     let tagged = !untagged;
-    if tagged && if_none_match(headers).as_deref() == Some(rev.as_str()) {
-        let mut response = StatusCode::NOT_MODIFIED.into_response();
-        set_etag(&mut response, &rev);
-        return Ok(response);
+    if tagged && crate::json::etag_matches(headers, &format!("\"{rev}\"")) {
+        return Ok(crate::json::not_modified(&format!("\"{rev}\"")));
     }
     let mut text = doc.into_string();
     text.push('\n');

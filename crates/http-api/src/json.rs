@@ -4,6 +4,7 @@
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
 use axum::response::Response;
 use futures_util::StreamExt;
 use serde::Serialize;
@@ -43,6 +44,33 @@ pub fn tagged_json_response(status: StatusCode, value: &impl Serialize) -> Respo
         }
         Err(_) => json_response(status, value),
     }
+}
+
+/// Whether a request's `If-None-Match` names `etag` (quoted), as CouchDB
+/// matches it: the header's tags split at commas and spaces, a weak tag
+/// (`W/"..."`) standing for its strong one.
+pub(crate) fn etag_matches(headers: &axum::http::HeaderMap, etag: &str) -> bool {
+    headers
+        .get_all(axum::http::header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split([',', ' ']))
+        .filter(|t| !t.is_empty())
+        .map(|t| t.strip_prefix("W/").unwrap_or(t))
+        .any(|t| t == etag)
+}
+
+/// CouchDB's answer when the client has the current version: 304 with the
+/// ETag and no body. (CouchDB also sends `Content-Length: 0`; the HTTP
+/// server library leaves that header out of every 304.)
+pub(crate) fn not_modified(etag: &str) -> Response {
+    let mut response = StatusCode::NOT_MODIFIED.into_response();
+    if let Ok(value) = axum::http::HeaderValue::from_str(etag) {
+        response
+            .headers_mut()
+            .insert(axum::http::header::ETAG, value);
+    }
+    response
 }
 
 /// An ETag value naming `content` (its md5, in hex; `set_etag` quotes it).
@@ -172,6 +200,19 @@ pub fn require_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn if_none_match_is_read_as_couchdb_reads_it() {
+        let mut headers = axum::http::HeaderMap::new();
+        headers.insert(
+            axum::http::header::IF_NONE_MATCH,
+            axum::http::HeaderValue::from_static("\"a\", W/\"1-abc\""),
+        );
+        assert!(etag_matches(&headers, "\"1-abc\""), "a weak tag matches");
+        assert!(etag_matches(&headers, "\"a\""));
+        assert!(!etag_matches(&headers, "\"1-ab\""));
+        assert!(!etag_matches(&axum::http::HeaderMap::new(), "\"a\""));
+    }
 
     #[test]
     fn values_are_counted_outside_strings_only() {

@@ -322,6 +322,7 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::authenticate,
         ))
+        .layer(axum::middleware::from_fn(conditional))
         .layer(axum::middleware::from_fn(request_log))
         .layer(axum::middleware::map_response(couchdb_headers));
     let router = match cors {
@@ -364,6 +365,35 @@ async fn request_log(request: Request, next: Next) -> Response {
     );
     if let Ok(value) = HeaderValue::from_str(&request_id) {
         response.headers_mut().insert("x-couch-request-id", value);
+    }
+    response
+}
+
+/// `If-None-Match` on any tagged answer (`_all_docs`, `_all_dbs`, local
+/// documents...): when the client already has it, 304 instead of the body.
+/// Documents and attachments check before reading their body.
+async fn conditional(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let asked = request.headers().get(header::IF_NONE_MATCH).cloned();
+    let response = next.run(request).await;
+    let (Some(asked), true) = (
+        asked,
+        method == axum::http::Method::GET || method == axum::http::Method::HEAD,
+    ) else {
+        return response;
+    };
+    let etag = match response
+        .headers()
+        .get(header::ETAG)
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(etag) if response.status() == axum::http::StatusCode::OK => etag.to_string(),
+        _ => return response,
+    };
+    let mut headers = axum::http::HeaderMap::new();
+    headers.insert(header::IF_NONE_MATCH, asked);
+    if json::etag_matches(&headers, &etag) {
+        return json::not_modified(&etag);
     }
     response
 }
