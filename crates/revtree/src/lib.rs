@@ -1,6 +1,6 @@
 //! CouchDB's MVCC revision model: revision ids, revision trees and the
 //! algorithms on them (merge, interactive edits, winner, conflicts,
-//! `revs_info`, `revs_diff`, stemming), deterministic new revision ids, and
+//! `revs_info`, `revs_diff`, stemming), new revision ids as CouchDB computes them, and
 //! the binary encoding the store persists.
 //!
 //! This crate does no I/O and knows nothing of storage or HTTP; the store and
@@ -8,6 +8,7 @@
 //! `pouchdb-merge` are the reference behaviour.
 
 mod encoding;
+mod erlang_term;
 mod path;
 mod rev_hash;
 mod rev_id;

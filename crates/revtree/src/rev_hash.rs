@@ -1,29 +1,29 @@
-//! Deterministic new revision ids: the same edit on two servers yields the same rev.
+//! New revision ids as CouchDB 3 computes them: the same edit made on
+//! CouchDB and on Recliner gets the same id, so a document written to both
+//! converges instead of conflicting.
 
 use std::io::{self, Write};
 
 use md5::{Digest, Md5};
 use serde_json::Value;
 
+use crate::erlang_term as term;
 use crate::{RevHash, RevId};
-
-/// Bumped if the hashed input ever changes shape: old revisions stay valid,
-/// but the same edit would get a different id on old and new servers.
-const REV_HASH_VERSION: u8 = 1;
 
 /// What a revision's id covers of one attachment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttachmentDigest<'a> {
     pub name: &'a str,
     pub content_type: &'a str,
-    /// CouchDB's digest string, `md5-<base64>`.
-    pub digest: &'a str,
+    /// The attachment's MD5, raw (the 16 bytes behind `md5-<base64>`).
+    pub md5: &'a [u8],
 }
 
-/// The hash of a new revision: md5 (32 lowercase hex) over the parent
-/// revision, the deleted flag, the body in canonical JSON without its
-/// top-level metadata fields (`_id`, `_rev`, `_attachments`, ...), and the attachments' names, types
-/// and digests in name order.
+/// The hash of a new revision, as CouchDB's `couch_db:new_revid/1`: the MD5
+/// of the Erlang term `[Deleted, OldPos, OldRev, Body, Atts]`, where the body
+/// is the document without its top-level metadata fields (`_id`, `_rev`,
+/// `_attachments`...) in its member order, and `Atts` lists each
+/// attachment's `{Name, Type, MD5}` in the reverse of the document's order.
 pub fn new_rev_hash(
     parent: Option<&RevId>,
     deleted: bool,
@@ -31,36 +31,73 @@ pub fn new_rev_hash(
     attachments: &[AttachmentDigest<'_>],
 ) -> RevHash {
     let mut sink = Md5Writer(Md5::new());
-    let mut atts: Vec<&AttachmentDigest<'_>> = attachments.iter().collect();
-    atts.sort_by(|a, b| a.name.cmp(b.name));
-
-    // The input is one canonical JSON array, which is self-delimiting:
-    // [version, parent, deleted, body, [[name, type, digest], ...]].
     // Writing into an md5 sink cannot fail.
-    let _ = (|| -> io::Result<()> {
-        write!(sink, "[{REV_HASH_VERSION},")?;
-        match parent {
-            Some(rev) => write_json_string(&mut sink, &rev.to_string())?,
-            None => sink.write_all(b"null")?,
-        }
-        write!(sink, ",{deleted},")?;
-        write_canonical_body(&mut sink, body)?;
-        sink.write_all(b",[")?;
-        for (i, att) in atts.iter().enumerate() {
-            if i > 0 {
-                sink.write_all(b",")?;
-            }
-            sink.write_all(b"[")?;
-            write_json_string(&mut sink, att.name)?;
-            sink.write_all(b",")?;
-            write_json_string(&mut sink, att.content_type)?;
-            sink.write_all(b",")?;
-            write_json_string(&mut sink, att.digest)?;
-            sink.write_all(b"]")?;
-        }
-        sink.write_all(b"]]")
-    })();
+    let _ = write_rev_term(&mut sink, parent, deleted, body, attachments);
     RevHash::Md5(sink.0.finalize().into())
+}
+
+fn write_rev_term(
+    out: &mut impl Write,
+    parent: Option<&RevId>,
+    deleted: bool,
+    body: &Value,
+    attachments: &[AttachmentDigest<'_>],
+) -> io::Result<()> {
+    out.write_all(&[term::VERSION])?;
+    term::list_header(out, 5)?;
+    term::atom(out, if deleted { "true" } else { "false" })?;
+    match parent {
+        Some(rev) => {
+            term::integer(out, i128::from(rev.pos()))?;
+            match &rev.hash {
+                RevHash::Md5(bytes) => term::binary(out, bytes)?,
+                RevHash::Text(text) => match upper_hex_128(text) {
+                    Some(bytes) => term::binary(out, &bytes)?,
+                    None => term::binary(out, text.as_bytes())?,
+                },
+            }
+        }
+        None => {
+            term::integer(out, 0)?;
+            term::integer(out, 0)?;
+        }
+    }
+    match body {
+        Value::Object(map) => term::object(
+            out,
+            map.iter()
+                .filter(|(k, _)| !METADATA_FIELDS.contains(&k.as_str()))
+                .collect::<Vec<_>>()
+                .into_iter(),
+        )?,
+        other => term::ejson(out, other)?,
+    }
+    if !attachments.is_empty() {
+        term::list_header(out, attachments.len() as u32)?;
+        for att in attachments.iter().rev() {
+            term::tuple_header(out, 3)?;
+            term::binary(out, att.name.as_bytes())?;
+            term::binary(out, att.content_type.as_bytes())?;
+            term::binary(out, att.md5)?;
+        }
+    }
+    // The attachments list ends, then the five-element list does.
+    term::nil(out)?;
+    term::nil(out)
+}
+
+/// CouchDB reads any 32 hex digits as a 16-byte revision id, capitals too;
+/// lowercase ones are already [`RevHash::Md5`].
+fn upper_hex_128(text: &str) -> Option<[u8; 16]> {
+    if text.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, chunk) in text.as_bytes().chunks(2).enumerate() {
+        let pair = std::str::from_utf8(chunk).ok()?;
+        out[i] = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
 }
 
 /// Writes `value` as canonical JSON: object keys sorted by their UTF-8
@@ -100,21 +137,6 @@ const METADATA_FIELDS: &[&str] = &[
     "_local_seq",
 ];
 
-/// A document body without its top-level metadata fields.
-fn write_canonical_body(out: &mut impl Write, body: &Value) -> io::Result<()> {
-    match body {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map
-                .iter()
-                .filter(|(k, _)| !METADATA_FIELDS.contains(&k.as_str()))
-                .collect();
-            entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-            write_object(out, entries)
-        }
-        other => write_canonical_json(out, other),
-    }
-}
-
 fn write_object(out: &mut impl Write, entries: Vec<(&String, &Value)>) -> io::Result<()> {
     out.write_all(b"{")?;
     for (i, (key, value)) in entries.into_iter().enumerate() {
@@ -147,44 +169,92 @@ impl Write for Md5Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use md5::{Digest, Md5};
     use serde_json::json;
 
     fn rev(s: &str) -> RevId {
         RevId::parse(s).unwrap()
     }
 
+    fn hex(hash: RevHash) -> String {
+        hash.to_string()
+    }
+
+    /// Ids from Apache CouchDB 3.5 (and its Erlang runtime) for the same edits.
     #[test]
-    fn the_same_edit_gives_the_same_revision_whatever_the_key_order() {
-        let a = json!({"b": 1, "a": {"y": [1, 2], "x": null}, "_id": "doc"});
-        let b: Value = serde_json::from_str(r#"{"a":{"x":null,"y":[1,2]},"b":1}"#).unwrap();
-        let parent = rev("1-abc");
+    fn edits_get_couchdbs_revision_ids() {
         assert_eq!(
-            new_rev_hash(Some(&parent), false, &a, &[]),
-            new_rev_hash(Some(&parent), false, &b, &[])
+            hex(new_rev_hash(None, false, &json!({}), &[])),
+            "967a00dff5e02add41819138abb3284d"
+        );
+        assert_eq!(
+            hex(new_rev_hash(None, false, &json!({"_id": "x", "a": 1}), &[])),
+            "23202479633c2b380f79507a776743d5"
+        );
+        let body: Value = serde_json::from_str(r#"{"b":"\u00e9","n":[1,2.5]}"#).unwrap();
+        assert_eq!(
+            hex(new_rev_hash(
+                Some(&rev("1-967a00dff5e02add41819138abb3284d")),
+                false,
+                &body,
+                &[]
+            )),
+            "06b8c36c4205cd1b5500d0605c0a83e4"
+        );
+        assert_eq!(
+            hex(new_rev_hash(Some(&rev("2-abc")), true, &json!({}), &[])),
+            "7b9df18b81d238089ea853ac2a1ff843"
         );
     }
 
     #[test]
-    fn the_hash_is_32_lowercase_hex() {
-        let h = new_rev_hash(None, false, &json!({}), &[]).to_string();
-        assert_eq!(h.len(), 32);
-        assert!(
-            h.bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    fn attachments_count_by_name_type_and_md5_in_reverse_document_order() {
+        let hello: [u8; 16] = Md5::digest(b"hello").into();
+        let empty: [u8; 16] = Md5::digest(b"").into();
+        let a = AttachmentDigest {
+            name: "a.txt",
+            content_type: "text/plain",
+            md5: &hello,
+        };
+        let b = AttachmentDigest {
+            name: "b.bin",
+            content_type: "application/octet-stream",
+            md5: &empty,
+        };
+        let body = json!({"v": 1, "_attachments": {}});
+        assert_eq!(
+            hex(new_rev_hash(None, false, &body, &[a, b])),
+            "dcc3854cda7a025c5bfd9e9ae4946def"
+        );
+        assert_ne!(
+            new_rev_hash(None, false, &body, &[a, b]),
+            new_rev_hash(None, false, &body, &[b, a])
+        );
+    }
+
+    #[test]
+    fn capital_hex_parents_count_as_their_bytes() {
+        let lower = rev("1-967a00dff5e02add41819138abb3284d");
+        let upper = rev("1-967A00DFF5E02ADD41819138ABB3284D");
+        assert_eq!(
+            new_rev_hash(Some(&lower), false, &json!({}), &[]),
+            new_rev_hash(Some(&upper), false, &json!({}), &[])
         );
     }
 
     #[test]
     fn every_part_of_the_edit_changes_the_hash() {
         let body = json!({"v": 1});
+        let (x, y) = ([1u8; 16], [2u8; 16]);
         let att = AttachmentDigest {
             name: "a.txt",
             content_type: "text/plain",
-            digest: "md5-x",
+            md5: &x,
         };
         let base = new_rev_hash(Some(&rev("1-a")), false, &body, &[att]);
         let variants = [
             new_rev_hash(Some(&rev("1-b")), false, &body, &[att]),
+            new_rev_hash(Some(&rev("2-a")), false, &body, &[att]),
             new_rev_hash(None, false, &body, &[att]),
             new_rev_hash(Some(&rev("1-a")), true, &body, &[att]),
             new_rev_hash(Some(&rev("1-a")), false, &json!({"v": 2}), &[att]),
@@ -193,10 +263,7 @@ mod tests {
                 Some(&rev("1-a")),
                 false,
                 &body,
-                &[AttachmentDigest {
-                    digest: "md5-y",
-                    ..att
-                }],
+                &[AttachmentDigest { md5: &y, ..att }],
             ),
             new_rev_hash(
                 Some(&rev("1-a")),
@@ -214,34 +281,22 @@ mod tests {
     }
 
     #[test]
-    fn special_fields_and_attachment_order_do_not_change_the_hash() {
-        let a1 = AttachmentDigest {
-            name: "a",
-            content_type: "t",
-            digest: "d1",
-        };
-        let a2 = AttachmentDigest {
-            name: "b",
-            content_type: "t",
-            digest: "d2",
-        };
-        let with_meta = json!({"v": 1, "_rev": "1-x", "_attachments": {}, "_id": "d"});
+    fn metadata_fields_do_not_count_but_replication_state_does() {
+        let with_meta = json!({"v": 1, "_rev": "1-x", "_attachments": {}, "_id": "d",
+            "_revisions": {}, "_deleted": false, "_conflicts": []});
         assert_eq!(
-            new_rev_hash(None, false, &with_meta, &[a1, a2]),
-            new_rev_hash(None, false, &json!({"v": 1}), &[a2, a1])
+            new_rev_hash(None, false, &with_meta, &[]),
+            new_rev_hash(None, false, &json!({"v": 1}), &[])
         );
-    }
-
-    #[test]
-    fn replication_state_fields_are_content_and_change_the_hash() {
-        let plain = new_rev_hash(None, false, &json!({"v": 1}), &[]);
-        let with_state = new_rev_hash(
-            None,
-            false,
-            &json!({"v": 1, "_replication_state": "completed"}),
-            &[],
+        assert_ne!(
+            new_rev_hash(None, false, &json!({"v": 1}), &[]),
+            new_rev_hash(
+                None,
+                false,
+                &json!({"v": 1, "_replication_state": "completed"}),
+                &[]
+            )
         );
-        assert_ne!(plain, with_state);
     }
 
     #[test]

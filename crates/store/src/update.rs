@@ -5,7 +5,7 @@ use revtree::{AttachmentDigest, EditError, LeafState, MergeOutcome, RevId, RevTr
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
-use crate::attachments::{self, AttachmentMeta, Attachments};
+use crate::attachments::{self, AttachmentMeta, Attachments, digest_md5};
 use crate::body::{BodyLen, StoredBody};
 use crate::doc::AttachmentInput;
 use crate::writer::WriteCtx;
@@ -513,12 +513,14 @@ fn interactive_edit(
     let hash = match early_hash {
         Some(hash) if parent.as_ref() == doc.rev.as_ref() => hash,
         _ => {
+            let md5s: Vec<Vec<u8>> = atts.iter().map(|(_, m)| digest_md5(&m.digest)).collect();
             let digests: Vec<AttachmentDigest<'_>> = atts
                 .iter()
-                .map(|(name, m)| AttachmentDigest {
+                .zip(&md5s)
+                .map(|((name, m), md5)| AttachmentDigest {
                     name,
                     content_type: &m.content_type,
-                    digest: &m.digest,
+                    md5,
                 })
                 .collect();
             // Rare (attachments, or re-creating a deleted document): the
