@@ -628,3 +628,18 @@ pub async fn eventually_within(limit: Duration, mut check: impl AsyncFnMut() -> 
     }
     check().await
 }
+
+/// The number of an update sequence: Recliner's (and CouchDB's) are
+/// opaque strings `N-...`, PouchDB Server's are numbers. Panics on anything
+/// else, which is no sequence.
+pub fn seq_num(seq: &serde_json::Value) -> u64 {
+    match seq {
+        serde_json::Value::Number(n) => n.as_u64().expect("a sequence number"),
+        serde_json::Value::String(s) => {
+            let (n, token) = s.split_once('-').expect("a sequence N-token");
+            assert!(!token.is_empty(), "sequence {s:?} has its token");
+            n.parse().expect("a sequence's number")
+        }
+        other => panic!("{other} is no sequence"),
+    }
+}

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use recliner_tests::{Client, TempDir, TestServer};
+use recliner_tests::{Client, TempDir, TestServer, seq_num};
 use serde_json::json;
 
 async fn start() -> (TempDir, TestServer, Client) {
@@ -27,10 +27,11 @@ async fn the_normal_feed_lists_each_document_once_with_last_seq_and_pending() {
     let rows = feed["results"].as_array().unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(
-        (rows[0]["id"].as_str(), rows[0]["seq"].as_u64()),
-        (Some("b"), Some(2))
+        (rows[0]["id"].as_str(), seq_num(&rows[0]["seq"])),
+        (Some("b"), 2)
     );
-    assert_eq!(rows[1]["seq"], 3);
+    assert_eq!(seq_num(&rows[1]["seq"]), 3);
+    assert!(rows[1]["seq"].is_string(), "sequences are opaque strings");
     assert!(
         rows[1]["changes"][0]["rev"]
             .as_str()
@@ -38,26 +39,30 @@ async fn the_normal_feed_lists_each_document_once_with_last_seq_and_pending() {
             .starts_with("2-")
     );
     assert_eq!(
-        (feed["last_seq"].as_u64(), feed["pending"].as_u64()),
-        (Some(3), Some(0))
+        (seq_num(&feed["last_seq"]), feed["pending"].as_u64()),
+        (3, Some(0))
     );
 
     let limited = c.get("/db/_changes?limit=1&include_docs=true").await.json();
     assert_eq!(limited["results"].as_array().unwrap().len(), 1);
     assert_eq!(limited["results"][0]["doc"]["v"], 1);
     assert_eq!(
-        (limited["last_seq"].as_u64(), limited["pending"].as_u64()),
-        (Some(2), Some(1))
+        (seq_num(&limited["last_seq"]), limited["pending"].as_u64()),
+        (2, Some(1))
     );
+    // A plain number (older clients, PouchDB Server peers) or the opaque string.
     let since = c.get("/db/_changes?since=2").await.json();
+    assert_eq!(since["results"].as_array().unwrap().len(), 1);
+    let opaque = limited["last_seq"].as_str().unwrap();
+    let since = c.get(&format!("/db/_changes?since={opaque}")).await.json();
     assert_eq!(since["results"].as_array().unwrap().len(), 1);
     let now = c.get("/db/_changes?since=now").await.json();
     assert_eq!(
         (
             now["results"].as_array().unwrap().len(),
-            now["last_seq"].as_u64()
+            seq_num(&now["last_seq"])
         ),
-        (0, Some(3))
+        (0, 3)
     );
     let ids = c
         .post("/db/_changes?filter=_doc_ids", json!({"doc_ids": ["a"]}))
@@ -98,7 +103,7 @@ async fn a_longpoll_wakes_within_moments_of_a_commit() {
         "and woke right after it"
     );
     assert_eq!(feed["results"][0]["id"], "late");
-    assert_eq!(feed["last_seq"], 1);
+    assert_eq!(seq_num(&feed["last_seq"]), 1);
 }
 
 #[tokio::test]
@@ -146,7 +151,7 @@ async fn a_continuous_feed_streams_rows_heartbeats_and_ends_at_its_limit() {
     let second: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
     assert_eq!(second["id"], "second");
     let last: serde_json::Value = serde_json::from_str(lines[1]).unwrap();
-    assert_eq!(last["last_seq"], 2);
+    assert_eq!(seq_num(&last["last_seq"]), 2);
 }
 
 #[tokio::test]
@@ -155,7 +160,8 @@ async fn a_continuous_feed_ends_when_its_timeout_passes_without_changes() {
     let started = Instant::now();
     let text = c.get("/db/_changes?feed=continuous&timeout=200").await.text;
     assert!(started.elapsed() >= Duration::from_millis(150));
-    assert_eq!(text.trim(), r#"{"last_seq":0,"pending":0}"#);
+    let end: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    assert_eq!((seq_num(&end["last_seq"]), &end["pending"]), (0, &json!(0)));
 }
 
 #[tokio::test]
@@ -174,8 +180,11 @@ async fn an_eventsource_feed_frames_rows_as_events() {
         text.extend_from_slice(&chunk);
     }
     let text = String::from_utf8(text).unwrap();
-    assert!(text.starts_with("data: {\"seq\":1,\"id\":\"e\""), "{text}");
-    assert!(text.contains("\nid: 1\n\n"), "{text}");
+    let data: serde_json::Value =
+        serde_json::from_str(text.lines().next().unwrap().strip_prefix("data: ").unwrap()).unwrap();
+    assert_eq!((seq_num(&data["seq"]), &data["id"]), (1, &json!("e")));
+    let seq = data["seq"].as_str().unwrap();
+    assert!(text.contains(&format!("\nid: {seq}\n\n")), "{text}");
 }
 
 #[tokio::test]
@@ -219,7 +228,7 @@ async fn a_selector_filter_keeps_only_matching_documents() {
         feed["results"][0].get("doc").is_none(),
         "docs only with include_docs"
     );
-    assert_eq!(feed["last_seq"], 3);
+    assert_eq!(seq_num(&feed["last_seq"]), 3);
 
     let with_docs = c
         .post(
@@ -244,4 +253,51 @@ async fn a_selector_filter_keeps_only_matching_documents() {
     );
     let missing = c.post("/db/_changes?filter=_selector", json!({})).await;
     assert_eq!(missing.status, 400);
+}
+
+#[tokio::test]
+async fn a_sequence_of_a_deleted_and_recreated_database_starts_the_feed_over() {
+    let (_d, _s, c) = start().await;
+    for id in ["a", "b", "c"] {
+        c.put(&format!("/db/{id}"), json!({})).await;
+    }
+    let old = c.get("/db/_changes").await.json()["last_seq"].clone();
+    assert_eq!(seq_num(&old), 3);
+    assert_eq!(c.delete("/db").await.status, 200);
+    assert_eq!(c.put("/db", json!({})).await.status, 201);
+    for id in ["x", "y", "z", "w"] {
+        c.put(&format!("/db/{id}"), json!({})).await;
+    }
+    // The old sequence names the old database: every change of the new one
+    // is sent, where a bare number would skip three of them.
+    let old = old.as_str().unwrap();
+    let feed = c.get(&format!("/db/_changes?since={old}")).await.json();
+    assert_eq!(feed["results"].as_array().unwrap().len(), 4, "{feed}");
+    let feed = c.get("/db/_changes?since=3").await.json();
+    assert_eq!(feed["results"].as_array().unwrap().len(), 1, "{feed}");
+    // The database's own sequences differ from the old one's.
+    let info = c.get("/db").await.json();
+    assert_eq!(seq_num(&info["update_seq"]), 4);
+    assert_ne!(
+        info["update_seq"]
+            .as_str()
+            .unwrap()
+            .split_once('-')
+            .unwrap()
+            .1,
+        old.split_once('-').unwrap().1
+    );
+}
+
+#[tokio::test]
+async fn malformed_sequences_are_refused_as_couchdb_refuses_them() {
+    let (_d, _s, c) = start().await;
+    for since in ["abc", "-1", "1-", "%223%22", "1.5"] {
+        let reply = c.get(&format!("/db/_changes?since={since}")).await;
+        assert_eq!(reply.status, 400, "{since}: {}", reply.text);
+        assert_eq!(
+            reply.json(),
+            json!({"error": "bad_request", "reason": "Malformed sequence supplied in 'since' parameter."})
+        );
+    }
 }

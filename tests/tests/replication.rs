@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
-use recliner_tests::{Client, TempDir, TestServer, compare_dbs, eventually};
+use recliner_tests::{Client, TempDir, TestServer, compare_dbs, eventually, seq_num};
 use serde_json::{Value, json};
 
 /// Fills a database with every kind of content a replication must carry.
@@ -360,7 +360,7 @@ async fn a_replication_killed_mid_run_resumes_from_its_checkpoint() {
     let before = cb.get("/copy").await.json()["doc_count"].as_u64().unwrap();
     let log = cb.post("/_replicate", spec).await.json();
     let session = &log["history"][0];
-    let resumed_at = session["start_last_seq"].as_u64().unwrap_or(0);
+    let resumed_at = seq_num(&session["start_last_seq"]);
     assert!(
         resumed_at > 0,
         "the second run starts from the checkpoint: {session}"

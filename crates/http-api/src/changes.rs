@@ -76,19 +76,8 @@ struct FeedRun {
 }
 
 fn parse_since(text: &str, db: &Database) -> Result<u64, ApiError> {
-    if text == "now" {
-        return Ok(db.update_seq());
-    }
-    let text = text.trim_matches('"');
-    // Our own sequences are integers; accept `N-opaque` shapes by their number.
-    // Sequences are stored as SQLite integers: anything past i64::MAX is
-    // no sequence of ours (and would wrap negative), so it is refused.
-    let number = text.split('-').next().unwrap_or("");
-    number
-        .parse::<i64>()
-        .ok()
-        .and_then(|n| u64::try_from(n).ok())
-        .ok_or_else(|| ApiError::bad_request("Malformed sequence supplied in 'since' parameter."))
+    db.parse_seq(text)
+        .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
 fn duration_ms(query: &Query, key: &str) -> Result<Option<Duration>, ApiError> {
@@ -243,10 +232,10 @@ pub(crate) async fn changes(
     Ok(response)
 }
 
-fn row_json(row: &ChangeRow, include_docs: bool) -> String {
+fn row_json(row: &ChangeRow, seq: &str, include_docs: bool) -> String {
     let mut out = String::with_capacity(96 + row.doc.as_ref().map_or(0, |d| d.as_str().len()));
     let doc = include_docs.then(|| row.doc.as_ref().map(|d| d.as_str()));
-    wire::rows::write_changes_row(&mut out, row.seq, &row.id, &row.changes, row.deleted, doc);
+    wire::rows::write_changes_row(&mut out, seq, &row.id, &row.changes, row.deleted, doc);
     out
 }
 
@@ -385,7 +374,8 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreErro
         if !s.run.filter.passes(row) {
             continue;
         }
-        let json = row_json(row, s.run.include_docs);
+        let seq = s.run.db.seq_string(row.seq);
+        let json = row_json(row, &seq, s.run.include_docs);
         match s.run.feed {
             Feed::Normal | Feed::Longpoll => {
                 out.push_str(if s.rows_written == 0 { "\n" } else { ",\n" });
@@ -395,7 +385,7 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreErro
                 out.push_str(&json);
                 out.push('\n');
             }
-            Feed::EventSource => out.push_str(&format!("data: {json}\nid: {}\n\n", row.seq)),
+            Feed::EventSource => out.push_str(&format!("data: {json}\nid: {seq}\n\n")),
         }
         s.rows_written += 1;
         s.sent += 1;
@@ -441,12 +431,17 @@ fn closing(s: &FeedState) -> String {
                 out.push('\n');
             }
             out.push_str(&format!(
-                "],\n\"last_seq\":{},\"pending\":{}}}\n",
-                s.since, s.pending
+                "],\n\"last_seq\":\"{}\",\"pending\":{}}}\n",
+                s.run.db.seq_string(s.since),
+                s.pending
             ));
             out
         }
-        Feed::Continuous => format!("{{\"last_seq\":{},\"pending\":{}}}\n", s.since, s.pending),
+        Feed::Continuous => format!(
+            "{{\"last_seq\":\"{}\",\"pending\":{}}}\n",
+            s.run.db.seq_string(s.since),
+            s.pending
+        ),
         // CouchDB ends an event stream with a blank line.
         Feed::EventSource => "\n".into(),
     }

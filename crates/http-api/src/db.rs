@@ -58,8 +58,8 @@ pub(crate) async fn info_json(db: &Database) -> Result<Value, ApiError> {
     Ok(json!({
         "instance_start_time": info.instance_start_time,
         "db_name": info.db_name,
-        "purge_seq": info.purge_seq,
-        "update_seq": info.update_seq,
+        "purge_seq": db.seq_string(info.purge_seq),
+        "update_seq": db.seq_string(info.update_seq),
         "sizes": {"file": info.file_size, "external": info.external_size, "active": info.active_size},
         "props": {},
         "doc_del_count": info.doc_del_count,
@@ -951,7 +951,10 @@ pub(crate) async fn all_docs(
         page.offset.unwrap_or(0)
     );
     if options.update_seq {
-        head.push_str(&format!("\"update_seq\":{},", page.update_seq));
+        head.push_str(&format!(
+            "\"update_seq\":\"{}\",",
+            database.seq_string(page.update_seq)
+        ));
     }
     head.push_str("\"rows\":[");
     remaining = remaining.saturating_sub(page.rows.len());
@@ -1094,7 +1097,10 @@ async fn all_docs_by_keys(
     // CouchDB has no offset to give for keys.
     let mut head = format!("\"total_rows\":{},\"offset\":null,", info.doc_count);
     if update_seq {
-        head.push_str(&format!("\"update_seq\":{},", info.update_seq));
+        head.push_str(&format!(
+            "\"update_seq\":\"{}\",",
+            database.seq_string(info.update_seq)
+        ));
     }
     Ok(listing_response(&head, &rows))
 }

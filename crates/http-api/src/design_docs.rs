@@ -67,7 +67,10 @@ pub(crate) async fn design_docs(
     let mut head = format!("\"total_rows\":{total},\"offset\":{offset},");
     if update_seq {
         let info = database.info().await?;
-        head.push_str(&format!("\"update_seq\":{},", info.update_seq));
+        head.push_str(&format!(
+            "\"update_seq\":\"{}\",",
+            database.seq_string(info.update_seq)
+        ));
     }
     Ok(crate::db::listing_response(&head, &rows))
 }

@@ -615,7 +615,7 @@ impl Endpoint {
             Endpoint::Local { .. } => {
                 let db = self.local().await?;
                 Ok(DbInfo {
-                    update_seq: Value::from(db.update_seq()),
+                    update_seq: Value::from(db.seq_string(db.update_seq())),
                     instance_start_time: db.instance_start_time().to_string(),
                 })
             }
@@ -696,7 +696,7 @@ impl Endpoint {
         match self {
             Endpoint::Local { .. } => {
                 let db = self.local().await?;
-                let since_num = seq_number(since);
+                let since_num = local_seq(&db, since).map_err(|e| self.malformed(e.to_string()))?;
                 let doc_ids = match filter {
                     ChangesFilter::DocIds(ids) => Some(ids.clone()),
                     _ => None,
@@ -740,14 +740,14 @@ impl Endpoint {
                         })
                     })
                     .map(|row| Change {
-                        seq: Value::from(row.seq),
+                        seq: Value::from(db.seq_string(row.seq)),
                         id: row.id,
                         revs: row.changes,
                     })
                     .collect();
                 Ok(ChangesBatch {
                     changes,
-                    last_seq: Value::from(page.last_seq),
+                    last_seq: Value::from(db.seq_string(page.last_seq)),
                     pending,
                 })
             }
@@ -819,7 +819,7 @@ impl Endpoint {
             Endpoint::Local { .. } => {
                 let db = self.local().await?;
                 let mut rx = db.subscribe();
-                if *rx.borrow_and_update() > seq_number(since) {
+                if *rx.borrow_and_update() > local_seq(&db, since).unwrap_or(0) {
                     return Ok(());
                 }
                 tokio::select! {
@@ -1269,16 +1269,15 @@ fn chunk_by_bytes(encoded: &[Vec<u8>], limit: usize) -> Vec<std::ops::Range<usiz
     chunks
 }
 
-/// Our own sequences are integers; a peer's opaque `N-...` strings start with theirs.
-fn seq_number(seq: &Value) -> u64 {
+/// A sequence of a local database, as its own feed gave it (`N-token`),
+/// as a checkpoint from before sequences were strings holds it (a
+/// number), or as a user wrote it (`since_seq`).
+fn local_seq(db: &store::Database, seq: &Value) -> Result<u64, store::MalformedSeq> {
     match seq {
-        Value::Number(n) => n.as_u64().unwrap_or(0),
-        Value::String(s) => s
-            .split('-')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0),
-        _ => 0,
+        Value::Number(n) => n.as_u64().ok_or(store::MalformedSeq),
+        Value::String(s) => db.parse_seq(s),
+        Value::Null => Ok(0),
+        _ => Err(store::MalformedSeq),
     }
 }
 
@@ -1345,13 +1344,6 @@ mod tests {
             }
             .is_transient()
         );
-    }
-
-    #[test]
-    fn sequences_from_peers_start_with_their_number() {
-        assert_eq!(seq_number(&json!(12)), 12);
-        assert_eq!(seq_number(&json!("34-g1AAAA")), 34);
-        assert_eq!(seq_number(&json!(null)), 0);
     }
 
     /// A peer on a loopback port that answers each request with what

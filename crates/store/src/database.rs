@@ -31,6 +31,8 @@ struct DbInner {
     name: String,
     path: PathBuf,
     uuid: String,
+    /// The uuid as it ends every sequence given out (`crate::seq`).
+    seq_token: String,
     instance_start_time: String,
     options: StoreOptions,
     readers: Mutex<Vec<Connection>>,
@@ -171,6 +173,7 @@ impl Database {
             inner: Arc::new(DbInner {
                 name: name.to_string(),
                 path: path.to_path_buf(),
+                seq_token: crate::seq::token_of(&uuid),
                 uuid,
                 instance_start_time,
                 options,
@@ -209,6 +212,20 @@ impl Database {
     /// The latest committed update sequence.
     pub fn update_seq(&self) -> u64 {
         self.inner.writer.update_seq()
+    }
+
+    /// Sequence `n` as clients see it: `N-token`, opaque as CouchDB's.
+    pub fn seq_string(&self, n: u64) -> String {
+        crate::seq::format(n, &self.inner.seq_token)
+    }
+
+    /// Reads a sequence a client or a checkpoint gives back (see
+    /// [`crate::seq`]); `now` is the latest committed one.
+    pub fn parse_seq(&self, text: &str) -> Result<u64, crate::MalformedSeq> {
+        match crate::seq::parse(text, &self.inner.seq_token)? {
+            crate::Since::Seq(n) => Ok(n),
+            crate::Since::Now => Ok(self.update_seq()),
+        }
     }
 
     /// A receiver that changes whenever a commit moves the update sequence:

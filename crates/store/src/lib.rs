@@ -34,6 +34,7 @@ pub mod name;
 mod read;
 mod schema;
 pub mod selector;
+mod seq;
 mod server_uuid;
 mod update;
 mod writer;
@@ -57,6 +58,7 @@ pub use read::{
     BulkGetError, BulkGetRequest, BulkGetResult, DocJson, GetOptions, OpenRev, OpenRevs,
 };
 pub use schema::Durability;
+pub use seq::{MalformedSeq, Since};
 pub use server_uuid::ServerUuidError;
 pub use update::{BulkError, DocWriteResult};
 
