@@ -26,6 +26,7 @@ mod query;
 mod routes;
 mod server_routes;
 mod session;
+mod stats;
 mod tasks;
 mod uuids;
 
@@ -265,6 +266,8 @@ pub struct AppState {
     pub(crate) auth: std::sync::Arc<auth::Authenticator>,
     /// When the server started (`_node/{node}/_system`'s uptime).
     pub(crate) started: std::time::Instant,
+    /// Request and document counters (`_node/{node}/_stats`, `_prometheus`).
+    pub(crate) stats: std::sync::Arc<stats::Stats>,
     pub(crate) uuids: std::sync::Arc<uuids::Uuids>,
     /// The configuration API's view of the server's settings, when the
     /// hosting server offers one.
@@ -289,6 +292,7 @@ impl AppState {
         AppState {
             auth: std::sync::Arc::new(auth::Authenticator::new(config.auth.clone())),
             started: std::time::Instant::now(),
+            stats: std::sync::Arc::new(stats::Stats::new()),
             uuids: std::sync::Arc::new(uuids::Uuids::new(config.uuids.clone())),
             node_config: None,
             store,
@@ -316,7 +320,9 @@ impl AppState {
 /// Builds the whole API.
 pub fn router(state: AppState) -> Router {
     let cors = state.config.cors.as_ref().and_then(|c| cors_layer(c).ok());
+    let counting = stats::CountLayer(state.stats.clone());
     let router = server_routes::routes()
+        .merge(node::stats_routes())
         .fallback(routes::dispatch)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -329,7 +335,8 @@ pub fn router(state: AppState) -> Router {
         Some(layer) => router.layer(layer),
         None => router,
     };
-    router.with_state(state)
+    // Outermost: every answer counts, CORS preflights and refusals too.
+    router.layer(counting).with_state(state)
 }
 
 /// One log line per request: method, path (never the query, which may carry

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use axum::extract::{Path, State};
 use axum::http::{Method, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::AppState;
@@ -85,6 +85,82 @@ pub(crate) async fn system(
             "message_queues": {},
         }),
     ))
+}
+
+/// The statistics endpoints, routed beside the other `/_node` routes.
+pub(crate) fn stats_routes() -> axum::Router<AppState> {
+    use axum::routing::get;
+    let only_get = || async { ApiError::MethodNotAllowed("GET") };
+    axum::Router::new()
+        .route("/_node/{node}/_stats", get(stats).fallback(only_get))
+        .route("/_node/{node}/_stats/", get(stats).fallback(only_get))
+        .route(
+            "/_node/{node}/_stats/{*path}",
+            get(stats_path).fallback(only_get),
+        )
+        .route(
+            "/_node/{node}/_prometheus",
+            get(prometheus).fallback(only_get),
+        )
+}
+
+fn metrics(state: &AppState) -> Vec<crate::stats::Metric> {
+    state.stats.metrics(&crate::stats::Gauges {
+        open_databases: state.store.open_dbs(),
+        jobs: state.scheduler.job_counts(),
+    })
+}
+
+/// # GET /_node/{node}/_stats
+/// CouchDB's statistics for what Recliner counts, nested by group.
+pub(crate) async fn stats(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+) -> Result<Response, ApiError> {
+    this_node(&state, &node)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &crate::stats::to_json(&metrics(&state)),
+    ))
+}
+
+/// # GET /_node/{node}/_stats/{group}/{metric}...
+/// One group or metric (or a part of its value); `null` for an unknown
+/// path, as CouchDB answers.
+pub(crate) async fn stats_path(
+    State(state): State<AppState>,
+    Path((node, path)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    this_node(&state, &node)?;
+    let all = crate::stats::to_json(&metrics(&state));
+    let keys = path.split('/').filter(|key| !key.is_empty());
+    Ok(json_response(
+        StatusCode::OK,
+        &crate::stats::extract(all, keys),
+    ))
+}
+
+/// # GET /_node/{node}/_prometheus
+/// The same statistics in Prometheus's text format, under CouchDB's names.
+pub(crate) async fn prometheus(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+) -> Result<Response, ApiError> {
+    this_node(&state, &node)?;
+    let system = crate::stats::System {
+        uptime_seconds: state.started.elapsed().as_secs(),
+        nodes: 1,
+    };
+    let text = crate::stats::to_prometheus(&metrics(&state), &system);
+    Ok((
+        StatusCode::OK,
+        [(
+            axum::http::header::CONTENT_TYPE,
+            crate::stats::PROMETHEUS_CONTENT_TYPE,
+        )],
+        text,
+    )
+        .into_response())
 }
 
 /// The server's settings as CouchDB's configuration API shows them: by

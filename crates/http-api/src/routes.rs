@@ -13,6 +13,7 @@ use serde_json::json;
 use crate::error::ApiError;
 use crate::json::{json_response, require_json_content_type};
 use crate::query::Query;
+use crate::stats::{self, DocAccess};
 use crate::{AppState, attachments, changes, db, design, docs};
 
 /// What a path names below the server level.
@@ -129,6 +130,66 @@ async fn route(state: AppState, request: Request<Body>) -> Result<Response, ApiE
     if db_name.starts_with('_') && !store::name::SYSTEM_DATABASES.contains(&db_name.as_str()) {
         return top_level_underscore(db_name, request.method());
     }
+    let access = if stats::counts_documents(db_name) {
+        doc_access(&target, request.method())
+    } else {
+        DocAccess::default()
+    };
+    if matches!(&target, Target::Endpoint { name, .. } if name == "_bulk_docs" || name == "_bulk_get")
+        && request.method() == Method::POST
+    {
+        state.stats.count_bulk_request();
+    }
+    let db_info = matches!(target, Target::Db(_)) && request.method() == Method::GET;
+    let counters = state.stats.clone();
+    let started = std::time::Instant::now();
+    let result = serve(state, target, request).await;
+    if let Ok(response) = &result {
+        counters.count_documents(access, response.status());
+        if db_info && response.status() == StatusCode::OK {
+            counters.record_db_info(started.elapsed());
+        }
+    }
+    result
+}
+
+/// What a request does to documents, for `_node/{node}/_stats`
+/// (`database_reads`, `database_writes`): a document or attachment read,
+/// or a write of one document, a new document or a `_bulk_docs` batch (one
+/// change of the database, as CouchDB counts). Documents that `_bulk_get`,
+/// `_all_docs` and `_changes` include are not counted here.
+fn doc_access(target: &Target, method: &Method) -> DocAccess {
+    let reads = *method == Method::GET || *method == Method::HEAD;
+    let writes = *method == Method::PUT || *method == Method::DELETE || *method == Method::POST;
+    match target {
+        // COPY reads its source and writes its destination.
+        Target::Doc { .. } if method.as_str() == "COPY" => DocAccess {
+            read: true,
+            write: true,
+        },
+        Target::Doc { .. } | Target::Attachment { .. } => DocAccess {
+            read: reads,
+            write: writes,
+        },
+        Target::Db(_) if *method == Method::POST => DocAccess {
+            read: false,
+            write: true,
+        },
+        Target::Endpoint { name, .. } if name == "_bulk_docs" && *method == Method::POST => {
+            DocAccess {
+                read: false,
+                write: true,
+            }
+        }
+        _ => DocAccess::default(),
+    }
+}
+
+async fn serve(
+    state: AppState,
+    target: Target,
+    request: Request<Body>,
+) -> Result<Response, ApiError> {
     let query = Query::parse(request.uri());
     match target {
         Target::Db(db) => db::database(state, db, query, request).await,

@@ -103,6 +103,22 @@ impl JobState {
     }
 }
 
+/// How many jobs are in each state (see [`Scheduler::job_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobCounts {
+    pub running: usize,
+    pub pending: usize,
+    /// Waiting out the backoff after a crash (CouchDB's `crashed` gauge).
+    pub crashing: usize,
+}
+
+impl JobCounts {
+    /// Every job the scheduler holds.
+    pub fn total(&self) -> usize {
+        self.running + self.pending + self.crashing
+    }
+}
+
 /// How a job ended, for whoever waits on it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -405,19 +421,28 @@ impl Scheduler {
         table.jobs.get(id).map(|job| self.info(job))
     }
 
+    /// How many jobs are in each state: the `couch_replicator.jobs` gauges
+    /// of `_node/{node}/_stats`, without copying every job as [`Scheduler::jobs`] does.
+    pub fn job_counts(&self) -> JobCounts {
+        let table = self.table();
+        let mut counts = JobCounts::default();
+        for job in table.jobs.values() {
+            match state_of(job) {
+                JobState::Running => counts.running += 1,
+                JobState::Pending => counts.pending += 1,
+                JobState::Crashing => counts.crashing += 1,
+            }
+        }
+        counts
+    }
+
     fn info(&self, job: &Job) -> JobInfo {
         let error_count = consecutive_crashes(&job.history, self.config().health_threshold);
         let last_error = match job.history.front().map(|e| &e.kind) {
             Some(EventKind::Crashed(reason)) if job.run.is_none() => Some(reason.clone()),
             _ => None,
         };
-        let state = if job.run.as_ref().is_some_and(|r| !r.stopping) {
-            JobState::Running
-        } else if last_error.is_some() {
-            JobState::Crashing
-        } else {
-            JobState::Pending
-        };
+        let state = state_of(job);
         JobInfo {
             id: job.id.clone(),
             owner: job.owner.clone(),
@@ -738,6 +763,23 @@ impl Scheduler {
             }
         }
         self.fill(&mut table, usize::MAX);
+    }
+}
+
+/// A job's state: running unless asked to stop, crashing while its newest
+/// event is a crash, else pending.
+fn state_of(job: &Job) -> JobState {
+    if job.run.as_ref().is_some_and(|r| !r.stopping) {
+        JobState::Running
+    } else if job.run.is_none()
+        && matches!(
+            job.history.front().map(|e| &e.kind),
+            Some(EventKind::Crashed(_))
+        )
+    {
+        JobState::Crashing
+    } else {
+        JobState::Pending
     }
 }
 
