@@ -146,7 +146,9 @@ async fn a_couchdb_script_changes_max_jobs_through_the_config_api_and_the_schedu
     assert_eq!(all["chttpd"]["bind_address"], "127.0.0.1");
     assert_eq!(all["uuids"]["algorithm"], "sequential");
     assert!(all["couchdb"]["uuid"].is_string());
-    assert!(all.get("admins").is_none(), "no passwords or hashes: {all}");
+    // The file's admins show as hashes, as CouchDB shows them; the
+    // command line's admin is not part of the file.
+    assert_eq!(all["admins"], json!({}), "{all}");
     let old = c
         .put(&format!("{base}/replicator/max_jobs"), json!("1"))
         .await;
@@ -209,8 +211,27 @@ async fn a_couchdb_script_changes_max_jobs_through_the_config_api_and_the_schedu
         .put(&format!("{base}/replicator/max_jobs"), json!("many"))
         .await;
     assert_eq!(bad.status, 400);
-    let unknown = c.put(&format!("{base}/nosuch/key"), json!("x")).await;
-    assert_eq!(unknown.status, 400);
+    // A key CouchDB would keep is kept (and shown) though Recliner has no
+    // use for it; sections naming code to run are CouchDB's 403.
+    let kept = c.put(&format!("{base}/log/writer"), json!("file")).await;
+    assert_eq!((kept.status, kept.json()), (200, json!("")));
+    assert_eq!(
+        c.get(&format!("{base}/log/writer")).await.json(),
+        json!("file")
+    );
+    let blacklisted = c.put(&format!("{base}/query_servers/js"), json!("x")).await;
+    assert_eq!(
+        (blacklisted.status, blacklisted.json()),
+        (
+            403,
+            json!({"error": "forbidden", "reason": "Config section blacklisted for modification over HTTP API."})
+        )
+    );
+    assert_eq!(
+        c.delete(&format!("{base}/log/writer")).await.json(),
+        json!("file")
+    );
+    assert_eq!(c.get(&format!("{base}/log/writer")).await.status, 404);
     assert_eq!(Client::anonymous(&server).get(&base).await.status, 401);
 
     // A persisted change survives a restart; a deleted one is back to its default.
@@ -284,4 +305,85 @@ async fn if_none_match_gets_a_304_on_every_tagged_answer_weak_tags_too() {
         c.get("/db/doc").await.header("etag"),
         Some(format!("\"{rev}\"").as_str())
     );
+}
+
+#[tokio::test]
+async fn admins_set_through_the_config_api_log_in_at_once_and_only_their_hash_is_kept() {
+    let data = TempDir::new("config-admins");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    let base = "/_node/_local/_config/admins";
+    let bob = || {
+        Client::at(
+            &server
+                .plain_url
+                .replacen("http://", "http://bob:b0b-pass@", 1),
+        )
+    };
+    assert_eq!(bob().get("/_all_dbs").await.status, 401);
+    let set = c.put(&format!("{base}/bob"), json!("b0b-pass")).await;
+    assert_eq!((set.status, set.json()), (200, json!("")));
+    let session = bob().get("/_session").await.json();
+    assert_eq!(session["userCtx"]["roles"], json!(["_admin"]), "{session}");
+    assert_eq!(bob().get("/_all_dbs").await.status, 200);
+    let shown = c.get(&format!("{base}/bob")).await.json();
+    let hash = shown.as_str().unwrap().to_string();
+    assert!(hash.starts_with("-pbkdf2:sha256-"), "{hash}");
+    let file = std::fs::read_to_string(data.path().join("recliner.toml")).unwrap();
+    assert!(file.contains(&hash) && !file.contains("b0b-pass"), "{file}");
+    // Removed: bob is no admin any more, at once.
+    assert_eq!(c.delete(&format!("{base}/bob")).await.json(), json!(hash));
+    assert_eq!(bob().get("/_all_dbs").await.status, 401);
+    assert_eq!(c.get(&format!("{base}/bob")).await.status, 404);
+}
+
+#[tokio::test]
+async fn size_limits_jsonp_and_the_uuid_algorithm_change_while_the_server_runs() {
+    let data = TempDir::new("config-live");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    let base = "/_node/_local/_config";
+    c.put("/db", json!({})).await;
+    let big = json!({"text": "x".repeat(500)});
+    let set = |key: &'static str, value: &'static str| {
+        let c = c.clone();
+        async move {
+            let reply = c
+                .send(
+                    "PUT",
+                    &format!("{base}/{key}"),
+                    Some(json!(value)),
+                    &[("x-couch-persist", "false")],
+                )
+                .await;
+            assert_eq!(reply.status, 200, "{key}: {}", reply.text);
+        }
+    };
+    set("couchdb/max_document_size", "200").await;
+    let refused = c.put("/db/big", big.clone()).await;
+    assert_eq!(
+        (refused.status, refused.json()["error"].clone()),
+        (413, json!("document_too_large"))
+    );
+    set("couchdb/max_document_size", "8000000").await;
+    assert_eq!(c.put("/db/big", big).await.status, 201);
+
+    let plain = c.get("/db/big?callback=cb").await;
+    assert_eq!(plain.header("content-type"), Some("application/json"));
+    set("chttpd/allow_jsonp", "true").await;
+    let jsonp = c.get("/db/big?callback=cb").await;
+    assert_eq!(jsonp.header("content-type"), Some("application/javascript"));
+    assert!(
+        jsonp.text.starts_with("/* CouchDB */cb({\"_id\":\"big\""),
+        "{}",
+        jsonp.text
+    );
+    assert!(jsonp.text.ends_with("});"), "{}", jsonp.text);
+
+    set("uuids/algorithm", "utc_id").await;
+    set("uuids/utc_id_suffix", "-node1").await;
+    let uuids = c.get("/_uuids?count=2").await.json();
+    for uuid in uuids["uuids"].as_array().unwrap() {
+        assert!(uuid.as_str().unwrap().ends_with("-node1"), "{uuids}");
+    }
 }

@@ -133,7 +133,14 @@ pub(crate) async fn changes(
     let heartbeat = match query.get("heartbeat") {
         None | Some("false") => None,
         Some("true") => Some(DEFAULT_HEARTBEAT),
-        Some(_) => duration_ms(&query, "heartbeat")?.map(|d| d.max(Duration::from_millis(10))),
+        // CouchDB's reason, word for word.
+        Some(_) => duration_ms(&query, "heartbeat")
+            .map_err(|_| {
+                ApiError::bad_request(
+                    "Invalid heartbeat value. Expecting a positive integer value (in milliseconds).",
+                )
+            })?
+            .map(|d| d.max(Duration::from_millis(10))),
     };
     let include_docs = query.flag("include_docs")?;
     let mut filter = Filter::All;

@@ -18,6 +18,7 @@ mod design;
 mod design_docs;
 mod docs;
 pub mod error;
+mod http_rules;
 pub mod json;
 mod local_docs;
 mod multipart;
@@ -39,6 +40,7 @@ use store::Store;
 
 pub use auth::AuthConfig;
 pub use error::ApiError;
+pub use http_rules::HttpRules;
 pub use node::{ConfigError, NodeConfig};
 pub use uuids::UuidAlgorithm;
 
@@ -69,6 +71,8 @@ pub struct ApiConfig {
     pub node_name: String,
     /// How `/_uuids` and `POST /db` make ids (CouchDB's `[uuids] algorithm`).
     pub uuids: UuidAlgorithm,
+    /// Method overrides, `+` in paths, absolute URLs, JSONP.
+    pub http: HttpRules,
 }
 
 /// Bounds on what one request may declare, each answered by a clear 400:
@@ -180,6 +184,7 @@ impl Default for ApiConfig {
             auth: AuthConfig::default(),
             node_name: DEFAULT_NODE_NAME.into(),
             uuids: UuidAlgorithm::default(),
+            http: HttpRules::default(),
         }
     }
 }
@@ -330,13 +335,91 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(axum::middleware::from_fn(conditional))
         .layer(axum::middleware::from_fn(request_log))
-        .layer(axum::middleware::map_response(couchdb_headers));
+        .layer(axum::middleware::map_response(couchdb_headers))
+        // Outside authentication: a method override or a `+` in the path
+        // changes what the request asks for.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            http_rules::apply,
+        ));
     let router = match cors {
         Some(layer) => router.layer(layer),
         None => router,
     };
     // Outermost: every answer counts, CORS preflights and refusals too.
     router.layer(counting).with_state(state)
+}
+
+/// The API with a configuration that can change while it serves: a
+/// change through `/_node/{node}/_config` builds the router anew from the
+/// new configuration (sharing the store, scheduler, counters and, unless
+/// their settings changed, the credential caches and uuid state), and
+/// every later request goes to it.
+#[derive(Debug, Clone)]
+pub struct LiveApi {
+    inner: std::sync::Arc<LiveInner>,
+}
+
+#[derive(Debug)]
+struct LiveInner {
+    state: std::sync::RwLock<AppState>,
+    router: std::sync::RwLock<Router>,
+}
+
+impl LiveApi {
+    pub fn new(state: AppState) -> LiveApi {
+        LiveApi {
+            inner: std::sync::Arc::new(LiveInner {
+                router: std::sync::RwLock::new(router(state.clone())),
+                state: std::sync::RwLock::new(state),
+            }),
+        }
+    }
+
+    /// The service to serve: each request goes to the current router.
+    pub fn router(&self) -> Router {
+        let live = self.clone();
+        Router::new().fallback(move |request: Request| {
+            let mut current = live.current();
+            async move {
+                match tower_service::Service::call(&mut current, request).await {
+                    Ok(response) => response,
+                    Err(never) => match never {},
+                }
+            }
+        })
+    }
+
+    fn current(&self) -> Router {
+        self.inner
+            .router
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Serves later requests with `config`.
+    pub fn reconfigure(&self, config: ApiConfig) {
+        let mut state = self
+            .inner
+            .state
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if state.config == config {
+            return;
+        }
+        if state.config.auth != config.auth {
+            state.auth = std::sync::Arc::new(auth::Authenticator::new(config.auth.clone()));
+        }
+        if state.config.uuids != config.uuids {
+            state.uuids = std::sync::Arc::new(uuids::Uuids::new(config.uuids.clone()));
+        }
+        state.config = config;
+        let next = router(state.clone());
+        *self.inner.state.write().unwrap_or_else(|p| p.into_inner()) = state;
+        *self.inner.router.write().unwrap_or_else(|p| p.into_inner()) = next;
+    }
 }
 
 /// One log line per request: method, path (never the query, which may carry

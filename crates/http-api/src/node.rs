@@ -191,6 +191,8 @@ pub enum ConfigError {
     Unknown,
     /// A value the setting cannot take, or a file that cannot be written: 400.
     Refused(String),
+    /// A section CouchDB never lets the API change: 403.
+    Forbidden(String),
 }
 
 impl From<ConfigError> for ApiError {
@@ -198,6 +200,7 @@ impl From<ConfigError> for ApiError {
         match e {
             ConfigError::Unknown => ApiError::not_found("unknown_config_value"),
             ConfigError::Refused(reason) => ApiError::bad_request(reason),
+            ConfigError::Forbidden(reason) => ApiError::Forbidden(reason),
         }
     }
 }

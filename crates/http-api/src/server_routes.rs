@@ -227,6 +227,10 @@ async fn uuids(State(state): State<AppState>, request: Request) -> Result<Respon
         axum::http::header::PRAGMA,
         axum::http::HeaderValue::from_static("no-cache"),
     );
+    headers.insert(
+        axum::http::header::EXPIRES,
+        axum::http::HeaderValue::from_static("Mon, 01 Jan 1990 00:00:00 GMT"),
+    );
     Ok(response)
 }
 

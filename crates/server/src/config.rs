@@ -172,6 +172,24 @@ pub struct Config {
     pub uuids_algorithm: String,
     /// What `utc_id` ids end with; give each replicating node its own.
     pub utc_id_suffix: String,
+    /// Answer `?callback=name` with JSONP (CouchDB's `allow_jsonp`; off by default).
+    pub allow_jsonp: bool,
+    /// A `+` in a URL path means a space, as CouchDB reads paths by default.
+    pub decode_plus_to_space: bool,
+    /// The header a proxy names the client's host in, for absolute `Location` URLs.
+    pub x_forwarded_host: String,
+    /// The header a proxy names the client's scheme in (`https` or `http`).
+    pub x_forwarded_proto: String,
+    /// The header a proxy sets to `on` for HTTPS clients.
+    pub x_forwarded_ssl: String,
+    /// CouchDB 3.5 keeps this list but its `/_node/{node}/_config` does not
+    /// apply it; kept and shown the same way.
+    pub config_whitelist: String,
+    /// Settings of CouchDB's that Recliner has no use for, kept as set
+    /// through the configuration API (`[other.SECTION]` in this file) so
+    /// scripts written for CouchDB can set and read them back.
+    #[serde(default)]
+    pub other: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
 }
 
 /// Who may use a database nobody has set a `_security` object on yet.
@@ -258,6 +276,13 @@ impl Config {
                 ..http_api::AuthConfig::default()
             },
             node_name: self.node_name.clone(),
+            http: http_api::HttpRules {
+                allow_jsonp: self.allow_jsonp,
+                decode_plus_to_space: self.decode_plus_to_space,
+                x_forwarded_host: self.x_forwarded_host.clone(),
+                x_forwarded_proto: self.x_forwarded_proto.clone(),
+                x_forwarded_ssl: self.x_forwarded_ssl.clone(),
+            },
             uuids: http_api::UuidAlgorithm::parse(&self.uuids_algorithm, &self.utc_id_suffix)
                 .unwrap_or_default(),
             cors: self.cors_enabled.then(|| http_api::CorsConfig {
@@ -340,6 +365,17 @@ impl Config {
 
     /// Checks what the type system cannot: one line naming the setting.
     pub fn validate(&self) -> Result<(), String> {
+        for (setting, name) in [
+            ("x_forwarded_host", &self.x_forwarded_host),
+            ("x_forwarded_proto", &self.x_forwarded_proto),
+            ("x_forwarded_ssl", &self.x_forwarded_ssl),
+        ] {
+            if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                return Err(format!(
+                    "invalid configuration: setting `{setting}`: {name:?} is no header name"
+                ));
+            }
+        }
         if http_api::UuidAlgorithm::parse(&self.uuids_algorithm, &self.utc_id_suffix).is_none() {
             return Err("invalid configuration: setting `uuids_algorithm`: one of random, sequential, utc_random, utc_id".into());
         }
@@ -485,6 +521,13 @@ impl Default for Config {
             node_name: http_api::DEFAULT_NODE_NAME.into(),
             uuids_algorithm: "sequential".into(),
             utc_id_suffix: String::new(),
+            allow_jsonp: false,
+            decode_plus_to_space: true,
+            x_forwarded_host: "X-Forwarded-Host".into(),
+            x_forwarded_proto: "X-Forwarded-Proto".into(),
+            x_forwarded_ssl: "X-Forwarded-Ssl".into(),
+            config_whitelist: String::new(),
+            other: Default::default(),
         }
     }
 }

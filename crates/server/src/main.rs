@@ -241,17 +241,37 @@ async fn serve(config: Config, setup: security::Setup, config_file: PathBuf) -> 
         store.ensure_db(system).await?;
     }
     let scheduler = replicator::Scheduler::new(store.clone(), config.scheduler_config());
-    let mut api_config = config.api_config();
-    api_config.auth.admins = setup.admins;
-    api_config.auth.secret = setup.secret;
-    let mut state =
-        http_api::AppState::with_scheduler(store.clone(), api_config, scheduler.clone());
-    state.node_config = Some(std::sync::Arc::new(node_config::ServerConfig::new(
+    // The configuration API shows and keeps the admins as hashes, the
+    // generated one too; the command line's admin stays apart from them.
+    let mut config = config;
+    config.admins = setup
+        .admins
+        .iter()
+        .filter(|(name, _)| setup.explicit.as_ref().is_none_or(|(n, _)| n != name))
+        .map(|(name, creds)| (name.clone(), creds.to_admin_string()))
+        .collect();
+    let api_config_of = {
+        let explicit = setup.explicit.clone();
+        let secret = setup.secret.clone();
+        move |config: &Config| {
+            let mut api = config.api_config();
+            api.auth.admins = security::admins_of(config, explicit.as_ref());
+            api.auth.secret = secret.clone();
+            api
+        }
+    };
+    let mut state = http_api::AppState::with_scheduler(
+        store.clone(),
+        api_config_of(&config),
+        scheduler.clone(),
+    );
+    let server_config = std::sync::Arc::new(node_config::ServerConfig::new(
         config.clone(),
         config_file,
         scheduler.clone(),
         store.server_uuid().to_string(),
-    )));
+    ));
+    state.node_config = Some(server_config.clone());
     let (shutdown_tx, shutdown_rx) = tokio::sync::watch::channel(false);
     let roles: manager::RolesLookup = {
         let state = state.clone();
@@ -266,7 +286,15 @@ async fn serve(config: Config, setup: security::Setup, config_file: PathBuf) -> 
     );
     let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx));
     let stopping = state.shutdown.clone();
-    let app = http_api::router(state);
+    let live = http_api::LiveApi::new(state);
+    // A configuration change through the API applies from the next request.
+    server_config.on_change({
+        let live = live.clone();
+        node_config::OnChange(Box::new(move |next: &Config| {
+            live.reconfigure(api_config_of(next))
+        }))
+    });
+    let app = live.router();
     // Both listeners are bound before either is announced: the HTTP line,
     // which scripts wait for, comes first, then the HTTPS one.
     let https = match config.tls_files() {

@@ -89,7 +89,30 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
     ("ssl", "cert_file", "tls_cert"),
     ("ssl", "key_file", "tls_key"),
     ("ssl", "port", "tls_port"),
+    ("chttpd", "allow_jsonp", "allow_jsonp"),
+    ("chttpd", "decode_plus_to_space", "decode_plus_to_space"),
+    ("chttpd", "x_forwarded_host", "x_forwarded_host"),
+    ("chttpd", "x_forwarded_proto", "x_forwarded_proto"),
+    ("chttpd", "x_forwarded_ssl", "x_forwarded_ssl"),
+    ("chttpd", "config_whitelist", "config_whitelist"),
 ];
+
+/// Sections CouchDB refuses to change over HTTP (they name code to run).
+const BLACKLISTED_SECTIONS: &[&str] = &[
+    "daemons",
+    "external",
+    "httpd_design_handlers",
+    "httpd_db_handlers",
+    "httpd_global_handlers",
+    "native_query_servers",
+    "os_daemons",
+    "query_servers",
+    "feature_flags",
+];
+
+/// The configuration field that holds CouchDB settings Recliner keeps
+/// without using them; never a setting of its own.
+const OTHER: &str = "other";
 
 /// Settings for Recliner's own needs, under `[recliner]`.
 const OWN_SECTION: &str = "recliner";
@@ -103,6 +126,19 @@ pub struct ServerConfig {
     scheduler: replicator::Scheduler,
     /// `[couchdb] uuid`, shown but not changeable.
     server_uuid: String,
+    /// Called with every accepted configuration before the change is
+    /// answered: the parts of the server that rebuild themselves from it
+    /// (the HTTP API) serve the very next request with it.
+    on_change: std::sync::OnceLock<OnChange>,
+}
+
+/// What [`ServerConfig::on_change`] calls.
+pub struct OnChange(pub Box<dyn Fn(&Config) + Send + Sync>);
+
+impl std::fmt::Debug for OnChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnChange")
+    }
 }
 
 /// Where a setting shows: CouchDB's (section, key), else `[recliner]` by name.
@@ -122,7 +158,10 @@ fn setting_of(section: &str, key: &str, known: &serde_json::Map<String, Value>) 
     {
         return Some(name.to_string());
     }
-    (section == OWN_SECTION && known.contains_key(key) && place(key).0 == OWN_SECTION)
+    (section == OWN_SECTION
+        && key != OTHER
+        && known.contains_key(key)
+        && place(key).0 == OWN_SECTION)
         .then(|| key.to_string())
 }
 
@@ -174,11 +213,17 @@ impl ServerConfig {
         server_uuid: String,
     ) -> ServerConfig {
         ServerConfig {
+            on_change: std::sync::OnceLock::new(),
             current: Mutex::new(config),
             file,
             scheduler,
             server_uuid,
         }
+    }
+
+    /// Sets what every accepted configuration is handed to (once).
+    pub fn on_change(&self, apply: OnChange) {
+        let _ = self.on_change.set(apply);
     }
 
     fn current(&self) -> std::sync::MutexGuard<'_, Config> {
@@ -190,7 +235,10 @@ impl ServerConfig {
     fn replace(&self, next: Config) -> Result<(), ConfigError> {
         next.validate().map_err(ConfigError::Refused)?;
         let scheduler = next.scheduler_config();
-        *self.current() = next;
+        *self.current() = next.clone();
+        if let Some(apply) = self.on_change.get() {
+            (apply.0)(&next);
+        }
         self.scheduler.update_config(|config| {
             config.max_jobs = scheduler.max_jobs;
             config.interval = scheduler.interval;
@@ -271,11 +319,147 @@ impl ServerConfig {
     }
 }
 
+/// CouchDB's 403 for the sections that name code to run.
+fn check_section(section: &str) -> Result<(), ConfigError> {
+    if BLACKLISTED_SECTIONS.contains(&section) {
+        return Err(ConfigError::Forbidden(
+            "Config section blacklisted for modification over HTTP API.".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl ServerConfig {
+    /// `PUT _config/admins/NAME`: a password is kept only as its hash (a
+    /// value that already is one is kept as given); the admin can log in at once.
+    fn set_admin(&self, name: &str, value: &str, persist: bool) -> Result<String, ConfigError> {
+        if name.is_empty() {
+            return Err(ConfigError::Refused("an admin needs a name".into()));
+        }
+        let mut next = self.current().clone();
+        let hash = match auth::password::Credentials::parse_admin(value) {
+            Ok(Some(_)) => value.to_string(),
+            Ok(None) => {
+                auth::password::Credentials::hash(value, next.password_iterations).to_admin_string()
+            }
+            Err(e) => return Err(ConfigError::Refused(e.to_string())),
+        };
+        let old = next
+            .admins
+            .insert(name.to_string(), hash.clone())
+            .unwrap_or_default();
+        if persist {
+            self.persist_table_entry("admins", name, Some(&hash))?;
+        }
+        self.replace(next)?;
+        tracing::info!(admin = %name, persist, "server admin set");
+        Ok(old)
+    }
+
+    /// `DELETE _config/admins/NAME`.
+    fn delete_admin(&self, name: &str, persist: bool) -> Result<String, ConfigError> {
+        let mut next = self.current().clone();
+        let old = next.admins.remove(name).ok_or(ConfigError::Unknown)?;
+        if persist {
+            self.persist_table_entry("admins", name, None)?;
+        }
+        self.replace(next)?;
+        tracing::info!(admin = %name, persist, "server admin removed");
+        Ok(old)
+    }
+
+    /// A CouchDB setting Recliner has no use for: kept (and shown) as set,
+    /// as CouchDB keeps any key; `None` removes it.
+    fn set_other(
+        &self,
+        section: &str,
+        key: &str,
+        value: Option<&str>,
+        persist: bool,
+    ) -> Result<String, ConfigError> {
+        let mut next = self.current().clone();
+        let keys = next.other.entry(section.to_string()).or_default();
+        let old = match value {
+            Some(value) => keys.insert(key.to_string(), value.to_string()),
+            None => keys.remove(key),
+        };
+        if keys.is_empty() {
+            next.other.remove(section);
+        }
+        if value.is_none() && old.is_none() {
+            return Err(ConfigError::Unknown);
+        }
+        if persist {
+            self.persist_table_entry(&format!("{OTHER}.{section}"), key, value)?;
+        }
+        self.replace(next)?;
+        tracing::info!(
+            section,
+            key,
+            persist,
+            "configuration changed (kept, unused by Recliner)"
+        );
+        Ok(old.unwrap_or_default())
+    }
+
+    /// Sets (or with `None` removes) `key` in the file's table `table`
+    /// (dotted for a nested one), keeping the rest of the file as it was.
+    fn persist_table_entry(
+        &self,
+        table: &str,
+        key: &str,
+        value: Option<&str>,
+    ) -> Result<(), ConfigError> {
+        let text = match std::fs::read_to_string(&self.file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => {
+                return Err(ConfigError::Refused(format!(
+                    "cannot read the configuration file: {e}"
+                )));
+            }
+        };
+        let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| {
+            ConfigError::Refused(format!("cannot parse the configuration file: {e}"))
+        })?;
+        let mut table_item = doc.as_table_mut();
+        for part in table.split('.') {
+            let entry = table_item
+                .entry(part)
+                .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()));
+            // A nested table shows under its full name only.
+            if let Some(t) = entry.as_table_mut() {
+                t.set_implicit(part == OTHER);
+            }
+            table_item = entry.as_table_mut().ok_or_else(|| {
+                ConfigError::Refused(format!(
+                    "`{table}` in the configuration file is not a table"
+                ))
+            })?;
+        }
+        match value {
+            Some(value) => {
+                table_item.insert(key, toml_edit::value(value));
+            }
+            None => {
+                table_item.remove(key);
+            }
+        }
+        crate::security::write_private(&self.file, doc.to_string().as_bytes()).map_err(|e| {
+            ConfigError::Refused(format!("cannot write the configuration file: {e:#}"))
+        })
+    }
+}
+
 impl NodeConfig for ServerConfig {
     fn sections(&self) -> BTreeMap<String, BTreeMap<String, String>> {
         let mut sections: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-        if let Ok(Value::Object(fields)) = serde_json::to_value(&*self.current()) {
+        let current = self.current().clone();
+        if let Ok(Value::Object(fields)) = serde_json::to_value(&current) {
             for (setting, value) in fields {
+                if setting == OTHER {
+                    continue;
+                }
                 let (section, key) = place(&setting);
                 sections
                     .entry(section)
@@ -287,6 +471,14 @@ impl NodeConfig for ServerConfig {
             .entry("couchdb".into())
             .or_default()
             .insert("uuid".into(), self.server_uuid.clone());
+        // Password hashes, as CouchDB shows them to server admins.
+        sections.insert("admins".into(), current.admins.clone());
+        for (section, keys) in &current.other {
+            let shown = sections.entry(section.clone()).or_default();
+            for (key, value) in keys {
+                shown.entry(key.clone()).or_insert_with(|| value.clone());
+            }
+        }
         sections
     }
 
@@ -297,18 +489,22 @@ impl NodeConfig for ServerConfig {
         value: &str,
         persist: bool,
     ) -> Result<String, ConfigError> {
+        check_section(section)?;
         if section == "couchdb" && key == "uuid" {
             return Err(ConfigError::Refused(
                 "the server's uuid cannot be changed".into(),
             ));
         }
+        if section == "admins" {
+            return self.set_admin(key, value, persist);
+        }
         let fields = match serde_json::to_value(&*self.current()) {
             Ok(Value::Object(fields)) => fields,
             _ => return Err(ConfigError::Unknown),
         };
-        let setting = setting_of(section, key, &fields).ok_or_else(|| {
-            ConfigError::Refused(format!("Recliner has no setting [{section}] {key}"))
-        })?;
+        let Some(setting) = setting_of(section, key, &fields) else {
+            return self.set_other(section, key, Some(value), persist);
+        };
         let old = fields.get(&setting).cloned().unwrap_or(Value::Null);
         let new = typed(value, &old, key)?;
         let next = self.with_setting(&setting, Some(new.clone()))?;
@@ -322,11 +518,17 @@ impl NodeConfig for ServerConfig {
     }
 
     fn delete(&self, section: &str, key: &str, persist: bool) -> Result<String, ConfigError> {
+        check_section(section)?;
+        if section == "admins" {
+            return self.delete_admin(key, persist);
+        }
         let fields = match serde_json::to_value(&*self.current()) {
             Ok(Value::Object(fields)) => fields,
             _ => return Err(ConfigError::Unknown),
         };
-        let setting = setting_of(section, key, &fields).ok_or(ConfigError::Unknown)?;
+        let Some(setting) = setting_of(section, key, &fields) else {
+            return self.set_other(section, key, None, persist);
+        };
         let old = fields.get(&setting).cloned().unwrap_or(Value::Null);
         let next = self.with_setting(&setting, None)?;
         if persist {
@@ -346,6 +548,14 @@ impl NodeConfig for ServerConfig {
         let env: Vec<(String, String)> = std::env::vars().collect();
         let file = self.file.is_file().then_some(self.file.as_path());
         let mut next = Config::load(file, &flags, &env).map_err(ConfigError::Refused)?;
+        // Passwords written in clear since the start are hashed now (the
+        // file keeps them until the next start rewrites them).
+        for value in next.admins.values_mut() {
+            if let Ok(None) = auth::password::Credentials::parse_admin(value) {
+                *value = auth::password::Credentials::hash(value, next.password_iterations)
+                    .to_admin_string();
+            }
+        }
         // Where it listens and keeps its data do not change while it runs.
         next.bind = current.bind;
         next.port = current.port;

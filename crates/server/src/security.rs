@@ -22,6 +22,9 @@ const SECRET_FILE: &str = "auth_secret";
 #[derive(Debug)]
 pub struct Setup {
     pub admins: Vec<(String, Credentials)>,
+    /// The admin given with `--admin` or `RECLINER_ADMIN`, which the
+    /// configuration file and API do not hold.
+    pub explicit: Option<(String, Credentials)>,
     pub secret: String,
     /// Name and password of an admin created now (to be shown once).
     pub generated: Option<(String, String)>,
@@ -73,10 +76,12 @@ pub fn prepare(
             ),
         }
     }
-    if let Some((name, password)) = explicit {
+    let explicit = explicit.map(|(name, password)| {
         admins.retain(|(n, _)| *n != name);
-        admins.push((name, Credentials::hash(&password, iterations)));
-    }
+        let creds = Credentials::hash(&password, iterations);
+        admins.push((name.clone(), creds.clone()));
+        (name, creds)
+    });
     let mut generated = None;
     if admins.is_empty() && !config.insecure_admin_party {
         let password = random_password();
@@ -101,10 +106,35 @@ pub fn prepare(
     };
     Ok(Setup {
         admins,
+        explicit,
         secret,
         generated,
         written,
     })
+}
+
+/// The admins of a running server's configuration (hashes, as `_config`
+/// keeps them) and the command line's.
+pub fn admins_of(
+    config: &Config,
+    explicit: Option<&(String, Credentials)>,
+) -> Vec<(String, Credentials)> {
+    let mut admins: Vec<(String, Credentials)> = config
+        .admins
+        .iter()
+        .filter_map(|(name, value)| match Credentials::parse_admin(value) {
+            Ok(Some(creds)) => Some((name.clone(), creds)),
+            _ => {
+                tracing::warn!(admin = %name, "an admin without a password hash is ignored");
+                None
+            }
+        })
+        .collect();
+    if let Some((name, creds)) = explicit {
+        admins.retain(|(n, _)| n != name);
+        admins.push((name.clone(), creds.clone()));
+    }
+    admins
 }
 
 /// 24 random characters from two v4 uuids (244 random bits, base64url).
