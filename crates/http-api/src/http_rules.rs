@@ -68,16 +68,14 @@ pub(crate) async fn apply(
         Ok(callback) => callback,
         Err(e) => return e.into_response(),
     };
-    let base = absolute_base(rules, &request);
+    let origin = Origin::of(rules, &request);
     let unconfirmed = asks_more_copies_than_exist(&request);
     let body_time = time_body(&mut request);
     let mut response = next.run(request).await;
     if unconfirmed && matches!(response.status(), StatusCode::OK | StatusCode::CREATED) {
         *response.status_mut() = StatusCode::ACCEPTED;
     }
-    if let Some(base) = base {
-        make_location_absolute(&mut response, &base);
-    }
+    make_location_absolute(&mut response, &origin);
     let millis = body_time.map_or(0, |t| t.load(Ordering::Relaxed));
     if let Ok(value) = HeaderValue::from_str(&millis.to_string()) {
         response.headers_mut().insert("x-couchdb-body-time", value);
@@ -186,34 +184,47 @@ fn url_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
     })
 }
 
-/// `scheme://host` for this request's absolute URLs, as CouchDB builds
-/// them: the proxy's host header, else `Host`; HTTPS when the proxy says
-/// so or the request came over HTTPS.
-fn absolute_base(rules: &HttpRules, request: &Request) -> Option<String> {
-    let headers = request.headers();
-    let value = |name: &str| -> Option<&str> {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::trim)
-            .filter(|v| !v.is_empty())
-    };
-    let host = value(&rules.x_forwarded_host).or_else(|| value(header::HOST.as_str()))?;
-    // A host is never more than a name or address and a port.
-    if !host
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
-    {
-        return None;
-    }
-    let https = value(&rules.x_forwarded_ssl) == Some("on")
-        || value(&rules.x_forwarded_proto) == Some("https")
-        || request.extensions().get::<Https>().is_some();
-    let scheme = if https { "https" } else { "http" };
-    Some(format!("{scheme}://{host}"))
+/// What a request tells of its own URL, kept (cheaply) until an answer
+/// needs an absolute one.
+struct Origin {
+    host: Option<HeaderValue>,
+    https: bool,
 }
 
-fn make_location_absolute(response: &mut Response, base: &str) {
+impl Origin {
+    /// As CouchDB builds absolute URLs: the proxy's host header, else
+    /// `Host`; HTTPS when the proxy says so or the request came over HTTPS.
+    fn of(rules: &HttpRules, request: &Request) -> Origin {
+        let headers = request.headers();
+        let value = |name: &str| headers.get(name).filter(|v| !v.is_empty());
+        let host = value(&rules.x_forwarded_host)
+            .or_else(|| value(header::HOST.as_str()))
+            .cloned();
+        let says = |name: &str, expected: &str| {
+            value(name).and_then(|v| v.to_str().ok()).map(str::trim) == Some(expected)
+        };
+        let https = says(&rules.x_forwarded_ssl, "on")
+            || says(&rules.x_forwarded_proto, "https")
+            || request.extensions().get::<Https>().is_some();
+        Origin { host, https }
+    }
+
+    /// `scheme://host`, when the host is a plain name or address and port.
+    fn base(&self) -> Option<String> {
+        let host = self.host.as_ref()?.to_str().ok()?.trim();
+        if host.is_empty()
+            || !host
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-.:[]_".contains(&b))
+        {
+            return None;
+        }
+        let scheme = if self.https { "https" } else { "http" };
+        Some(format!("{scheme}://{host}"))
+    }
+}
+
+fn make_location_absolute(response: &mut Response, origin: &Origin) {
     let headers = response.headers_mut();
     let Some(location) = headers.get(header::LOCATION).and_then(|v| v.to_str().ok()) else {
         return;
@@ -221,6 +232,9 @@ fn make_location_absolute(response: &mut Response, base: &str) {
     if !location.starts_with('/') {
         return;
     }
+    let Some(base) = origin.base() else {
+        return;
+    };
     if let Ok(value) = HeaderValue::from_str(&format!("{base}{location}")) {
         headers.insert(header::LOCATION, value);
     }
@@ -391,7 +405,7 @@ mod tests {
                     HeaderValue::from_str(v).unwrap(),
                 );
             }
-            absolute_base(&rules, &request)
+            Origin::of(&rules, &request).base()
         };
         assert_eq!(
             request(&[("host", "127.0.0.1:5984")]).as_deref(),

@@ -23,6 +23,7 @@ pub mod json;
 mod local_docs;
 mod multipart;
 mod node;
+mod purge;
 mod query;
 mod routes;
 mod server_routes;
@@ -261,7 +262,8 @@ pub struct Https;
 #[derive(Debug, Clone)]
 pub struct AppState {
     pub store: Store,
-    pub config: ApiConfig,
+    /// Shared: every request clones the state.
+    pub config: std::sync::Arc<ApiConfig>,
     /// Every replication job of the server (`/_replicate` and `_replicator` documents).
     pub scheduler: replicator::Scheduler,
     /// Set to true when the server stops, so long-running answers (changes
@@ -301,7 +303,7 @@ impl AppState {
             uuids: std::sync::Arc::new(uuids::Uuids::new(config.uuids.clone())),
             node_config: None,
             store,
-            config,
+            config: std::sync::Arc::new(config),
             scheduler,
             shutdown: std::sync::Arc::new(tokio::sync::watch::channel(false).0),
         }
@@ -406,7 +408,7 @@ impl LiveApi {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
-        if state.config == config {
+        if *state.config == config {
             return;
         }
         if state.config.auth != config.auth {
@@ -415,7 +417,7 @@ impl LiveApi {
         if state.config.uuids != config.uuids {
             state.uuids = std::sync::Arc::new(uuids::Uuids::new(config.uuids.clone()));
         }
-        state.config = config;
+        state.config = std::sync::Arc::new(config);
         let next = router(state.clone());
         *self.inner.state.write().unwrap_or_else(|p| p.into_inner()) = state;
         *self.inner.router.write().unwrap_or_else(|p| p.into_inner()) = next;
