@@ -301,3 +301,36 @@ async fn malformed_sequences_are_refused_as_couchdb_refuses_them() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_normal_feed_is_tagged_and_answers_304_until_the_database_changes() {
+    let (_d, _s, c) = start().await;
+    c.put("/db/a", json!({})).await;
+    let first = c.get("/db/_changes").await;
+    let etag = first.header("etag").unwrap().to_string();
+    let again = c
+        .send("GET", "/db/_changes", None, &[("if-none-match", &etag)])
+        .await;
+    assert_eq!((again.status, again.text.as_str()), (304, ""));
+    assert_eq!(again.header("etag"), Some(etag.as_str()));
+    // Another query is another answer.
+    let other = c
+        .send(
+            "GET",
+            "/db/_changes?since=1",
+            None,
+            &[("if-none-match", &etag)],
+        )
+        .await;
+    assert_eq!(other.status, 200);
+    c.put("/db/b", json!({})).await;
+    let changed = c
+        .send("GET", "/db/_changes", None, &[("if-none-match", &etag)])
+        .await;
+    assert_eq!(changed.status, 200);
+    assert_eq!(changed.json()["results"].as_array().unwrap().len(), 2);
+    assert_ne!(changed.header("etag"), Some(etag.as_str()));
+    // Waiting feeds are not tagged.
+    let longpoll = c.get("/db/_changes?feed=longpoll&since=0").await;
+    assert_eq!(longpoll.header("etag"), None);
+}

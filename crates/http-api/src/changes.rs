@@ -80,6 +80,14 @@ fn parse_since(text: &str, db: &Database) -> Result<u64, ApiError> {
         .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
+/// The quoted ETag of a normal feed: the database instance, its latest
+/// sequence and the query (CouchDB's leaves the query out, so two different
+/// queries could share a tag; this one cannot).
+fn changes_etag(db: &Database, query: &str) -> String {
+    let text = format!("{}\n{}\n{query}", db.uuid(), db.update_seq());
+    format!("\"{}\"", crate::json::content_etag(text.as_bytes()))
+}
+
 fn duration_ms(query: &Query, key: &str) -> Result<Option<Duration>, ApiError> {
     Ok(query.u64(key)?.map(Duration::from_millis))
 }
@@ -92,6 +100,15 @@ pub(crate) async fn changes(
     request: Request,
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
+    // A normal feed read with GET is tagged by the database's state and the
+    // query, as CouchDB tags it, so a client that has it gets a 304.
+    let etag = (request.method() == Method::GET && query.get("feed").is_none_or(|f| f == "normal"))
+        .then(|| changes_etag(&database, request.uri().query().unwrap_or("")));
+    if let Some(etag) = &etag
+        && crate::json::etag_matches(request.headers(), etag)
+    {
+        return Ok(crate::json::not_modified(etag));
+    }
     let body = if request.method() == Method::POST {
         crate::json::require_json_content_type(request.headers())?;
         match crate::json::read_json_body(request.into_body(), &state.config).await? {
@@ -230,6 +247,11 @@ pub(crate) async fn changes(
         "application/json"
     };
     let mut response = Response::new(Body::from_stream(feed_stream(run)));
+    if let Some(etag) = &etag
+        && let Ok(value) = HeaderValue::from_str(etag)
+    {
+        response.headers_mut().insert(header::ETAG, value);
+    }
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     if feed == Feed::EventSource {
