@@ -387,3 +387,49 @@ async fn size_limits_jsonp_and_the_uuid_algorithm_change_while_the_server_runs()
         assert!(uuid.as_str().unwrap().ends_with("-node1"), "{uuids}");
     }
 }
+
+#[tokio::test]
+async fn a_restart_answers_then_the_server_comes_back_on_its_port_with_its_data() {
+    let data = TempDir::new("restart");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    c.put("/db/kept", json!({"v": 1})).await;
+    assert_eq!(
+        c.get("/_node/_local/_restart").await.json()["error"],
+        "method_not_allowed"
+    );
+    assert_eq!(
+        Client::anonymous(&server)
+            .post("/_node/_local/_restart", json!({}))
+            .await
+            .status,
+        401
+    );
+    // A change kept only in memory is gone after a restart.
+    let marker = c
+        .send(
+            "PUT",
+            "/_node/_local/_config/log/marker",
+            Some(json!("set")),
+            &[("x-couch-persist", "false")],
+        )
+        .await;
+    assert_eq!(marker.status, 200);
+    let pid = server.pid();
+    let reply = c.post("/_node/_local/_restart", json!({})).await;
+    assert_eq!((reply.status, reply.json()), (200, json!({"ok": true})));
+    // Down, then up again: the same process, the same port, the same data.
+    assert!(
+        recliner_tests::eventually(30, async || {
+            let r = c.http().get(c.url("/db/kept")).send().await;
+            matches!(r, Ok(r) if r.status() == 200)
+                && c.get("/_node/_local/_config/log/marker").await.status == 404
+        })
+        .await,
+        "the server came back"
+    );
+    assert_eq!(server.pid(), pid);
+    assert_eq!(c.get("/db/kept").await.json()["v"], 1);
+    assert_eq!(c.put("/db/after", json!({})).await.status, 201);
+}

@@ -269,6 +269,9 @@ pub struct AppState {
     /// Set to true when the server stops, so long-running answers (changes
     /// feeds) end and the graceful shutdown is not held up by them.
     pub shutdown: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+    /// Set by `POST /_node/{node}/_restart`: the server starts again once
+    /// it has stopped.
+    pub restart: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Identifies callers (caches of credentials and checked passwords).
     pub(crate) auth: std::sync::Arc<auth::Authenticator>,
     /// When the server started (`_node/{node}/_system`'s uptime).
@@ -306,6 +309,7 @@ impl AppState {
             config: std::sync::Arc::new(config),
             scheduler,
             shutdown: std::sync::Arc::new(tokio::sync::watch::channel(false).0),
+            restart: std::sync::Arc::default(),
         }
     }
 }

@@ -58,6 +58,28 @@ pub(crate) async fn versions(
     ))
 }
 
+/// # POST /_node/{node}/_restart
+/// As CouchDB: answered at once, then the server stops as it does on
+/// SIGTERM (requests finish, replications checkpoint, databases close) and
+/// starts again in the same process, on the same ports.
+pub(crate) async fn restart(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+) -> Result<Response, ApiError> {
+    this_node(&state, &node)?;
+    state
+        .restart
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    tracing::warn!("restart requested through /_node/{{node}}/_restart");
+    let shutdown = state.shutdown.clone();
+    tokio::spawn(async move {
+        // Time for this answer to reach the client.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        shutdown.send_replace(true);
+    });
+    Ok(json_response(StatusCode::OK, &json!({"ok": true})))
+}
+
 /// # GET /_node/{node}/_system
 /// The figures of CouchDB's answer that mean something for one Rust
 /// process: uptime, resident memory, threads and open databases.

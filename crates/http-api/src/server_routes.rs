@@ -50,6 +50,10 @@ pub(crate) fn routes() -> Router<AppState> {
             only(get(crate::node::config_all), "GET,HEAD"),
         )
         .route(
+            "/_node/{node}/_restart",
+            only(post(crate::node::restart), "POST"),
+        )
+        .route(
             "/_node/{node}/_config/{section}",
             axum::routing::any(crate::node::config_section),
         )

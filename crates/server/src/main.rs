@@ -169,7 +169,14 @@ fn main() -> ExitCode {
     };
     announce(&config, &setup);
     match runtime.block_on(serve(config, setup, config_file)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(stopped) if stopped.restart => {
+            runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+            let e = restart(&stopped);
+            tracing::error!(error = %e, "cannot restart");
+            eprintln!("recliner: cannot restart: {e}");
+            ExitCode::FAILURE
+        }
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!("{e:#}");
             eprintln!("recliner: {e:#}");
@@ -234,7 +241,11 @@ fn init_logging(config: &Config) -> Result<(), String> {
     result.map_err(|e| format!("cannot set up logging: {e}"))
 }
 
-async fn serve(config: Config, setup: security::Setup, config_file: PathBuf) -> anyhow::Result<()> {
+async fn serve(
+    config: Config,
+    setup: security::Setup,
+    config_file: PathBuf,
+) -> anyhow::Result<Stopped> {
     let store = store::Store::open_with(&config.data_dir, config.store_options())?;
     // CouchDB's system databases exist from the first start.
     for system in store::name::SYSTEM_DATABASES {
@@ -286,6 +297,7 @@ async fn serve(config: Config, setup: security::Setup, config_file: PathBuf) -> 
     );
     let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx));
     let stopping = state.shutdown.clone();
+    let restart = state.restart.clone();
     let live = http_api::LiveApi::new(state);
     // A configuration change through the API applies from the next request.
     server_config.on_change({
@@ -329,6 +341,7 @@ async fn serve(config: Config, setup: security::Setup, config_file: PathBuf) -> 
     // One stable line on stdout so scripts and tests learn the real port.
     println!("Recliner listening on http://{local}");
     tracing::info!(address = %local, data_dir = %config.data_dir.display(), "listening");
+    let https_port = https.as_ref().map(|(local, _)| local.port());
     let https = https.map(|(local, serving)| {
         println!("Recliner listening on https://{local}");
         tracing::info!(address = %local, "listening (HTTPS)");
@@ -344,8 +357,13 @@ async fn serve(config: Config, setup: security::Setup, config_file: PathBuf) -> 
     });
     let signal = {
         let stopping = stopping.clone();
+        let mut asked = stopping.subscribe();
         async move {
-            shutdown_signal().await;
+            // A signal, or `_restart` (which sets the flag itself).
+            tokio::select! {
+                _ = shutdown_signal() => {}
+                _ = asked.wait_for(|s| *s) => {}
+            }
             // Waiting feeds end now; other requests may finish within the grace period.
             stopping.send_replace(true);
         }
@@ -374,7 +392,61 @@ async fn serve(config: Config, setup: security::Setup, config_file: PathBuf) -> 
     finish_within(rotation, "the replication jobs").await;
     store.close_all().await;
     tracing::info!("stopped");
-    Ok(())
+    let restart = restart.load(std::sync::atomic::Ordering::SeqCst);
+    Ok(Stopped {
+        restart,
+        port: local.port(),
+        tls_port: https_port,
+    })
+}
+
+/// How the server ended.
+struct Stopped {
+    /// `POST /_node/{node}/_restart` asked to start again.
+    restart: bool,
+    /// The ports it listened on, which a restart keeps.
+    port: u16,
+    tls_port: Option<u16>,
+}
+
+/// Starts the server again in this process, with the same arguments and
+/// environment but the ports it had (a port of 0 would pick new ones).
+#[cfg(unix)]
+fn restart(stopped: &Stopped) -> std::io::Error {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe,
+        Err(e) => return e,
+    };
+    let mut args = Vec::new();
+    let mut skip_next = false;
+    for arg in std::env::args_os().skip(1) {
+        if std::mem::take(&mut skip_next) {
+            continue;
+        }
+        let text = arg.to_string_lossy();
+        if text == "--port" || text == "--tls-port" {
+            skip_next = true;
+            continue;
+        }
+        if text.starts_with("--port=") || text.starts_with("--tls-port=") {
+            continue;
+        }
+        args.push(arg);
+    }
+    let mut command = std::process::Command::new(exe);
+    command
+        .args(args)
+        .env("RECLINER_PORT", stopped.port.to_string());
+    if let Some(port) = stopped.tls_port {
+        command.env("RECLINER_TLS_PORT", port.to_string());
+    }
+    command.exec()
+}
+
+#[cfg(not(unix))]
+fn restart(_: &Stopped) -> std::io::Error {
+    std::io::Error::other("restarting in place needs a Unix system")
 }
 
 /// How long the replicator may take to stop at shutdown (its jobs write
