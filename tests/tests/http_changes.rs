@@ -184,7 +184,26 @@ async fn an_eventsource_feed_frames_rows_as_events() {
         serde_json::from_str(text.lines().next().unwrap().strip_prefix("data: ").unwrap()).unwrap();
     assert_eq!((seq_num(&data["seq"]), &data["id"]), (1, &json!("e")));
     let seq = data["seq"].as_str().unwrap();
-    assert!(text.contains(&format!("\nid: {seq}\n\n")), "{text}");
+    // The id is the sequence as JSON, as CouchDB writes it, and comes back
+    // as Last-Event-ID when a browser reconnects.
+    assert!(text.contains(&format!("\nid: \"{seq}\"\n\n")), "{text}");
+    c.put("/db/f", json!({})).await;
+    let mut resumed = c
+        .http()
+        .get(c.url("/db/_changes?feed=eventsource&timeout=300"))
+        .header("last-event-id", format!("\"{seq}\""))
+        .send()
+        .await
+        .unwrap();
+    let mut text = Vec::new();
+    while let Some(chunk) = resumed.chunk().await.unwrap() {
+        text.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("\"id\":\"f\"") && !text.contains("\"id\":\"e\""),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -292,7 +311,7 @@ async fn a_sequence_of_a_deleted_and_recreated_database_starts_the_feed_over() {
 #[tokio::test]
 async fn malformed_sequences_are_refused_as_couchdb_refuses_them() {
     let (_d, _s, c) = start().await;
-    for since in ["abc", "-1", "1-", "%223%22", "1.5"] {
+    for since in ["abc", "-1", "1-", "%22%22", "1.5"] {
         let reply = c.get(&format!("/db/_changes?since={since}")).await;
         assert_eq!(reply.status, 400, "{since}: {}", reply.text);
         assert_eq!(

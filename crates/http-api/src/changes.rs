@@ -109,6 +109,11 @@ pub(crate) async fn changes(
     {
         return Ok(crate::json::not_modified(etag));
     }
+    let last_event_header = request
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let body = if request.method() == Method::POST {
         crate::json::require_json_content_type(request.headers())?;
         match crate::json::read_json_body(request.into_body(), &state.config).await? {
@@ -131,12 +136,17 @@ pub(crate) async fn changes(
             ));
         }
     };
-    let since = match query.get("since") {
-        Some(s) => parse_since(s, &database)?,
-        None if query.get("last-event-id").is_some() => {
-            parse_since(query.get("last-event-id").unwrap_or("0"), &database)?
-        }
-        None => 0,
+    // A browser reconnecting an event stream names the last event it saw
+    // in a header, which wins over the query, as in CouchDB.
+    let last_event_id = last_event_header.filter(|_| feed == Feed::EventSource);
+    let since = match (
+        last_event_id,
+        query.get("since"),
+        query.get("last-event-id"),
+    ) {
+        (Some(id), _, _) => parse_since(&id, &database)?,
+        (None, Some(s), _) | (None, None, Some(s)) => parse_since(s, &database)?,
+        (None, None, None) => 0,
     };
     let style_all = match query.get("style") {
         None | Some("main_only") => false,
@@ -414,7 +424,8 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreErro
                 out.push_str(&json);
                 out.push('\n');
             }
-            Feed::EventSource => out.push_str(&format!("data: {json}\nid: {seq}\n\n")),
+            // The id is the sequence as JSON, quotes and all, as CouchDB writes it.
+            Feed::EventSource => out.push_str(&format!("data: {json}\nid: \"{seq}\"\n\n")),
         }
         s.rows_written += 1;
         s.sent += 1;

@@ -41,6 +41,12 @@ pub(crate) fn format(n: u64, token: &str) -> String {
 /// sequence of another database instance reads as 0, as CouchDB restarts a
 /// shard whose sequence it does not recognise.
 pub(crate) fn parse(text: &str, token: &str) -> Result<Since, MalformedSeq> {
+    // A sequence may come JSON-quoted (an eventsource `id:` sent back as
+    // `Last-Event-ID`), as CouchDB accepts it.
+    let text = text
+        .strip_prefix('"')
+        .and_then(|t| t.strip_suffix('"'))
+        .unwrap_or(text);
     if text == "now" {
         return Ok(Since::Now);
     }
@@ -80,6 +86,8 @@ mod tests {
         assert_eq!(parse("42", &token), Ok(Since::Seq(42)));
         assert_eq!(parse("0", &token), Ok(Since::Seq(0)));
         assert_eq!(parse("now", &token), Ok(Since::Now));
+        let quoted = format!("\"{}\"", format(7, &token));
+        assert_eq!(parse(&quoted, &token), Ok(Since::Seq(7)));
     }
 
     #[test]
@@ -105,7 +113,8 @@ mod tests {
             " 1",
             "1.5",
             "9223372036854775808",
-            "\"3\"",
+            "\"",
+            "\"\"",
         ] {
             assert_eq!(parse(bad, &token), Err(MalformedSeq), "{bad:?}");
         }
