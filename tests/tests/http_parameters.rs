@@ -185,3 +185,43 @@ async fn atts_since_and_attachment_heads_work_over_http() {
         .await;
     assert_eq!(cached.status, 304);
 }
+
+#[tokio::test]
+async fn post_all_docs_takes_the_query_string_over_the_body_as_couchdb_does() {
+    let (_d, _s, c) = start().await;
+    for id in ["a", "b", "c"] {
+        c.put(&format!("/db/{id}"), json!({})).await;
+    }
+    let ids = |v: Value| -> Vec<String> {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let limited = c
+        .post("/db/_all_docs?limit=0", json!({"limit": 5}))
+        .await
+        .json();
+    assert_eq!(ids(limited), Vec::<String>::new());
+    let ordered = c
+        .post(
+            "/db/_all_docs?descending=false&limit=2",
+            json!({"descending": true, "limit": 1}),
+        )
+        .await
+        .json();
+    assert_eq!(ids(ordered), ["a", "b"]);
+    let started = c
+        .post("/db/_all_docs?startkey=%22b%22", json!({"startkey": "a"}))
+        .await
+        .json();
+    assert_eq!(ids(started), ["b", "c"]);
+    // The body still counts for what the query does not say.
+    let from_body = c
+        .post("/db/_all_docs", json!({"descending": true, "limit": 1}))
+        .await
+        .json();
+    assert_eq!(ids(from_body), ["c"]);
+}

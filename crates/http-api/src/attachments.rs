@@ -233,7 +233,7 @@ async fn get(
 
 /// The document to change as an edit of revision `rev` (or a new document
 /// when there is none), as stored (attachments as stubs).
-async fn base_doc(
+pub(crate) async fn base_doc(
     database: &Database,
     id: &str,
     rev: Option<&str>,
@@ -274,17 +274,26 @@ async fn base_doc(
 /// The edit that keeps every attachment of `body` as a stub except `drop`;
 /// also says whether `drop` was there.
 fn keep_attachments_except(
-    mut body: Map<String, Value>,
+    body: Map<String, Value>,
     drop: &str,
+) -> Result<(DocInput, bool), ApiError> {
+    keep_attachments_but(body, &[drop])
+}
+
+/// The edit that keeps every attachment of `body` as a stub but those
+/// named in `drop`; also says whether any of those was there.
+pub(crate) fn keep_attachments_but(
+    mut body: Map<String, Value>,
+    drop: &[&str],
 ) -> Result<(DocInput, bool), ApiError> {
     let atts = match body.remove("_attachments") {
         Some(Value::Object(atts)) => atts,
         _ => Map::new(),
     };
     let mut doc = DocInput::from_json(Value::Object(body))?;
-    let had = atts.contains_key(drop);
+    let had = atts.keys().any(|name| drop.contains(&name.as_str()));
     for (name, _) in atts {
-        if name != drop {
+        if !drop.contains(&name.as_str()) {
             doc.attachments.push((
                 name,
                 AttachmentInput::Stub {
@@ -306,7 +315,7 @@ fn request_rev(query: &Query, headers: &HeaderMap) -> Option<String> {
     })
 }
 
-async fn write(
+pub(crate) async fn write(
     database: &Database,
     writer: &Writer,
     mut doc: DocInput,

@@ -733,26 +733,33 @@ pub(crate) fn all_docs_options(
     query: &Query,
     body: &Map<String, Value>,
 ) -> Result<AllDocsOptions, ApiError> {
-    // Body fields override query parameters, as for CouchDB's POST form.
+    // Query parameters override body fields: CouchDB reads the body, then
+    // the query string over it.
     let json = |key: &str, alt: &str| -> Result<Option<Value>, ApiError> {
-        if let Some(v) = body.get(key).or_else(|| body.get(alt)) {
-            return Ok(Some(v.clone()));
+        if let Some(v) = query.json(key)? {
+            return Ok(Some(v));
         }
-        match query.json(key)? {
-            Some(v) => Ok(Some(v)),
-            None => query.json(alt),
+        if let Some(v) = query.json(alt)? {
+            return Ok(Some(v));
         }
+        Ok(body.get(key).or_else(|| body.get(alt)).cloned())
     };
     let flag = |key: &str| -> Result<Option<bool>, ApiError> {
+        if let Some(b) = query.view_bool(key)? {
+            return Ok(Some(b));
+        }
         match body.get(key) {
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(other) => Err(query_parse_error(format!(
                 "Invalid boolean parameter: {other}"
             ))),
-            None => query.view_bool(key),
+            None => Ok(None),
         }
     };
     let number = |key: &str| -> Result<Option<u64>, ApiError> {
+        if let Some(n) = query.view_uint(key)? {
+            return Ok(Some(n));
+        }
         match body.get(key) {
             Some(v) => match (v.as_u64(), v) {
                 (Some(n), _) => Ok(Some(n)),
@@ -767,7 +774,7 @@ pub(crate) fn all_docs_options(
                     "Invalid value for integer: {other}"
                 ))),
             },
-            None => query.view_uint(key),
+            None => Ok(None),
         }
     };
     let descending = flag("descending")?.unwrap_or(false);

@@ -32,10 +32,8 @@ pub(crate) async fn document(
         "PUT" => put(&state, &database, &writer, &db, id, &query, request).await,
         "DELETE" => delete(&database, &writer, id, &query, request.headers()).await,
         "COPY" => copy(&database, &writer, &db, &id, &query, request.headers()).await,
-        // CouchDB's HTML form uploads, which need a Referer; not supported.
-        "POST" if !request.headers().contains_key(axum::http::header::REFERER) => {
-            Err(ApiError::bad_request("Referer header required."))
-        }
+        // CouchDB's HTML form uploads of attachments.
+        "POST" => crate::form_upload::form_upload(&state, &database, &writer, id, request).await,
         _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")),
     }
 }
