@@ -58,7 +58,9 @@ fn parse_range(headers: &HeaderMap, len: u64) -> Result<Option<(u64, u64)>, ApiE
     let Some(spec) = value.trim().strip_prefix("bytes=") else {
         return Ok(None);
     };
-    if spec.contains(',') {
+    // `bytes=0-` asks for everything: CouchDB answers it with the whole
+    // attachment (200), as it does a multi-range.
+    if spec.contains(',') || spec.trim() == "0-" {
         return Ok(None);
     }
     let (a, b) = spec.split_once('-').ok_or(ApiError::RangeNotSatisfiable)?;
@@ -465,6 +467,8 @@ mod tests {
         assert_eq!(range("bytes=-10", 100).unwrap(), Some((90, 99)));
         assert_eq!(range("bytes=50-500", 100).unwrap(), Some((50, 99)));
         assert_eq!(range("bytes=0-1,5-6", 100).unwrap(), None);
+        assert_eq!(range("bytes=0-", 100).unwrap(), None);
+        assert_eq!(range("bytes=1-", 100).unwrap(), Some((1, 99)));
         assert!(range("bytes=100-", 100).is_err());
         assert!(range("bytes=9-3", 100).is_err());
     }
