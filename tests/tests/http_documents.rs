@@ -472,3 +472,25 @@ async fn local_docs_lists_local_documents_with_all_docs_parameters() {
     let reply = c.delete("/locals/_local_docs").await;
     assert_eq!(reply.status, 405, "{}", reply.text);
 }
+
+#[tokio::test]
+async fn batch_writes_are_accepted_even_when_the_write_itself_fails() {
+    let data = TempDir::new("batch-ok");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let first = c.put("/db/bb?batch=ok", json!({"a": 1})).await;
+    assert_eq!(
+        (first.status, first.json()),
+        (202, json!({"ok": true, "id": "bb"}))
+    );
+    // The same id again conflicts, which CouchDB's batch mode never reports.
+    let second = c.put("/db/bb?batch=ok", json!({"a": 2})).await;
+    assert_eq!(
+        (second.status, second.json()),
+        (202, json!({"ok": true, "id": "bb"}))
+    );
+    let posted = c.post("/db?batch=ok", json!({"_id": "bb", "a": 3})).await;
+    assert_eq!(posted.status, 202);
+    assert_eq!(c.get("/db/bb").await.json()["a"], 1);
+}

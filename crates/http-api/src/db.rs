@@ -220,14 +220,10 @@ async fn post_document(
     crate::body::DocBody::resolve(body.staged, &mut doc)?;
     let id = doc.id.get_or_insert_with(|| state.uuids.next()).clone();
     writer.check_one(&database, &mut doc).await?;
-    let batch = query.get("batch") == Some("ok");
-    let rev = database.put_doc(doc, true).await?;
-    if batch {
-        return Ok(json_response(
-            StatusCode::ACCEPTED,
-            &json!({"ok": true, "id": id}),
-        ));
+    if query.get("batch") == Some("ok") {
+        return Ok(crate::docs::batch_write(&database, doc, true, &id).await);
     }
+    let rev = database.put_doc(doc, true).await?;
     let mut response = json_response(
         StatusCode::CREATED,
         &json!({"ok": true, "id": id, "rev": rev}),

@@ -337,14 +337,10 @@ async fn put(
     writer.check_one(database, &mut doc).await?;
     let deleted = doc.deleted;
     let new_edits = query.get("new_edits") != Some("false");
-    let batch = query.get("batch") == Some("ok");
-    let rev = database.put_doc(doc, new_edits).await?;
-    if batch {
-        return Ok(json_response(
-            StatusCode::ACCEPTED,
-            &json!({"ok": true, "id": id}),
-        ));
+    if query.get("batch") == Some("ok") {
+        return Ok(batch_write(database, doc, new_edits, &id).await);
     }
+    let rev = database.put_doc(doc, new_edits).await?;
     let status = if deleted {
         StatusCode::OK
     } else {
@@ -422,6 +418,22 @@ async fn delete(
     Ok(response)
 }
 
+/// `batch=ok`: CouchDB queues the write and answers 202 at once, so the
+/// write's own failure (a conflict...) never reaches the client; it is
+/// logged. Recliner writes before answering, which costs nothing more than
+/// CouchDB's queue and loses nothing at a crash.
+pub(crate) async fn batch_write(
+    database: &Database,
+    doc: DocInput,
+    new_edits: bool,
+    id: &str,
+) -> Response {
+    if let Err(e) = database.put_doc(doc, new_edits).await {
+        tracing::debug!(db = %database.name(), id = %id, error = %e, "batch write failed");
+    }
+    json_response(StatusCode::ACCEPTED, &json!({"ok": true, "id": id}))
+}
+
 /// # COPY /{db}/{docid}
 /// Copies a revision (the winner, or `?rev=`) with its attachments to the
 /// id in the `Destination` header (`id` or `id?rev=...` to overwrite).
@@ -437,6 +449,9 @@ async fn copy(
         .get("destination")
         .and_then(|v| v.to_str().ok())
         .ok_or_else(|| ApiError::bad_request("Destination header is mandatory for COPY."))?;
+    if destination.starts_with("http://") || destination.starts_with("https://") {
+        return Err(ApiError::bad_request("Destination URL must be relative."));
+    }
     let (dest_raw, dest_query) = destination.split_once('?').unwrap_or((destination, ""));
     let dest_id = percent_encoding::percent_decode_str(dest_raw)
         .decode_utf8()
