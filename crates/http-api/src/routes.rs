@@ -302,10 +302,27 @@ async fn endpoint(
             Ok(json_response(StatusCode::ACCEPTED, &json!({"ok": true})))
         }
         "_view_cleanup" => Err(ApiError::MethodNotAllowed("POST")),
-        // Mango (`_find`, `_explain`, `_index`) and purging are not built
-        // yet: their methods and content type are checked as CouchDB checks
-        // them, then they say so.
-        "_find" | "_explain" | "_purge" if is(&Method::POST) => {
+        "_purge" if is(&Method::POST) => crate::purge::purge(state, db, request).await,
+        // CouchDB looks for the database before it judges the method.
+        "_purge" => {
+            state.store.db(&db).await?;
+            Err(ApiError::MethodNotAllowed("POST"))
+        }
+        "_purged_infos_limit" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::PUT) => {
+            crate::purge::purged_infos_limit(state, db, request).await
+        }
+        "_purged_infos_limit" => {
+            state.store.db(&db).await?;
+            Err(ApiError::MethodNotAllowed("GET,PUT"))
+        }
+        "_purged_infos" if is(&Method::GET) || is(&Method::HEAD) => {
+            crate::purge::purged_infos(state, db).await
+        }
+        "_purged_infos" => Err(ApiError::MethodNotAllowed("GET")),
+        // Mango (`_find`, `_explain`, `_index`) is not built yet: its
+        // methods and content type are checked as CouchDB checks them, then
+        // it says so.
+        "_find" | "_explain" if is(&Method::POST) => {
             require_json_content_type(request.headers())?;
             state.store.db(&db).await?;
             crate::json::read_json_object(request.into_body(), &state.config).await?;
@@ -313,7 +330,7 @@ async fn endpoint(
                 "{name} is not supported yet"
             )))
         }
-        "_find" | "_explain" | "_purge" => Err(ApiError::MethodNotAllowed("POST")),
+        "_find" | "_explain" => Err(ApiError::MethodNotAllowed("POST")),
         "_index" if is(&Method::GET) => {
             state.store.db(&db).await?;
             // Every database has the primary index and, here, no other.

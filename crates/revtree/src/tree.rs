@@ -100,6 +100,17 @@ pub struct RevTree {
     pub(crate) nodes: BTreeMap<RevId, Node>,
 }
 
+/// What [`RevTree::purge_leaves`] took out.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Purged {
+    /// The requested leaves that were purged, in CouchDB's order of
+    /// revisions (position, then hash bytes): what `_purge` answers.
+    pub purged: Vec<RevId>,
+    /// Every revision removed (the purged leaves and the branches only
+    /// they used), so the store can drop their bodies.
+    pub removed: Vec<RevId>,
+}
+
 /// The smallest id at a position: an empty text hash sorts before every real
 /// hash, so it bounds range scans over one generation. Never stored.
 fn pos_floor(pos: u64) -> RevId {
@@ -437,6 +448,46 @@ impl RevTree {
         }
     }
 
+    /// Purges leaves (`POST /db/_purge`), as CouchDB's `remove_leafs`: each
+    /// requested leaf goes with its branch up to where that branch joins a
+    /// leaf that stays; every other revision keeps its history. Requested
+    /// revisions that are not leaves are left alone. Purging every leaf
+    /// empties the tree (the document is gone). Nothing becomes a new leaf,
+    /// so the winner is again one of the remaining leaves.
+    pub fn purge_leaves(&mut self, revs: &[RevId]) -> Purged {
+        let requested: HashSet<&RevId> = revs.iter().collect();
+        let (gone, staying): (Vec<Leaf>, Vec<Leaf>) = self
+            .leaves()
+            .into_iter()
+            .partition(|leaf| requested.contains(&leaf.rev));
+        if gone.is_empty() {
+            return Purged::default();
+        }
+        let mut purged: Vec<RevId> = gone.into_iter().map(|leaf| leaf.rev).collect();
+        purged.sort();
+        // What stays: the remaining leaves and everything above them.
+        let mut kept: HashSet<RevId> = HashSet::new();
+        for leaf in staying {
+            let mut current = Some(leaf.rev);
+            while let Some(rev) = current {
+                if !kept.insert(rev.clone()) {
+                    break;
+                }
+                current = self.parent(&rev).filter(|p| self.contains(p));
+            }
+        }
+        let removed: Vec<RevId> = self
+            .nodes
+            .keys()
+            .filter(|rev| !kept.contains(*rev))
+            .cloned()
+            .collect();
+        for rev in &removed {
+            self.nodes.remove(rev);
+        }
+        Purged { purged, removed }
+    }
+
     /// Cuts history so that only revisions within `limit` generations of some
     /// leaf remain (`_revs_limit`); a limit of 0 counts as 1. Never drops a
     /// leaf. Revisions whose parent is cut become roots. Returns the removed
@@ -768,6 +819,41 @@ mod tests {
         let all = RevTree::new().revs_diff(&[rev("1-a")]);
         assert_eq!(revs(&all.missing), ["1-a"]);
         assert!(all.possible_ancestors.is_empty());
+    }
+
+    #[test]
+    fn purging_a_leaf_takes_its_branch_up_to_the_fork() {
+        let mut t = tree(&[
+            ("4-d 3-c 2-b 1-a", LIVE),
+            ("3-x 2-b 1-a", LIVE),
+            ("2-y 1-a", DEAD),
+        ]);
+        // A non-leaf and an unknown revision are ignored.
+        let out = t.purge_leaves(&[rev("4-d"), rev("2-b"), rev("9-z")]);
+        assert_eq!(revs(&out.purged), ["4-d"]);
+        assert_eq!(revs(&out.removed), ["3-c", "4-d"]);
+        assert_eq!(leaf_revs(&t), ["3-x", "2-y"]);
+        assert_eq!(t.history(&rev("3-x")).unwrap(), path("3-x 2-b 1-a"));
+        // The deleted branch goes alone; the fork point stays for 3-x.
+        let out = t.purge_leaves(&[rev("2-y")]);
+        assert_eq!(revs(&out.removed), ["2-y"]);
+        assert_eq!(leaf_revs(&t), ["3-x"]);
+        // The last leaf takes the whole tree with it.
+        let out = t.purge_leaves(&[rev("3-x")]);
+        assert_eq!(revs(&out.purged), ["3-x"]);
+        assert_eq!(revs(&out.removed), ["1-a", "2-b", "3-x"]);
+        assert!(t.is_empty() && t.winner().is_none());
+    }
+
+    #[test]
+    fn purging_the_winner_makes_the_best_remaining_leaf_win() {
+        let mut t = tree(&[("3-c 2-b 1-a", LIVE), ("2-x 1-a", DEAD)]);
+        let out = t.purge_leaves(&[rev("3-c"), rev("3-c")]);
+        assert_eq!(revs(&out.purged), ["3-c"]);
+        let winner = t.winner().unwrap();
+        assert_eq!((winner.rev, winner.deleted), (rev("2-x"), true));
+        assert!(t.is_deleted());
+        assert_eq!(t.purge_leaves(&[rev("3-c")]), Purged::default());
     }
 
     #[test]

@@ -274,6 +274,69 @@ proptest! {
     }
 
     #[test]
+    fn purging_leaves_takes_only_their_branches(
+        (_, edits) in universe_and_edits(),
+        picks in prop::collection::vec(any::<prop::sample::Index>(), 0..6),
+        interior in any::<prop::sample::Index>(),
+    ) {
+        let before = merge_all(&edits);
+        let leaves = before.leaves();
+        let mut asked: Vec<RevId> = picks.iter().map(|p| leaves[p.index(leaves.len())].rev.clone()).collect();
+        // Revisions that are not leaves, known or not, are never purged.
+        let all: Vec<RevId> = before.revs().cloned().collect();
+        let inner = all[interior.index(all.len())].clone();
+        asked.push(inner.clone());
+        asked.push(RevId::new(2, RevHash::parse("never-seen")).unwrap());
+        let asked_leaves: BTreeSet<RevId> = leaves.iter().map(|l| l.rev.clone()).filter(|r| asked.contains(r)).collect();
+
+        let mut tree = before.clone();
+        let outcome = tree.purge_leaves(&asked);
+
+        // Exactly the requested leaves are reported, in CouchDB's order.
+        prop_assert_eq!(outcome.purged.iter().cloned().collect::<BTreeSet<_>>(), asked_leaves.clone());
+        prop_assert!(outcome.purged.windows(2).all(|w| w[0] < w[1]));
+        // The other leaves stay, each with its whole history and flags.
+        let staying: Vec<_> = leaves.iter().filter(|l| !asked_leaves.contains(&l.rev)).cloned().collect();
+        let mut now = tree.leaves();
+        now.sort_by(|a, b| a.rev.cmp(&b.rev));
+        let mut expected = staying.clone();
+        expected.sort_by(|a, b| a.rev.cmp(&b.rev));
+        prop_assert_eq!(now, expected);
+        for leaf in &staying {
+            prop_assert_eq!(tree.history(&leaf.rev), before.history(&leaf.rev));
+            for (rev, status) in before.revs_info(&leaf.rev).unwrap() {
+                prop_assert_eq!(tree.revs_info(&rev).map(|i| i[0].1), Some(status));
+            }
+        }
+        // No orphan: every revision left is a remaining leaf or above one,
+        // and the removed ones are exactly the rest.
+        for rev in tree.revs() {
+            prop_assert!(!tree.latest(rev).is_empty(), "{rev} is an orphan");
+        }
+        let removed: BTreeSet<RevId> = outcome.removed.iter().cloned().collect();
+        let gone: BTreeSet<RevId> = before.revs().filter(|r| !tree.contains(r)).cloned().collect();
+        prop_assert_eq!(&removed, &gone);
+        prop_assert!(asked_leaves.is_subset(&removed));
+        let under_a_staying_leaf = before.latest(&inner).iter().any(|l| !asked_leaves.contains(&l.rev));
+        prop_assert_eq!(tree.contains(&inner), under_a_staying_leaf);
+        // What CouchDB's remove_leafs builds: the remaining leaves' paths, merged.
+        let rebuilt = merge_all(&staying.iter().map(|l| (before.history(&l.rev).unwrap(), LeafState { deleted: l.deleted, available: l.available })).collect::<Vec<_>>());
+        prop_assert_eq!(tree.revs().collect::<Vec<_>>(), rebuilt.revs().collect::<Vec<_>>());
+        for rev in tree.revs() {
+            prop_assert_eq!(tree.parent(rev), rebuilt.parent(rev));
+        }
+        // The winner is recomputed among what is left; nothing left, no document.
+        let best = staying.iter().max_by(|a, b| (!a.deleted, &a.rev).cmp(&(!b.deleted, &b.rev))).cloned();
+        prop_assert_eq!(tree.winner(), best);
+        prop_assert_eq!(tree.is_empty(), staying.is_empty());
+        prop_assert_eq!(RevTree::decode(&tree.encode()).unwrap(), tree.clone());
+        // Purging again changes nothing.
+        let again = tree.clone();
+        prop_assert_eq!(tree.purge_leaves(&asked), revtree::Purged::default());
+        prop_assert_eq!(tree, again);
+    }
+
+    #[test]
     fn the_encoding_round_trips((_, edits) in universe_and_edits(), limit in 1u32..5) {
         let mut tree = merge_all(&edits);
         prop_assert_eq!(RevTree::decode(&tree.encode()).unwrap(), tree.clone());

@@ -6,7 +6,7 @@
 //! with its wake-ups, database metadata and durability. It knows nothing of
 //! HTTP: its public surface is the wire-level operations the HTTP API and the
 //! replicator call (`bulk_docs`, `get`, `open_revs`, `bulk_get`, `changes`,
-//! `all_docs`, `revs_diff`, local documents, `info`).
+//! `all_docs`, `revs_diff`, `purge`, local documents, `info`).
 //!
 //! Concurrency: each database has one writer thread that groups concurrent
 //! writes into one transaction (group commit); readers use pooled connections
@@ -31,6 +31,7 @@ mod feeds;
 mod health;
 mod local;
 pub mod name;
+mod purge;
 mod read;
 mod schema;
 pub mod selector;
@@ -54,6 +55,7 @@ pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;
 pub use local::LocalRow;
+pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult};
 pub use read::{
     BulkGetError, BulkGetRequest, BulkGetResult, DocJson, GetOptions, OpenRev, OpenRevs,
 };

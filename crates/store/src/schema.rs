@@ -10,8 +10,10 @@
 
 use rusqlite::Connection;
 
-/// Bumped whenever the schema changes; `migrate` brings older files forward.
-pub const SCHEMA_VERSION: i64 = 1;
+/// Bumped whenever the schema changes; `migrate` brings older files forward
+/// (every table is created `IF NOT EXISTS`, so an older file gains the
+/// tables it lacks). 2 added `purge_infos`.
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How hard each commit works to reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,6 +84,16 @@ CREATE TABLE IF NOT EXISTS att_chunks (
     idx     INTEGER NOT NULL,
     data    BLOB NOT NULL,
     PRIMARY KEY (blob_id, idx)
+);
+
+-- One row per document of each `_purge` request, at its purge sequence:
+-- CouchDB's purge infos, kept up to `purged_infos_limit`. `revs` is the
+-- JSON array of the revisions as requested.
+CREATE TABLE IF NOT EXISTS purge_infos (
+    purge_seq INTEGER PRIMARY KEY,
+    uuid      TEXT NOT NULL,
+    doc_id    TEXT NOT NULL,
+    revs      TEXT NOT NULL
 );
 ";
 

@@ -20,11 +20,11 @@ pub struct DocWriteResult {
 }
 
 /// A document row as the writer needs it.
-struct StoredDoc {
-    key: i64,
-    tree: RevTree,
+pub(crate) struct StoredDoc {
+    pub(crate) key: i64,
+    pub(crate) tree: RevTree,
     /// Body length of the winner when the document is live (for `sizes.external`).
-    live_body_len: Option<i64>,
+    pub(crate) live_body_len: Option<i64>,
 }
 
 impl Database {
@@ -328,7 +328,7 @@ fn is_local(doc: &DocInput) -> bool {
         .is_some_and(|id| id.starts_with("_local/"))
 }
 
-fn load_doc(conn: &Connection, id: &str) -> Result<Option<StoredDoc>, StoreError> {
+pub(crate) fn load_doc(conn: &Connection, id: &str) -> Result<Option<StoredDoc>, StoreError> {
     // Two point lookups rather than a LEFT JOIN: SQLite re-prepares that
     // join on every execution, which costs far more than the second lookup.
     let row: Option<(i64, Vec<u8>, bool, i64)> = conn
