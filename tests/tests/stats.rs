@@ -32,9 +32,10 @@ fn grew(before: &Value, after: &Value, path: &str) -> u64 {
 
 /// Prometheus text as `(series, type, value)`: every line must be a
 /// comment or `name{labels} value`, every series declared by `# TYPE`
-/// before it. CouchDB's own text puts some `# TYPE` lines after a carriage
-/// return, hence the split on both line ends.
-fn parse_prometheus(text: &str) -> Vec<(String, String, f64)> {
+/// before it (unless `lenient`: CouchDB's own text, which puts some `# TYPE`
+/// lines after a carriage return, hence the split on both line ends, and
+/// writes a few series, such as its Erlang message queues, before theirs).
+fn parse_prometheus_with(text: &str, lenient: bool) -> Vec<(String, String, f64)> {
     let mut declared = BTreeMap::new();
     let mut samples = Vec::new();
     for line in text.split(['\n', '\r']).filter(|l| !l.trim().is_empty()) {
@@ -73,12 +74,18 @@ fn parse_prometheus(text: &str) -> Vec<(String, String, f64)> {
             .iter()
             .find_map(|s| name.strip_suffix(s).filter(|f| declared.contains_key(*f)))
             .unwrap_or(name);
-        let kind = declared
-            .get(family)
-            .unwrap_or_else(|| panic!("{line} comes before its # TYPE"));
-        samples.push((series.to_string(), kind.clone(), number));
+        let kind = match declared.get(family) {
+            Some(kind) => kind.clone(),
+            None if lenient => "untyped".to_string(),
+            None => panic!("{line} comes before its # TYPE"),
+        };
+        samples.push((series.to_string(), kind, number));
     }
     samples
+}
+
+fn parse_prometheus(text: &str) -> Vec<(String, String, f64)> {
+    parse_prometheus_with(text, false)
 }
 
 fn sample(samples: &[(String, String, f64)], series: &str) -> (String, f64) {
@@ -454,14 +461,14 @@ async fn every_figure_is_one_couchdb_shows_under_the_same_name() {
         assert_eq!((a.status, a.json()), (b.status, b.json()), "{url}");
     }
 
-    let series = |text: &str| -> BTreeMap<String, String> {
-        parse_prometheus(text)
+    let series = |text: &str, lenient: bool| -> BTreeMap<String, String> {
+        parse_prometheus_with(text, lenient)
             .into_iter()
             .map(|(series, kind, _)| (series, kind))
             .collect()
     };
-    let theirs = series(&couch.get("/_node/_local/_prometheus").await.text);
-    let mine = series(&ours.get("/_node/_local/_prometheus").await.text);
+    let theirs = series(&couch.get("/_node/_local/_prometheus").await.text, true);
+    let mine = series(&ours.get("/_node/_local/_prometheus").await.text, false);
     for (name, kind) in &mine {
         assert_eq!(theirs.get(name), Some(kind), "{name}");
     }
