@@ -271,13 +271,6 @@ pub(crate) async fn changes(
     Ok(response)
 }
 
-fn row_json(row: &ChangeRow, seq: &str, include_docs: bool) -> String {
-    let mut out = String::with_capacity(96 + row.doc.as_ref().map_or(0, |d| d.as_str().len()));
-    let doc = include_docs.then(|| row.doc.as_ref().map(|d| d.as_str()));
-    wire::rows::write_changes_row(&mut out, seq, &row.id, &row.changes, row.deleted, doc);
-    out
-}
-
 /// Where a running feed is.
 enum Phase {
     /// Read what is there now.
@@ -409,23 +402,39 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreErro
         return Ok(Some(out).filter(|o| !o.is_empty()));
     };
     let fetched = page.rows.len();
+    // Rows are written straight into the page, the sequence through one
+    // reused buffer: no allocation per row.
+    let mut seq = String::new();
     for row in &page.rows {
         if !s.run.filter.passes(row) {
             continue;
         }
-        let seq = s.run.db.seq_string(row.seq);
-        let json = row_json(row, &seq, s.run.include_docs);
+        seq.clear();
+        s.run.db.write_seq(&mut seq, row.seq);
+        let doc = s
+            .run
+            .include_docs
+            .then(|| row.doc.as_ref().map(|d| d.as_str()));
+        let write_row = |out: &mut String| {
+            wire::rows::write_changes_row(out, &seq, &row.id, &row.changes, row.deleted, doc);
+        };
         match s.run.feed {
             Feed::Normal | Feed::Longpoll => {
                 out.push_str(if s.rows_written == 0 { "\n" } else { ",\n" });
-                out.push_str(&json);
+                write_row(&mut out);
             }
             Feed::Continuous => {
-                out.push_str(&json);
+                write_row(&mut out);
                 out.push('\n');
             }
             // The id is the sequence as JSON, quotes and all, as CouchDB writes it.
-            Feed::EventSource => out.push_str(&format!("data: {json}\nid: \"{seq}\"\n\n")),
+            Feed::EventSource => {
+                out.push_str("data: ");
+                write_row(&mut out);
+                out.push_str("\nid: \"");
+                out.push_str(&seq);
+                out.push_str("\"\n\n");
+            }
         }
         s.rows_written += 1;
         s.sent += 1;

@@ -219,6 +219,13 @@ impl Database {
         crate::seq::format(n, &self.inner.seq_token)
     }
 
+    /// [`Database::seq_string`] written into `out` (for feeds, which write
+    /// one per row).
+    pub fn write_seq(&self, out: &mut String, n: u64) {
+        use std::fmt::Write;
+        let _ = write!(out, "{n}-{}", self.inner.seq_token);
+    }
+
     /// Reads a sequence a client or a checkpoint gives back (see
     /// [`crate::seq`]); `now` is the latest committed one.
     pub fn parse_seq(&self, text: &str) -> Result<u64, crate::MalformedSeq> {
