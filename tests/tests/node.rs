@@ -433,3 +433,54 @@ async fn a_restart_answers_then_the_server_comes_back_on_its_port_with_its_data(
     assert_eq!(c.get("/db/kept").await.json()["v"], 1);
     assert_eq!(c.put("/db/after", json!({})).await.status, 201);
 }
+
+#[tokio::test]
+async fn the_stores_settings_change_while_the_server_runs_for_open_databases_too() {
+    let data = TempDir::new("config-store");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let set = |key: &'static str, value: &'static str| {
+        let c = c.clone();
+        async move {
+            let reply = c
+                .send(
+                    "PUT",
+                    &format!("/_node/_local/_config/{key}"),
+                    Some(json!(value)),
+                    &[("x-couch-persist", "false")],
+                )
+                .await;
+            assert_eq!(reply.status, 200, "{key}: {}", reply.text);
+        }
+    };
+    // An open database takes a new attachment limit at once.
+    set("couchdb/max_attachment_size", "10").await;
+    let big = c
+        .send_bytes(
+            "PUT",
+            "/db/d/a.bin",
+            vec![7u8; 100],
+            "application/octet-stream",
+        )
+        .await;
+    assert_eq!(big.status, 413, "{}", big.text);
+    set("couchdb/max_attachment_size", "1000").await;
+    let fits = c
+        .send_bytes(
+            "PUT",
+            "/db/d/a.bin",
+            vec![7u8; 100],
+            "application/octet-stream",
+        )
+        .await;
+    assert_eq!(fits.status, 201, "{}", fits.text);
+    // New databases follow the default security of the moment.
+    let anonymous = Client::anonymous(&server);
+    c.put("/closed", json!({})).await;
+    assert_eq!(anonymous.get("/closed").await.status, 401);
+    set("couchdb/default_security", "everyone").await;
+    c.put("/open", json!({})).await;
+    assert_eq!(anonymous.get("/open").await.status, 200);
+    assert_eq!(anonymous.get("/closed").await.status, 401);
+}

@@ -302,7 +302,9 @@ async fn serve(
     // A configuration change through the API applies from the next request.
     server_config.on_change({
         let live = live.clone();
+        let store = store.clone();
         node_config::OnChange(Box::new(move |next: &Config| {
+            store.apply_options(&next.store_options());
             live.reconfigure(api_config_of(next))
         }))
     });

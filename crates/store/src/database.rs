@@ -35,6 +35,7 @@ struct DbInner {
     seq_token: String,
     instance_start_time: String,
     options: StoreOptions,
+    live: Arc<crate::LiveSettings>,
     readers: Mutex<Vec<Connection>>,
     writer: WriterHandle,
     deleted: AtomicBool,
@@ -102,11 +103,23 @@ pub(crate) fn open_connection(
 }
 
 impl Database {
-    /// Creates a new database file and opens it.
+    /// Creates a new database file and opens it, with settings of its own.
+    #[cfg(test)]
     pub(crate) fn create(
         name: &str,
         path: &Path,
         options: StoreOptions,
+    ) -> Result<Database, StoreError> {
+        let live = Arc::new(crate::LiveSettings::new(&options));
+        Database::create_in(name, path, options, live)
+    }
+
+    /// Creates a new database file and opens it, with the store's settings.
+    pub(crate) fn create_in(
+        name: &str,
+        path: &Path,
+        options: StoreOptions,
+        live: Arc<crate::LiveSettings>,
     ) -> Result<Database, StoreError> {
         let mut conn = open_connection(path, true, options.durability)?;
         schema::migrate(&mut conn)?;
@@ -121,24 +134,36 @@ impl Database {
                 .unwrap_or(0);
             write_meta(&tx, "instance_start_time", &micros.to_string())?;
             write_meta(&tx, "revs_limit", &revtree::DEFAULT_REVS_LIMIT.to_string())?;
-            write_meta(&tx, "security", options.default_security.json())?;
+            write_meta(&tx, "security", live.default_security().json())?;
         }
         tx.commit()?;
-        Database::start(name, path, conn, options)
+        Database::start(name, path, conn, options, live)
     }
 
-    /// Opens an existing database file.
+    /// Opens an existing database file, with settings of its own.
+    #[cfg(test)]
     pub(crate) fn open(
         name: &str,
         path: &Path,
         options: StoreOptions,
+    ) -> Result<Database, StoreError> {
+        let live = Arc::new(crate::LiveSettings::new(&options));
+        Database::open_in(name, path, options, live)
+    }
+
+    /// Opens an existing database file with the store's settings.
+    pub(crate) fn open_in(
+        name: &str,
+        path: &Path,
+        options: StoreOptions,
+        live: Arc<crate::LiveSettings>,
     ) -> Result<Database, StoreError> {
         if !path.is_file() {
             return Err(StoreError::DbNotFound(name.to_string()));
         }
         let mut conn = open_connection(path, false, options.durability)?;
         schema::migrate(&mut conn)?;
-        Database::start(name, path, conn, options)
+        Database::start(name, path, conn, options, live)
     }
 
     /// Wraps an open file. `conn` (which set the schema up) becomes the
@@ -149,6 +174,7 @@ impl Database {
         path: &Path,
         conn: Connection,
         options: StoreOptions,
+        live: Arc<crate::LiveSettings>,
     ) -> Result<Database, StoreError> {
         let corrupt = |what: &str| StoreError::Corrupt {
             db: name.to_string(),
@@ -164,7 +190,7 @@ impl Database {
                 db_name: name.to_string(),
                 path: path.to_path_buf(),
                 durability: options.durability,
-                max_attachment_size: options.max_attachment_size,
+                live: live.clone(),
                 idle_timeout: options.writer_idle_timeout,
             },
             update_seq,
@@ -177,6 +203,7 @@ impl Database {
                 uuid,
                 instance_start_time,
                 options,
+                live,
                 readers: Mutex::new(vec![conn]),
                 writer,
                 deleted: AtomicBool::new(false),
@@ -196,7 +223,7 @@ impl Database {
     /// The largest attachment, in bytes as clients see them: inflating
     /// stored gzip bytes stops there.
     pub fn max_attachment_size(&self) -> u64 {
-        self.inner.options.max_attachment_size
+        self.inner.live.max_attachment_size()
     }
 
     /// The database's persistent uuid.

@@ -109,6 +109,55 @@ impl DefaultSecurity {
     }
 }
 
+/// The options a running server may change, as CouchDB applies them at
+/// once: shared by the store, every open database and its writer thread.
+#[derive(Debug)]
+pub(crate) struct LiveSettings {
+    max_attachment_size: std::sync::atomic::AtomicU64,
+    max_dbs_open: std::sync::atomic::AtomicUsize,
+    admin_only: std::sync::atomic::AtomicBool,
+}
+
+impl LiveSettings {
+    pub(crate) fn new(options: &StoreOptions) -> LiveSettings {
+        let live = LiveSettings {
+            max_attachment_size: Default::default(),
+            max_dbs_open: Default::default(),
+            admin_only: Default::default(),
+        };
+        live.update(options);
+        live
+    }
+
+    fn update(&self, options: &StoreOptions) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.max_attachment_size
+            .store(options.max_attachment_size, Relaxed);
+        self.max_dbs_open.store(options.max_dbs_open, Relaxed);
+        self.admin_only.store(
+            options.default_security == DefaultSecurity::AdminOnly,
+            Relaxed,
+        );
+    }
+
+    pub(crate) fn max_attachment_size(&self) -> u64 {
+        self.max_attachment_size
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn max_dbs_open(&self) -> usize {
+        self.max_dbs_open.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn default_security(&self) -> DefaultSecurity {
+        if self.admin_only.load(std::sync::atomic::Ordering::Relaxed) {
+            DefaultSecurity::AdminOnly
+        } else {
+            DefaultSecurity::Everyone
+        }
+    }
+}
+
 /// `max_dbs_open` by default, as CouchDB's.
 pub const DEFAULT_MAX_DBS_OPEN: usize = 500;
 
@@ -171,6 +220,8 @@ struct StoreInner {
     data_dir: PathBuf,
     server_uuid: String,
     options: StoreOptions,
+    /// The part of `options` that changes while the server runs.
+    live: Arc<LiveSettings>,
     /// Open databases by name; also serializes create/delete of a name.
     dbs: Mutex<OpenDbs>,
     /// Signalled whenever a database settles (opened, closed, created or
@@ -334,11 +385,20 @@ impl Store {
             inner: Arc::new(StoreInner {
                 data_dir,
                 server_uuid,
+                live: Arc::new(LiveSettings::new(&options)),
                 options,
                 dbs: Mutex::new(OpenDbs::default()),
                 settled: Condvar::new(),
             }),
         })
+    }
+
+    /// Applies the options CouchDB lets a running server change
+    /// (`max_attachment_size`, `max_dbs_open`, `default_security`), to the
+    /// open databases too; durability and the writers' idle time stay as
+    /// they were opened with until the next start.
+    pub fn apply_options(&self, options: &StoreOptions) {
+        self.inner.live.update(options);
     }
 
     /// The folder holding every database file.
@@ -382,7 +442,7 @@ impl Store {
         let evicted = {
             let mut dbs = self.lock();
             dbs.settle(&name, db);
-            dbs.evict(self.inner.options.max_dbs_open)
+            dbs.evict(self.inner.live.max_dbs_open())
         };
         self.inner.settled.notify_all();
         let closing = Changes {
@@ -436,7 +496,8 @@ impl Store {
                 dbs.begin_change(&name);
                 Changes::one(store, &name)
             };
-            let created = Database::create(&name, &path, store.inner.options);
+            let created =
+                Database::create_in(&name, &path, store.inner.options, store.inner.live.clone());
             store.finish_change(change, created.as_ref().ok().cloned());
             created
         })
@@ -462,7 +523,12 @@ impl Store {
                 dbs.begin_change(&name);
                 Changes::one(store, &name)
             };
-            let opened = Database::open(&name, &store.path_of(&name), store.inner.options);
+            let opened = Database::open_in(
+                &name,
+                &store.path_of(&name),
+                store.inner.options,
+                store.inner.live.clone(),
+            );
             store.finish_change(change, opened.as_ref().ok().cloned());
             opened
         })

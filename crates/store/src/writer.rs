@@ -238,7 +238,8 @@ pub(crate) struct WriterConfig {
     pub db_name: String,
     pub path: PathBuf,
     pub durability: Durability,
-    pub max_attachment_size: u64,
+    /// `max_attachment_size` and the other settings that change at run time.
+    pub live: std::sync::Arc<crate::LiveSettings>,
     /// How long a writer thread waits for the next write before it closes
     /// its connection and ends.
     pub idle_timeout: Duration,
@@ -618,7 +619,7 @@ fn serve_group(
     let commit_error = run_group(
         &mut session.conn,
         &mut session.state,
-        shared.config.max_attachment_size,
+        shared.config.live.max_attachment_size(),
         &mut jobs,
     )
     .err();
