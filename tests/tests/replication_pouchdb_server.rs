@@ -232,3 +232,77 @@ async fn recliner_pulls_every_kind_of_content_from_pouchdb_server_and_pushes_cha
     assert_nothing_new(&c, push).await;
     compare_peer_dbs(&c, "dst", &p, "src").await;
 }
+
+/// A document whose attachment is stored gzip-encoded, as CouchDB's
+/// replicator sends text attachments: a multipart upload with `encoding`.
+async fn put_gzip_attachment(c: &Client, db: &str, id: &str, content: &[u8]) {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(content).unwrap();
+    let gz = encoder.finish().unwrap();
+    let doc = json!({"_attachments": {"a.txt": {"follows": true, "content_type": "text/plain",
+        "encoding": "gzip", "length": content.len()}}});
+    let mut body = format!(
+        "--B\r\nContent-Type: application/json\r\n\r\n{doc}\r\n--B\r\nContent-Type: application/octet-stream\r\n\r\n"
+    )
+    .into_bytes();
+    body.extend_from_slice(&gz);
+    body.extend_from_slice(b"\r\n--B--\r\n");
+    let reply = c
+        .send_bytes(
+            "PUT",
+            &format!("/{db}/{id}"),
+            body,
+            "multipart/related; boundary=\"B\"",
+        )
+        .await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+}
+
+#[tokio::test]
+async fn gzip_stored_attachments_reach_every_peer_as_their_content() {
+    let pouchdb = pouchdb_server().await;
+    let data = TempDir::new("gzip-peers");
+    let other_data = TempDir::new("gzip-peers-other");
+    let server = TestServer::start(data.path(), &[]);
+    let other = TestServer::start(other_data.path(), &[]);
+    let (c, p, o) = (
+        Client::new(&server),
+        Client::at(&pouchdb.url("")),
+        Client::new(&other),
+    );
+    c.put("/src", json!({})).await;
+    let content = "hello, compressed world\n".repeat(500);
+    put_gzip_attachment(&c, "src", "g", content.as_bytes()).await;
+    let stored = c.get("/src/g?att_encoding_info=true").await.json();
+    assert_eq!(stored["_attachments"]["a.txt"]["encoding"], "gzip");
+
+    // PouchDB Server does not take encoded attachments: it gets the content.
+    let to_pouchdb = json!({"source": "src", "target": pouchdb.url("/dst"), "create_target": true});
+    let log = replicate(&c, to_pouchdb).await;
+    assert_eq!(log["history"][0]["docs_written"], 1, "{log}");
+    assert_eq!(p.get("/dst/g/a.txt").await.text, content);
+    // Another Recliner and a local database keep it encoded, same digest.
+    let to_other = json!({"source": "src", "target": other.url("/dst"), "create_target": true});
+    assert_eq!(
+        replicate(&c, to_other).await["history"][0]["docs_written"],
+        1
+    );
+    let local = json!({"source": "src", "target": "copy", "create_target": true});
+    assert_eq!(replicate(&c, local).await["history"][0]["docs_written"], 1);
+    for (client, db) in [(&o, "dst"), (&c, "copy")] {
+        assert_eq!(client.get(&format!("/{db}/g/a.txt")).await.text, content);
+        let doc = client
+            .get(&format!("/{db}/g?att_encoding_info=true"))
+            .await
+            .json();
+        assert_eq!(
+            doc["_attachments"]["a.txt"], stored["_attachments"]["a.txt"],
+            "{db}"
+        );
+    }
+    // And back from PouchDB Server.
+    let back = json!({"source": pouchdb.url("/dst"), "target": "back", "create_target": true});
+    replicate(&c, back).await;
+    assert_eq!(c.get("/back/g/a.txt").await.text, content);
+}

@@ -143,6 +143,9 @@ pub enum Endpoint {
         retries: u64,
         /// Whether the peer answers `_bulk_get` (learned on first use).
         bulk_get: Arc<AtomicU8>,
+        /// Whether the peer takes gzip-encoded attachments (learned on
+        /// first use, from its welcome).
+        encoded_attachments: Arc<AtomicU8>,
         /// One permit per request in flight (`http_connections`): the
         /// writes, attachment copies and reads of one job share the peer's
         /// connections instead of opening one each.
@@ -152,7 +155,7 @@ pub enum Endpoint {
     },
 }
 
-/// `_bulk_get` support: not yet known, supported, or not.
+/// `_bulk_get` support (and encoded attachments): not yet known, supported, or not.
 const BULK_GET_UNKNOWN: u8 = 0;
 const BULK_GET_YES: u8 = 1;
 const BULK_GET_NO: u8 = 2;
@@ -324,9 +327,38 @@ impl Endpoint {
             timeout: options.timeout,
             retries: options.retries,
             bulk_get: Arc::new(AtomicU8::new(BULK_GET_UNKNOWN)),
+            encoded_attachments: Arc::new(AtomicU8::new(BULK_GET_UNKNOWN)),
             permits: Arc::new(Semaphore::new(connections)),
             session: Arc::new(Session::new()),
         })
+    }
+
+    /// Whether attachments stored gzip-encoded may go to this peer as they
+    /// are (with `encoding` in the document): a local database, CouchDB
+    /// and Recliner take them; other servers (PouchDB Server) get their
+    /// content. A peer whose welcome cannot be read gets the content,
+    /// which every peer takes.
+    pub async fn takes_encoded_attachments(&self) -> bool {
+        let Endpoint::Remote {
+            encoded_attachments,
+            ..
+        } = self
+        else {
+            return true;
+        };
+        match encoded_attachments.load(Ordering::Relaxed) {
+            BULK_GET_YES => return true,
+            BULK_GET_NO => return false,
+            _ => {}
+        }
+        // The server's welcome sits beside the database.
+        let welcome: Result<Value, _> = self.call(Method::GET, "../", None).await;
+        let takes = welcome.is_ok_and(|w| w.get("couchdb").is_some());
+        encoded_attachments.store(
+            if takes { BULK_GET_YES } else { BULK_GET_NO },
+            Ordering::Relaxed,
+        );
+        takes
     }
 
     pub fn is_local(&self) -> bool {

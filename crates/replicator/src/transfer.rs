@@ -66,6 +66,9 @@ struct Outgoing {
     name: String,
     content_type: String,
     wire_length: u64,
+    /// The bytes come gzip-encoded but go out as their content: the target
+    /// does not take encoded attachments (PouchDB Server).
+    inflate: bool,
 }
 
 /// Where the bytes of a document's attachments come from, in order.
@@ -183,6 +186,7 @@ fn outgoing_of(doc: &Value, peer: &Endpoint) -> Result<Vec<Outgoing>, EndpointEr
                     url: peer.display(),
                     detail: format!("attachment {name} follows without a length"),
                 })?,
+                inflate: false,
             })
         })
         .collect()
@@ -211,10 +215,19 @@ async fn prepare(
                     if !names.contains(name) {
                         continue;
                     }
-                    let (_, reader) = db.attachment(&id, name, Some(rev.clone())).await?;
+                    let (meta, reader) = db.attachment(&id, name, Some(rev.clone())).await?;
                     att.remove("stub");
                     att.remove("data");
                     att.insert("follows".into(), Value::Bool(true));
+                    // The reader gives the stored bytes: say how they are
+                    // encoded, as CouchDB's `att_encoding_info` does.
+                    if let (Some(encoding), Some(encoded_length)) =
+                        (&meta.encoding, meta.encoded_length)
+                    {
+                        att.insert("encoding".into(), Value::from(encoding.as_str()));
+                        att.insert("encoded_length".into(), Value::from(encoded_length));
+                        att.insert("length".into(), Value::from(meta.length));
+                    }
                     readers.push_back(reader);
                 }
             }
@@ -389,6 +402,11 @@ async fn write(
         }
         Endpoint::Remote { .. } => {
             let boundary = wire::multipart::new_boundary();
+            let mut doc = doc;
+            let mut outgoing = outgoing;
+            if !target.takes_encoded_attachments().await {
+                send_as_content(&mut doc, &mut outgoing);
+            }
             let json = doc.to_string().into_bytes();
             let heads: Vec<Vec<u8>> = std::iter::once(
                 format!("--{boundary}\r\nContent-Type: application/json\r\n\r\n").into_bytes(),
@@ -430,19 +448,35 @@ async fn write(
                         send(Bytes::from(h)).await;
                     }
                     let mut sent = 0u64;
+                    let mut inflater = out.inflate.then(|| Inflater::new(target));
                     loop {
-                        match parts.next_chunk().await {
-                            Ok(Some(chunk)) => {
-                                sent += chunk.len() as u64;
-                                if !send(chunk).await {
-                                    return Ok(());
-                                }
-                            }
-                            Ok(None) => break,
+                        let (pieces, end) = match parts.next_chunk().await {
+                            Ok(Some(chunk)) => match inflater.as_mut() {
+                                Some(inflater) => (inflater.feed(&chunk), false),
+                                None => (Ok(vec![chunk]), false),
+                            },
+                            // The decoder's last bytes close the attachment.
+                            Ok(None) => match inflater.take() {
+                                Some(inflater) => (inflater.finish().map(|rest| vec![rest]), true),
+                                None => (Ok(Vec::new()), true),
+                            },
+                            Err(e) => (Err(e), true),
+                        };
+                        let pieces = match pieces {
+                            Ok(pieces) => pieces,
                             Err(e) => {
                                 let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
                                 return Err(e);
                             }
+                        };
+                        for piece in pieces.into_iter().filter(|p| !p.is_empty()) {
+                            sent += piece.len() as u64;
+                            if !send(piece).await {
+                                return Ok(());
+                            }
+                        }
+                        if end {
+                            break;
                         }
                     }
                     if let Err(e) = check_length(target, out, sent) {
@@ -475,6 +509,83 @@ async fn write(
     }
 }
 
+/// Attachments stored gzip-encoded go to a target that does not take
+/// encoded ones as their content: the JSON part loses `encoding`,
+/// `encoded_length` and the digest of the encoded bytes (the target
+/// computes its own), and the bytes are inflated on the way.
+fn send_as_content(doc: &mut Value, outgoing: &mut [Outgoing]) {
+    let Some(Value::Object(atts)) = doc.get_mut("_attachments") else {
+        return;
+    };
+    for out in outgoing.iter_mut() {
+        let Some(Value::Object(att)) = atts.get_mut(&out.name) else {
+            continue;
+        };
+        if att.get("encoding").and_then(Value::as_str) != Some("gzip") {
+            continue;
+        }
+        let Some(length) = att.get("length").and_then(Value::as_u64) else {
+            continue;
+        };
+        att.remove("encoding");
+        att.remove("encoded_length");
+        att.remove("digest");
+        out.wire_length = length;
+        out.inflate = true;
+    }
+}
+
+/// Inflates gzip bytes arriving in pieces, a few KiB of input at a time so
+/// that no output piece grows large (deflate inflates ~1000:1 at most).
+struct Inflater {
+    decoder: flate2::write::GzDecoder<Vec<u8>>,
+    url: String,
+}
+
+/// Encoded bytes fed to the decoder at a time.
+const INFLATE_FEED: usize = 4096;
+
+impl Inflater {
+    fn new(target: &Endpoint) -> Inflater {
+        Inflater {
+            decoder: flate2::write::GzDecoder::new(Vec::new()),
+            url: target.display(),
+        }
+    }
+
+    fn error(&self, e: std::io::Error) -> EndpointError {
+        EndpointError::Protocol {
+            url: self.url.clone(),
+            detail: format!("a gzip attachment does not inflate: {e}"),
+        }
+    }
+
+    /// The content of the next encoded piece, in bounded pieces.
+    fn feed(&mut self, encoded: &[u8]) -> Result<Vec<Bytes>, EndpointError> {
+        use std::io::Write;
+        let mut out = Vec::new();
+        for slice in encoded.chunks(INFLATE_FEED) {
+            if let Err(e) = self.decoder.write_all(slice) {
+                return Err(self.error(e));
+            }
+            out.push(Bytes::from(std::mem::take(self.decoder.get_mut())));
+        }
+        Ok(out)
+    }
+
+    /// The rest of the content, once the encoded bytes have ended.
+    fn finish(self) -> Result<Bytes, EndpointError> {
+        let url = self.url.clone();
+        self.decoder
+            .finish()
+            .map(Bytes::from)
+            .map_err(|e| EndpointError::Protocol {
+                url,
+                detail: format!("a gzip attachment does not inflate: {e}"),
+            })
+    }
+}
+
 fn check_length(target: &Endpoint, out: &Outgoing, got: u64) -> Result<(), EndpointError> {
     if got == out.wire_length {
         return Ok(());
@@ -493,6 +604,21 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A remote peer nobody listens at (no request is made).
+    fn peer() -> Endpoint {
+        let db = crate::spec::RemoteDb {
+            url: "http://127.0.0.1:1/db/".parse().unwrap(),
+            headers: Vec::new(),
+            auth: None,
+        };
+        let options = crate::endpoint::HttpOptions {
+            timeout: std::time::Duration::from_secs(1),
+            retries: 0,
+            http_connections: 1,
+        };
+        Endpoint::remote(&db, options).unwrap()
+    }
 
     fn doc() -> Value {
         json!({
@@ -527,17 +653,7 @@ mod tests {
 
     #[test]
     fn attachments_that_follow_announce_their_length_or_the_document_is_refused() {
-        let db = crate::spec::RemoteDb {
-            url: "http://127.0.0.1:1/db/".parse().unwrap(),
-            headers: Vec::new(),
-            auth: None,
-        };
-        let options = crate::endpoint::HttpOptions {
-            timeout: std::time::Duration::from_secs(1),
-            retries: 0,
-            http_connections: 1,
-        };
-        let peer = Endpoint::remote(&db, options).unwrap();
+        let peer = peer();
         let doc = json!({"_id": "d", "_rev": "1-a", "_attachments": {
             "b": {"follows": true, "length": 9, "encoding": "gzip", "encoded_length": 4},
             "a": {"follows": true, "length": 3, "content_type": "text/plain"},
@@ -562,5 +678,54 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("_rev"), "{err}");
+    }
+
+    #[test]
+    fn encoded_attachments_go_as_their_content_to_peers_that_want_it() {
+        let mut doc = json!({"_id": "g", "_rev": "1-a", "_attachments": {
+            "z.txt": {"follows": true, "content_type": "text/plain", "length": 17,
+                      "encoding": "gzip", "encoded_length": 28, "digest": "md5-gz"},
+            "p.bin": {"follows": true, "content_type": "image/png", "length": 5, "digest": "md5-p"}
+        }});
+        let mut outgoing = outgoing_of(&doc, &peer()).unwrap();
+        assert_eq!(
+            outgoing.iter().map(|o| o.wire_length).collect::<Vec<_>>(),
+            [28, 5]
+        );
+        send_as_content(&mut doc, &mut outgoing);
+        assert_eq!(
+            doc["_attachments"]["z.txt"],
+            json!({"follows": true, "content_type": "text/plain", "length": 17})
+        );
+        assert_eq!(doc["_attachments"]["p.bin"]["digest"], "md5-p");
+        assert_eq!(
+            outgoing
+                .iter()
+                .map(|o| (o.wire_length, o.inflate))
+                .collect::<Vec<_>>(),
+            [(17, true), (5, false)]
+        );
+    }
+
+    #[test]
+    fn the_inflater_gives_the_content_back_in_bounded_pieces() {
+        use std::io::Write;
+        let content = vec![b'a'; 3_000_000];
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(&content).unwrap();
+        let gz = encoder.finish().unwrap();
+        let mut inflater = Inflater::new(&peer());
+        let mut out = Vec::new();
+        for chunk in gz.chunks(1000) {
+            for piece in inflater.feed(chunk).unwrap() {
+                // 4 KiB of input inflates to a few MiB at most.
+                assert!(piece.len() <= 5_000_000);
+                out.extend_from_slice(&piece);
+            }
+        }
+        out.extend_from_slice(&inflater.finish().unwrap());
+        assert_eq!(out, content);
+        let mut broken = Inflater::new(&peer());
+        assert!(broken.feed(b"not gzip at all").is_err() || broken.finish().is_err());
     }
 }
