@@ -337,40 +337,38 @@ async fn admins_set_through_the_config_api_log_in_at_once_and_only_their_hash_is
     assert_eq!(c.get(&format!("{base}/bob")).await.status, 404);
 }
 
+/// Changes a setting of the running server only (`X-Couch-Persist: false`).
+async fn set(c: &Client, key: &str, value: &str) {
+    let reply = c
+        .send(
+            "PUT",
+            &format!("/_node/_local/_config/{key}"),
+            Some(json!(value)),
+            &[("x-couch-persist", "false")],
+        )
+        .await;
+    assert_eq!(reply.status, 200, "{key}: {}", reply.text);
+}
+
 #[tokio::test]
 async fn size_limits_jsonp_and_the_uuid_algorithm_change_while_the_server_runs() {
     let data = TempDir::new("config-live");
     let server = TestServer::start(data.path(), &[]);
     let c = Client::new(&server);
-    let base = "/_node/_local/_config";
     c.put("/db", json!({})).await;
     let big = json!({"text": "x".repeat(500)});
-    let set = |key: &'static str, value: &'static str| {
-        let c = c.clone();
-        async move {
-            let reply = c
-                .send(
-                    "PUT",
-                    &format!("{base}/{key}"),
-                    Some(json!(value)),
-                    &[("x-couch-persist", "false")],
-                )
-                .await;
-            assert_eq!(reply.status, 200, "{key}: {}", reply.text);
-        }
-    };
-    set("couchdb/max_document_size", "200").await;
+    set(&c, "couchdb/max_document_size", "200").await;
     let refused = c.put("/db/big", big.clone()).await;
     assert_eq!(
         (refused.status, refused.json()["error"].clone()),
         (413, json!("document_too_large"))
     );
-    set("couchdb/max_document_size", "8000000").await;
+    set(&c, "couchdb/max_document_size", "8000000").await;
     assert_eq!(c.put("/db/big", big).await.status, 201);
 
     let plain = c.get("/db/big?callback=cb").await;
     assert_eq!(plain.header("content-type"), Some("application/json"));
-    set("chttpd/allow_jsonp", "true").await;
+    set(&c, "chttpd/allow_jsonp", "true").await;
     let jsonp = c.get("/db/big?callback=cb").await;
     assert_eq!(jsonp.header("content-type"), Some("application/javascript"));
     assert!(
@@ -380,8 +378,8 @@ async fn size_limits_jsonp_and_the_uuid_algorithm_change_while_the_server_runs()
     );
     assert!(jsonp.text.ends_with("});"), "{}", jsonp.text);
 
-    set("uuids/algorithm", "utc_id").await;
-    set("uuids/utc_id_suffix", "-node1").await;
+    set(&c, "uuids/algorithm", "utc_id").await;
+    set(&c, "uuids/utc_id_suffix", "-node1").await;
     let uuids = c.get("/_uuids?count=2").await.json();
     for uuid in uuids["uuids"].as_array().unwrap() {
         assert!(uuid.as_str().unwrap().ends_with("-node1"), "{uuids}");
@@ -440,22 +438,8 @@ async fn the_stores_settings_change_while_the_server_runs_for_open_databases_too
     let server = TestServer::start(data.path(), &[]);
     let c = Client::new(&server);
     c.put("/db", json!({})).await;
-    let set = |key: &'static str, value: &'static str| {
-        let c = c.clone();
-        async move {
-            let reply = c
-                .send(
-                    "PUT",
-                    &format!("/_node/_local/_config/{key}"),
-                    Some(json!(value)),
-                    &[("x-couch-persist", "false")],
-                )
-                .await;
-            assert_eq!(reply.status, 200, "{key}: {}", reply.text);
-        }
-    };
     // An open database takes a new attachment limit at once.
-    set("couchdb/max_attachment_size", "10").await;
+    set(&c, "couchdb/max_attachment_size", "10").await;
     let big = c
         .send_bytes(
             "PUT",
@@ -465,7 +449,7 @@ async fn the_stores_settings_change_while_the_server_runs_for_open_databases_too
         )
         .await;
     assert_eq!(big.status, 413, "{}", big.text);
-    set("couchdb/max_attachment_size", "1000").await;
+    set(&c, "couchdb/max_attachment_size", "1000").await;
     let fits = c
         .send_bytes(
             "PUT",
@@ -479,7 +463,7 @@ async fn the_stores_settings_change_while_the_server_runs_for_open_databases_too
     let anonymous = Client::anonymous(&server);
     c.put("/closed", json!({})).await;
     assert_eq!(anonymous.get("/closed").await.status, 401);
-    set("couchdb/default_security", "everyone").await;
+    set(&c, "couchdb/default_security", "everyone").await;
     c.put("/open", json!({})).await;
     assert_eq!(anonymous.get("/open").await.status, 200);
     assert_eq!(anonymous.get("/closed").await.status, 401);

@@ -380,21 +380,8 @@ async fn put(
         encode_segment(&name)
     );
     // First, as CouchDB puts it: the order counts in the revision id.
-    doc.attachments.insert(
-        0,
-        (
-            name,
-            AttachmentInput::Staged {
-                content_type,
-                digest: staged.digest,
-                length: staged.length,
-                revpos: None,
-                encoding: None,
-                encoded_length: None,
-                pin: staged.pin,
-            },
-        ),
-    );
+    doc.attachments
+        .insert(0, (name, AttachmentInput::uploaded(content_type, staged)));
     let new_rev = write(database, writer, doc).await?;
     // As CouchDB: where the attachment is, and no ETag.
     let mut response = json_response(

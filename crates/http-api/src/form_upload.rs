@@ -98,21 +98,8 @@ pub(crate) async fn form_upload(
     let (mut doc, _) = keep_attachments_but(strip_new(body, &names), &names)?;
     // The uploaded files first, as CouchDB puts them.
     for (i, (name, content_type, staged)) in files.into_iter().enumerate() {
-        doc.attachments.insert(
-            i,
-            (
-                name,
-                AttachmentInput::Staged {
-                    content_type,
-                    digest: staged.digest,
-                    length: staged.length,
-                    revpos: None,
-                    encoding: None,
-                    encoded_length: None,
-                    pin: staged.pin,
-                },
-            ),
-        );
+        let input = AttachmentInput::uploaded(content_type, staged);
+        doc.attachments.insert(i, (name, input));
     }
     let new_rev = write(database, writer, doc).await?;
     let mut response = json_response(

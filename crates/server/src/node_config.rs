@@ -277,9 +277,9 @@ impl ServerConfig {
         Ok(next)
     }
 
-    /// Writes (or, with `None`, removes) one setting in the file, keeping
-    /// the rest of it as it was.
-    fn persist(&self, setting: &str, value: Option<&Value>) -> Result<(), ConfigError> {
+    /// The configuration file as an editable document (empty when absent),
+    /// so a change keeps the rest of it, comments included, as it was.
+    fn read_file(&self) -> Result<toml_edit::DocumentMut, ConfigError> {
         let text = match std::fs::read_to_string(&self.file) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -289,9 +289,20 @@ impl ServerConfig {
                 )));
             }
         };
-        let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| {
-            ConfigError::Refused(format!("cannot parse the configuration file: {e}"))
-        })?;
+        text.parse()
+            .map_err(|e| ConfigError::Refused(format!("cannot parse the configuration file: {e}")))
+    }
+
+    fn write_file(&self, doc: &toml_edit::DocumentMut) -> Result<(), ConfigError> {
+        crate::security::write_private(&self.file, doc.to_string().as_bytes()).map_err(|e| {
+            ConfigError::Refused(format!("cannot write the configuration file: {e:#}"))
+        })
+    }
+
+    /// Writes (or, with `None`, removes) one setting in the file, keeping
+    /// the rest of it as it was.
+    fn persist(&self, setting: &str, value: Option<&Value>) -> Result<(), ConfigError> {
+        let mut doc = self.read_file()?;
         match value {
             None => {
                 doc.remove(setting);
@@ -313,9 +324,7 @@ impl ServerConfig {
                 doc.insert(setting, item);
             }
         }
-        crate::security::write_private(&self.file, doc.to_string().as_bytes()).map_err(|e| {
-            ConfigError::Refused(format!("cannot write the configuration file: {e:#}"))
-        })
+        self.write_file(&doc)
     }
 }
 
@@ -410,18 +419,7 @@ impl ServerConfig {
         key: &str,
         value: Option<&str>,
     ) -> Result<(), ConfigError> {
-        let text = match std::fs::read_to_string(&self.file) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => {
-                return Err(ConfigError::Refused(format!(
-                    "cannot read the configuration file: {e}"
-                )));
-            }
-        };
-        let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| {
-            ConfigError::Refused(format!("cannot parse the configuration file: {e}"))
-        })?;
+        let mut doc = self.read_file()?;
         let mut table_item = doc.as_table_mut();
         for part in table.split('.') {
             let entry = table_item
@@ -445,9 +443,7 @@ impl ServerConfig {
                 table_item.remove(key);
             }
         }
-        crate::security::write_private(&self.file, doc.to_string().as_bytes()).map_err(|e| {
-            ConfigError::Refused(format!("cannot write the configuration file: {e:#}"))
-        })
+        self.write_file(&doc)
     }
 }
 

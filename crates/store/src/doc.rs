@@ -67,6 +67,20 @@ pub enum AttachmentInput {
 }
 
 impl AttachmentInput {
+    /// New content just uploaded (a standalone PUT, a form file): stored
+    /// as sent, at the revision the write makes.
+    pub fn uploaded(content_type: String, blob: crate::StagedBlob) -> AttachmentInput {
+        AttachmentInput::Staged {
+            content_type,
+            digest: blob.digest,
+            length: blob.length,
+            revpos: None,
+            encoding: None,
+            encoded_length: None,
+            pin: blob.pin,
+        }
+    }
+
     /// A `follows` attachment whose bytes are now uploaded: `Staged`, with
     /// the uploaded length (the stored, encoded one when `encoding` is set,
     /// keeping the announced decoded `length`). Other kinds stay as they are.
