@@ -432,8 +432,16 @@ pub(crate) fn get_in(
     .ok_or(StoreError::DocNotFound("missing"))
 }
 
-/// The revisions `open_revs` answers with, in order, without duplicates.
-fn open_revs_targets(tree: &RevTree, which: &OpenRevs, latest: bool) -> Vec<Result<RevId, RevId>> {
+/// The revisions `open_revs` answers with, without duplicates: every leaf
+/// (`all`), or those asked for. `sorted` gives `GET ?open_revs=`'s order, as
+/// CouchDB's: the revisions found by position and hash, then those missing
+/// as asked; otherwise (`_bulk_get`) the winner comes first.
+fn open_revs_targets(
+    tree: &RevTree,
+    which: &OpenRevs,
+    latest: bool,
+    sorted: bool,
+) -> Vec<Result<RevId, RevId>> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     match which {
@@ -462,6 +470,13 @@ fn open_revs_targets(tree: &RevTree, which: &OpenRevs, latest: bool) -> Vec<Resu
             }
         }
     }
+    if sorted {
+        // Found ones by revision, then the missing ones as asked (stable).
+        out.sort_by(|a, b| match (a, b) {
+            (Ok(a), Ok(b)) => a.cmp(b),
+            _ => a.is_err().cmp(&b.is_err()),
+        });
+    }
     out
 }
 
@@ -471,6 +486,7 @@ pub(crate) fn open_revs_in(
     which: &OpenRevs,
     opts: &GetOptions,
     follows: bool,
+    sorted: bool,
 ) -> Result<Vec<OpenRev>, StoreError> {
     let Some(row) = load_row(conn, id)? else {
         return match which {
@@ -479,7 +495,7 @@ pub(crate) fn open_revs_in(
         };
     };
     let mut out = Vec::new();
-    for target in open_revs_targets(&row.tree, which, opts.latest) {
+    for target in open_revs_targets(&row.tree, which, opts.latest, sorted) {
         match target {
             Ok(rev) => match rev_json(
                 conn,
@@ -540,7 +556,7 @@ impl Database {
         follows: bool,
     ) -> Result<Vec<OpenRev>, StoreError> {
         let id = id.to_string();
-        self.read(move |conn| open_revs_in(conn, &id, &which, &opts, follows))
+        self.read(move |conn| open_revs_in(conn, &id, &which, &opts, follows, true))
             .await
     }
 
@@ -576,7 +592,7 @@ impl Database {
                     None => OpenRevs::All,
                 };
                 let asked = req.rev.as_ref().map(RevId::to_string);
-                let docs = match open_revs_in(conn, &req.id, &which, &opts, false) {
+                let docs = match open_revs_in(conn, &req.id, &which, &opts, false, false) {
                     Err(StoreError::DocNotFound(_)) => vec![Err(not_found(asked, "missing"))],
                     Err(e) => return Err(e),
                     Ok(list) if list.is_empty() => vec![Err(not_found(asked, "missing"))],

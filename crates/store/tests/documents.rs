@@ -325,8 +325,8 @@ async fn open_revs_answers_leaves_and_missing_revisions() {
         .collect();
     assert_eq!(
         shape,
-        ["2-b", "missing 9-z", "2-c"],
-        "latest on 1-a yields both leaves, 2-b once"
+        ["2-b", "2-c", "missing 9-z"],
+        "latest on 1-a yields both leaves, 2-b once; found ones first by revision, as CouchDB"
     );
     assert!(matches!(
         db.open_revs("none", store::OpenRevs::All, GetOptions::default(), false)
