@@ -431,9 +431,9 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreErro
             Feed::EventSource => {
                 out.push_str("data: ");
                 write_row(&mut out);
-                out.push_str("\nid: \"");
-                out.push_str(&seq);
-                out.push_str("\"\n\n");
+                out.push_str("\nid: ");
+                out.push_str(&wire::json::string(&seq));
+                out.push_str("\n\n");
             }
         }
         s.rows_written += 1;
@@ -480,15 +480,15 @@ fn closing(s: &FeedState) -> String {
                 out.push('\n');
             }
             out.push_str(&format!(
-                "],\n\"last_seq\":\"{}\",\"pending\":{}}}\n",
-                s.run.db.seq_string(s.since),
+                "],\n\"last_seq\":{},\"pending\":{}}}\n",
+                wire::json::string(&s.run.db.seq_string(s.since)),
                 s.pending
             ));
             out
         }
         Feed::Continuous => format!(
-            "{{\"last_seq\":\"{}\",\"pending\":{}}}\n",
-            s.run.db.seq_string(s.since),
+            "{{\"last_seq\":{},\"pending\":{}}}\n",
+            wire::json::string(&s.run.db.seq_string(s.since)),
             s.pending
         ),
         // CouchDB ends an event stream with a blank line.

@@ -955,8 +955,8 @@ pub(crate) async fn all_docs(
     );
     if options.update_seq {
         head.push_str(&format!(
-            "\"update_seq\":\"{}\",",
-            database.seq_string(page.update_seq)
+            "\"update_seq\":{},",
+            wire::json::string(&database.seq_string(page.update_seq))
         ));
     }
     head.push_str("\"rows\":[");
@@ -1101,8 +1101,8 @@ async fn all_docs_by_keys(
     let mut head = format!("\"total_rows\":{},\"offset\":null,", info.doc_count);
     if update_seq {
         head.push_str(&format!(
-            "\"update_seq\":\"{}\",",
-            database.seq_string(info.update_seq)
+            "\"update_seq\":{},",
+            wire::json::string(&database.seq_string(info.update_seq))
         ));
     }
     Ok(listing_response(&head, &rows))

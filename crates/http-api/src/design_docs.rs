@@ -68,8 +68,8 @@ pub(crate) async fn design_docs(
     if update_seq {
         let info = database.info().await?;
         head.push_str(&format!(
-            "\"update_seq\":\"{}\",",
-            database.seq_string(info.update_seq)
+            "\"update_seq\":{},",
+            wire::json::string(&database.seq_string(info.update_seq))
         ));
     }
     Ok(crate::db::listing_response(&head, &rows))

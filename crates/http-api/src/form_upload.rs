@@ -140,8 +140,8 @@ fn check_referer(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> 
     let Some(referer) = headers.get(header::REFERER).and_then(|v| v.to_str().ok()) else {
         return Err(ApiError::bad_request("Referer header required."));
     };
-    let value = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    let host = value(&state.config.http.x_forwarded_host).or_else(|| value(header::HOST.as_str()));
+    let host =
+        crate::http_rules::request_host(&state.config.http, headers).and_then(|v| v.to_str().ok());
     let referer_host = referer
         .split_once("://")
         .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""));

@@ -184,6 +184,16 @@ fn url_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
     })
 }
 
+/// The host a request was sent to, as CouchDB reads it: a proxy's
+/// `x_forwarded_host` header, else `Host`.
+pub(crate) fn request_host<'a>(
+    rules: &HttpRules,
+    headers: &'a HeaderMap,
+) -> Option<&'a HeaderValue> {
+    let value = |name: &str| headers.get(name).filter(|v| !v.is_empty());
+    value(&rules.x_forwarded_host).or_else(|| value(header::HOST.as_str()))
+}
+
 /// What a request tells of its own URL, kept (cheaply) until an answer
 /// needs an absolute one.
 struct Origin {
@@ -197,9 +207,7 @@ impl Origin {
     fn of(rules: &HttpRules, request: &Request) -> Origin {
         let headers = request.headers();
         let value = |name: &str| headers.get(name).filter(|v| !v.is_empty());
-        let host = value(&rules.x_forwarded_host)
-            .or_else(|| value(header::HOST.as_str()))
-            .cloned();
+        let host = request_host(rules, headers).cloned();
         let says = |name: &str, expected: &str| {
             value(name).and_then(|v| v.to_str().ok()).map(str::trim) == Some(expected)
         };
