@@ -105,6 +105,51 @@ function md5Digest(bytes) {
   return `md5-${crypto.createHash('md5').update(bytes).digest('base64')}`;
 }
 
+/**
+ * Whether CouchDB (and Recliner) store attachments of this type
+ * gzip-compressed, with the digest of the compressed bytes (CouchDB's
+ * default `[attachments] compressible_types`). PouchDB digests the content
+ * itself, so the digests of these types differ between the two kinds of peer.
+ */
+function isCompressible(contentType) {
+  const type = String(contentType || '').split(';')[0].trim().toLowerCase();
+  return type.startsWith('text/')
+    || ['application/javascript', 'application/json', 'application/xml'].includes(type);
+}
+
+/**
+ * The digest of an attachment as the server stores it: the MD5 of the bytes
+ * it sends to a client that takes gzip (read without inflating them), which
+ * for a compressible type are the stored gzip bytes.
+ */
+function storedDigest(url) {
+  const parsed = new URL(url);
+  const auth = parsed.username
+    ? `${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`
+    : undefined;
+  return new Promise((resolve, reject) => {
+    const req = require('node:http').get(
+      {
+        host: parsed.hostname,
+        port: parsed.port,
+        path: parsed.pathname + parsed.search,
+        auth,
+        headers: { 'accept-encoding': 'gzip' },
+      },
+      (res) => {
+        const chunks = [];
+        res.on('data', (chunk) => chunks.push(chunk));
+        res.on('end', () => resolve({
+          encoding: res.headers['content-encoding'],
+          digest: md5Digest(Buffer.concat(chunks)),
+        }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+  });
+}
+
 /** PouchDB with the memory (local), HTTP (remote), replication and map/reduce plugins. */
 function pouchdb() {
   return require('pouchdb-core')
@@ -161,6 +206,8 @@ module.exports = {
   waitFor,
   sleep,
   md5Digest,
+  isCompressible,
+  storedDigest,
   pouchdb,
   http,
   fetchAs,

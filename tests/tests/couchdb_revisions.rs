@@ -233,11 +233,11 @@ async fn edits_get_the_same_revision_ids_as_on_couchdb() {
         let edit = match rng.below(3) {
             0 => with_members(
                 &edit,
-                r#""_attachments": {"note.txt": {"content_type": "application/x-note", "data": "aGVsbG8gd29ybGQ="}, "a.bin": {"content_type": "application/octet-stream", "data": "AAECAwQF"}}"#,
+                r#""_attachments": {"note.txt": {"content_type": "text/plain", "data": "aGVsbG8gd29ybGQ="}, "a.bin": {"content_type": "application/octet-stream", "data": "AAECAwQF"}}"#,
             ),
             1 => with_members(
                 &edit,
-                r#""_attachments": {"z.json": {"content_type": "application/x-zz", "data": "eyJ4IjoxfQ=="}}"#,
+                r#""_attachments": {"z.json": {"content_type": "application/json", "data": "eyJ4IjoxfQ=="}}"#,
             ),
             _ => edit,
         };
@@ -253,7 +253,7 @@ async fn edits_get_the_same_revision_ids_as_on_couchdb() {
                         "PUT",
                         &format!("/{id}/extra.txt?rev={rev}"),
                         "extra bytes",
-                        "application/x-extra",
+                        "text/plain; charset=utf-8",
                     )
                     .await;
                 compared += 1;

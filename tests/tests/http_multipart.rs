@@ -198,7 +198,25 @@ async fn a_document_with_attachments_answers_multipart_related_when_asked() {
     );
     let doc: Value = serde_json::from_slice(&related[0].1).unwrap();
     assert_eq!(doc["_attachments"]["a.txt"]["follows"], true);
-    assert_eq!(related[1].1, b"hello");
+    // Text is stored gzip-compressed and travels so, as CouchDB sends it:
+    // the encoding in the JSON and on the part.
+    assert_eq!(doc["_attachments"]["a.txt"]["encoding"], "gzip");
+    assert!(
+        related[1].0.contains("Content-Encoding: gzip"),
+        "{}",
+        related[1].0
+    );
+    let mut content = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&related[1].1[..]),
+        &mut content,
+    )
+    .unwrap();
+    assert_eq!(content, b"hello");
+    assert_eq!(
+        doc["_attachments"]["a.txt"]["encoded_length"],
+        related[1].1.len()
+    );
     // Asked for JSON, the same request is JSON with inline data.
     let json = c.get("/src/d?attachments=true").await.json();
     assert_eq!(json["_attachments"]["a.txt"]["data"], "aGVsbG8=");

@@ -49,6 +49,24 @@ fn digest_b64(meta: &AttachmentMeta) -> &str {
     meta.digest.strip_prefix("md5-").unwrap_or(&meta.digest)
 }
 
+/// Whether a standalone upload's bytes come gzip-encoded
+/// (`Content-Encoding`); CouchDB takes no other encoding.
+fn content_encoding_is_gzip(headers: &HeaderMap) -> Result<bool, ApiError> {
+    let Some(value) = headers.get(header::CONTENT_ENCODING) else {
+        return Ok(false);
+    };
+    let value = value.to_str().unwrap_or_default().trim();
+    if value.eq_ignore_ascii_case("gzip") {
+        Ok(true)
+    } else if value.eq_ignore_ascii_case("identity") {
+        Ok(false)
+    } else {
+        Err(ApiError::BadContentType(
+            "Only gzip and identity content-encodings are supported".into(),
+        ))
+    }
+}
+
 /// A single `bytes=a-b` range over `len` bytes, CouchDB-style; `None` for
 /// no (or an unusable multi-) range, which means the whole body.
 fn parse_range(headers: &HeaderMap, len: u64) -> Result<Option<(u64, u64)>, ApiError> {
@@ -163,9 +181,14 @@ async fn get(
     if crate::json::etag_matches(headers, &etag) {
         return Ok(crate::json::not_modified(&etag));
     }
+    let inflate = meta.encoding.as_deref() == Some("gzip") && !accepts_gzip(headers);
+    let stored_len = meta.encoded_length.unwrap_or(meta.length);
+    // As CouchDB: a range is checked against what would be sent (416 when
+    // it is unsatisfiable) even where it is then ignored (encoded bytes).
+    let range = parse_range(headers, if inflate { meta.length } else { stored_len })?;
     // Compressed bytes go out as they are to clients that take gzip, and
     // inflated to everyone else, as CouchDB does.
-    if meta.encoding.as_deref() == Some("gzip") && !accepts_gzip(headers) {
+    if inflate {
         let mut response = Response::new(inflated_stream(store::InflatingReader::new(reader)));
         let h = response.headers_mut();
         for (name, value) in [
@@ -180,12 +203,7 @@ async fn get(
         }
         return Ok(response);
     }
-    let stored_len = meta.encoded_length.unwrap_or(meta.length);
-    let range = if meta.encoding.is_some() {
-        None
-    } else {
-        parse_range(headers, stored_len)?
-    };
+    let range = if meta.encoding.is_some() { None } else { range };
     let (status, start, end) = match range {
         Some((s, e)) => (StatusCode::PARTIAL_CONTENT, s, e),
         None => (StatusCode::OK, 0, stored_len.saturating_sub(1)),
@@ -359,7 +377,12 @@ async fn put(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/octet-stream")
         .to_string();
-    let mut upload = database.begin_attachment(&name);
+    let sent_gzipped = content_encoding_is_gzip(request.headers())?;
+    let mut upload = if sent_gzipped {
+        database.begin_attachment(&name)
+    } else {
+        database.begin_attachment_of(&name, &content_type)
+    };
     let mut stream = request.into_body().into_data_stream();
     let mut total = 0u64;
     while let Some(chunk) = stream.next().await {
@@ -372,6 +395,22 @@ async fn put(
         upload.write(&chunk).await?;
     }
     let staged = upload.finish().await?;
+    let input = if sent_gzipped {
+        // Stored as sent; the length clients see is counted by inflating.
+        let length = database.gzip_content_length(&name, &staged.digest).await?;
+        AttachmentInput::Staged {
+            content_type,
+            encoded_length: Some(staged.length),
+            digest: staged.digest,
+            length,
+            revpos: None,
+            encoding: Some("gzip".into()),
+            length_counted: true,
+            pin: staged.pin,
+        }
+    } else {
+        AttachmentInput::uploaded(content_type, staged)
+    };
     let (mut doc, _) = keep_attachments_except(body, &name)?;
     let location = format!(
         "/{}/{}/{}",
@@ -380,8 +419,7 @@ async fn put(
         encode_segment(&name)
     );
     // First, as CouchDB puts it: the order counts in the revision id.
-    doc.attachments
-        .insert(0, (name, AttachmentInput::uploaded(content_type, staged)));
+    doc.attachments.insert(0, (name, input));
     let new_rev = write(database, writer, doc).await?;
     // As CouchDB: where the attachment is, and no ETag.
     let mut response = json_response(

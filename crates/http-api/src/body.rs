@@ -128,16 +128,12 @@ impl DocBody {
                     ..
                 } = input
             {
-                *input = AttachmentInput::Staged {
-                    content_type: std::mem::take(content_type),
-                    digest: blob.digest,
-                    length: blob.length,
-                    revpos: *revpos,
-                    // Inline data is the content itself, as on the inline path.
-                    encoding: None,
-                    encoded_length: None,
-                    pin: blob.pin,
-                };
+                let revpos = *revpos;
+                let mut uploaded = AttachmentInput::uploaded(std::mem::take(content_type), blob);
+                if let AttachmentInput::Staged { revpos: at, .. } = &mut uploaded {
+                    *at = revpos;
+                }
+                *input = uploaded;
             }
         }
         Ok(())
@@ -222,10 +218,13 @@ fn scan_doc(
         return Err(ApiError::DocumentTooLarge(scanned.id.unwrap_or_default()));
     }
     match crate::json::parse_json(&scanned.json)? {
-        Value::Object(map) => Ok(DocBody {
-            map,
-            staged: std::mem::take(&mut sink.done),
-        }),
+        Value::Object(map) => {
+            sink.compress_done(&map)?;
+            Ok(DocBody {
+                map,
+                staged: std::mem::take(&mut sink.done),
+            })
+        }
         _ => Err(ApiError::bad_request("Document must be a JSON object")),
     }
 }
@@ -264,6 +263,40 @@ impl Uploads {
             self.failure = Some(e);
             shown
         })
+    }
+
+    /// Gzips the stored data of a document just read whose `content_type`
+    /// CouchDB compresses: the type is known only once the whole
+    /// attachment object is read, after its data went to the store.
+    fn compress_done(&mut self, doc: &Map<String, Value>) -> Result<(), ApiError> {
+        if self.done.is_empty() {
+            return Ok(());
+        }
+        let content_type = |name: &str| {
+            doc.get("_attachments")
+                .and_then(|atts| atts.get(name))
+                .and_then(|att| att.get("content_type"))
+                .and_then(Value::as_str)
+                .unwrap_or("application/octet-stream")
+                .to_string()
+        };
+        for i in 0..self.done.len() {
+            let (name, blob) = &self.done[i];
+            let (name, content_type) = (name.clone(), content_type(name));
+            if self.database.compression_level(&content_type).is_none() {
+                continue;
+            }
+            let blob = blob.clone();
+            let database = self.database.clone();
+            let compressed = self
+                .wait(async move { database.compress_staged(&name, &content_type, blob).await })
+                .map_err(|e| match self.failure.take() {
+                    Some(failure) => failure.into(),
+                    None => ApiError::Internal(e.to_string()),
+                })?;
+            self.done[i].1 = compressed;
+        }
+        Ok(())
     }
 
     /// The answer for a failed scan: the store's error when an upload
@@ -446,6 +479,12 @@ fn survey_bulk(
                     let doc = scanner.document(limits, uploads)?;
                     if doc.too_large {
                         return Ok(Err(ApiError::DocumentTooLarge(doc.id.unwrap_or_default())));
+                    }
+                    if !uploads.done.is_empty()
+                        && let Ok(Value::Object(map)) = crate::json::parse_json(&doc.json)
+                        && let Err(refusal) = uploads.compress_done(&map)
+                    {
+                        return Ok(Err(refusal));
                     }
                     survey.staged.push(std::mem::take(&mut uploads.done));
                 }

@@ -465,6 +465,8 @@ async fn copy(
             id,
             GetOptions {
                 rev: query.rev("rev")?,
+                // The copy refers to the very bytes stored, encoded or not.
+                att_encoding_info: true,
                 ..Default::default()
             },
         )
@@ -501,6 +503,8 @@ async fn copy(
                     revpos: None,
                     encoding: text("encoding"),
                     encoded_length: meta.get("encoded_length").and_then(Value::as_u64),
+                    // Read from this database's own record of the bytes.
+                    length_counted: true,
                     pin: Default::default(),
                 },
             ));

@@ -66,7 +66,7 @@ pub(crate) async fn form_upload(
                 let content_type = field
                     .content_type()
                     .map_or("application/octet-stream".to_string(), |m| m.to_string());
-                let mut upload = database.begin_attachment(&name);
+                let mut upload = database.begin_attachment_of(&name, &content_type);
                 while let Some(chunk) = field.chunk().await.map_err(bad)? {
                     upload.write(&chunk).await?;
                 }

@@ -236,7 +236,18 @@ pub(crate) async fn read_related(
             .file_name()
             .and_then(|f| waiting.iter().position(|&i| doc.attachments[i].0 == f));
         let index = waiting.remove(by_name.unwrap_or(0));
-        let mut upload = database.begin_attachment(&doc.attachments[index].0);
+        let mut upload = match &doc.attachments[index] {
+            // Bytes sent as they are, of a type CouchDB compresses, are gzipped on the way in.
+            (
+                name,
+                AttachmentInput::Follows {
+                    content_type,
+                    encoding: None,
+                    ..
+                },
+            ) => database.begin_attachment_of(name, content_type),
+            (name, _) => database.begin_attachment(name),
+        };
         while let Some(chunk) = field.chunk().await.map_err(bad)? {
             upload.write(&chunk).await?;
         }

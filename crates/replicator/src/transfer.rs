@@ -11,7 +11,7 @@ use bytes::Bytes;
 use reqwest::Method;
 use revtree::RevId;
 use serde_json::Value;
-use store::{AttachmentReader, DocInput};
+use store::{AttachmentInput, AttachmentReader, DocInput};
 use tokio::sync::OwnedSemaphorePermit;
 use wire::doc::DocMeta;
 
@@ -381,7 +381,16 @@ async fn write(
                 return Ok(Some(refusal));
             }
             for out in &outgoing {
-                let mut upload = db.begin_attachment(&out.name);
+                // Content sent as it is, of a type CouchDB compresses, is
+                // gzipped on the way in, as a CouchDB target would store it.
+                let sent_plain = input.attachments.iter().any(|(n, att)| {
+                    n == &out.name && matches!(att, AttachmentInput::Follows { encoding: None, .. })
+                });
+                let mut upload = if sent_plain {
+                    db.begin_attachment_of(&out.name, &out.content_type)
+                } else {
+                    db.begin_attachment(&out.name)
+                };
                 while let Some(chunk) = parts.next_chunk().await? {
                     upload.write(&chunk).await?;
                 }

@@ -50,6 +50,14 @@ pub struct Config {
     /// Largest attachment in bytes; larger ones get 413
     /// `attachment_too_large` (CouchDB's default: 1 GiB).
     pub max_attachment_size: u64,
+    /// gzip level (1-9) new attachments of `compressible_types` are stored
+    /// at; 0 stores every attachment as sent (CouchDB's default: 8).
+    pub attachment_compression_level: u32,
+    /// Media types whose attachments are stored gzip-compressed, comma
+    /// separated, `*` for anything (CouchDB's default: text/*,
+    /// application/javascript, application/json, application/xml). The
+    /// compressed bytes' digest enters revision ids, as in CouchDB.
+    pub compressible_types: String,
     /// `full` (the default, as CouchDB 3): every acknowledged write is
     /// fsynced and survives power loss, at the cost of an fsync per group
     /// commit; `normal`: acknowledged writes survive a crash of the process
@@ -311,6 +319,10 @@ impl Config {
             },
             max_attachment_size: self.max_attachment_size,
             max_dbs_open: self.max_dbs_open,
+            attachment_compression: store::AttachmentCompression {
+                level: self.attachment_compression_level,
+                types: self.compressible_types.clone(),
+            },
             default_security: match self.default_security {
                 DefaultSecurityMode::AdminOnly => store::DefaultSecurity::AdminOnly,
                 DefaultSecurityMode::Everyone => store::DefaultSecurity::Everyone,
@@ -438,6 +450,9 @@ impl Config {
                 ));
             }
         }
+        if self.attachment_compression_level > 9 {
+            return Err("invalid configuration: setting `attachment_compression_level`: from 0 (no compression) to 9".into());
+        }
         if self.auth_timeout == 0 || self.password_iterations == 0 {
             return Err("invalid configuration: settings `auth_timeout` and `password_iterations` must be positive".into());
         }
@@ -472,6 +487,8 @@ impl Default for Config {
             max_http_request_size: 4 << 30,
             max_json_body_size: 64 << 20,
             max_attachment_size: 1 << 30,
+            attachment_compression_level: store::AttachmentCompression::default().level,
+            compressible_types: store::DEFAULT_COMPRESSIBLE_TYPES.into(),
             max_document_id_length: limits.max_document_id_length,
             max_attachments_per_document: limits.max_attachments_per_document,
             max_attachment_name_length: limits.max_attachment_name_length,

@@ -56,6 +56,12 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
     ("couchdb", "default_security", "default_security"),
     ("couchdb", "max_attachment_size", "max_attachment_size"),
     (
+        "attachments",
+        "compression_level",
+        "attachment_compression_level",
+    ),
+    ("attachments", "compressible_types", "compressible_types"),
+    (
         "couchdb",
         "users_db_security_editable",
         "users_db_security_editable",

@@ -305,20 +305,32 @@ pub(crate) fn inflated_length(
 pub struct AttachmentUpload {
     db: crate::Database,
     blob_id: i64,
+    /// MD5 of the stored bytes.
     hasher: Md5,
     buffer: Vec<u8>,
-    length: u64,
+    /// Stored bytes written so far.
+    stored: u64,
+    /// Bytes received so far (compressed into fewer when `gzip` is set).
+    received: u64,
     next_idx: i64,
     /// The attachment's name, for the error when it grows too large.
     name: String,
+    /// Set when the bytes are stored gzip-compressed, as CouchDB stores
+    /// its compressible types.
+    gzip: Option<crate::compression::Gzipper>,
 }
 
 /// A finished upload, ready to be referenced by a document write
 /// (`AttachmentInput::Staged`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StagedBlob {
+    /// The digest of the stored bytes.
     pub digest: String,
+    /// How many bytes were received.
     pub length: u64,
+    /// The stored length, when this server gzip-compressed the bytes it
+    /// received (see [`crate::Database::begin_attachment_of`]).
+    pub gzipped: Option<u64>,
     /// Keeps compaction off these bytes until the write that references
     /// them is done (or given up).
     pub pin: BlobPin,
@@ -388,7 +400,11 @@ impl Drop for PinGuard {
 }
 
 impl AttachmentUpload {
-    pub(crate) fn new(db: crate::Database, name: &str) -> AttachmentUpload {
+    pub(crate) fn new(
+        db: crate::Database,
+        name: &str,
+        gzip_level: Option<u32>,
+    ) -> AttachmentUpload {
         db.upload_started();
         AttachmentUpload {
             name: name.to_string(),
@@ -396,18 +412,33 @@ impl AttachmentUpload {
             blob_id: new_blob_id(),
             hasher: Md5::new(),
             buffer: Vec::with_capacity(CHUNK_SIZE),
-            length: 0,
+            stored: 0,
+            received: 0,
             next_idx: 0,
+            gzip: gzip_level.map(crate::compression::Gzipper::new),
         }
     }
 
     /// Adds bytes; full chunks are written as they fill. Past the
-    /// database's `max_attachment_size` the upload fails (413).
-    pub async fn write(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
-        let total = self.length + (self.buffer.len() + data.len()) as u64;
+    /// database's `max_attachment_size` (counted in bytes received) the
+    /// upload fails (413).
+    pub async fn write(&mut self, data: &[u8]) -> Result<(), StoreError> {
+        let total = self.received + data.len() as u64;
         if total > self.db.max_attachment_size() {
             return Err(StoreError::AttachmentTooLarge(self.name.clone()));
         }
+        self.received = total;
+        match &mut self.gzip {
+            Some(gzip) => {
+                let compressed = gzip.write(data);
+                self.store(&compressed).await
+            }
+            None => self.store(data).await,
+        }
+    }
+
+    /// Buffers bytes to store, writing each chunk as it fills.
+    async fn store(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
         while !data.is_empty() {
             let room = CHUNK_SIZE - self.buffer.len();
             let take = room.min(data.len());
@@ -426,7 +457,7 @@ impl AttachmentUpload {
         }
         let chunk = std::mem::replace(&mut self.buffer, Vec::with_capacity(CHUNK_SIZE));
         self.hasher.update(&chunk);
-        self.length += chunk.len() as u64;
+        self.stored += chunk.len() as u64;
         let id = self.blob_id;
         let idx = self.next_idx;
         self.next_idx += 1;
@@ -445,14 +476,23 @@ impl AttachmentUpload {
     /// Writes the last chunk and files the blob under its digest.
     pub async fn finish(mut self) -> Result<StagedBlob, StoreError> {
         // (Drop still runs afterwards and ends the upload's count.)
+        let gzipped = match self.gzip.take() {
+            Some(gzip) => {
+                let last = gzip.finish();
+                self.store(&last).await?;
+                true
+            }
+            None => false,
+        };
         self.flush().await?;
         let digest = digest_string(&std::mem::take(&mut self.hasher).finalize());
-        let length = self.length;
+        let length = self.stored;
         let id = self.blob_id;
         // Pinned before the blob is filed, so no compaction can come between.
         let staged = StagedBlob {
             digest: digest.clone(),
-            length,
+            length: self.received,
+            gzipped: gzipped.then_some(length),
             pin: self.db.blob_pins().pin(&digest),
         };
         self.db
@@ -581,9 +621,69 @@ impl InflatingReader {
 }
 
 impl crate::Database {
-    /// Starts an upload of attachment bytes.
+    /// Starts an upload of attachment bytes, stored as they arrive (bytes
+    /// a client sends already encoded, or of a type stored as sent).
     pub fn begin_attachment(&self, name: &str) -> AttachmentUpload {
-        AttachmentUpload::new(self.clone(), name)
+        AttachmentUpload::new(self.clone(), name, None)
+    }
+
+    /// Starts an upload of an attachment's content, of a known media type:
+    /// gzip-compressed as it is stored when the type is one CouchDB
+    /// compresses (`[attachments] compressible_types`).
+    pub fn begin_attachment_of(&self, name: &str, content_type: &str) -> AttachmentUpload {
+        AttachmentUpload::new(self.clone(), name, self.compression_level(content_type))
+    }
+
+    /// How many bytes stored gzip bytes inflate to: the length clients
+    /// see of an attachment uploaded gzip-encoded. Bytes that are no gzip
+    /// are refused (400), as are ones inflating past `max_attachment_size` (413).
+    pub async fn gzip_content_length(&self, name: &str, digest: &str) -> Result<u64, StoreError> {
+        let (name, digest) = (name.to_string(), digest.to_string());
+        let limit = self.max_attachment_size();
+        self.read(move |conn| inflated_length(conn, &digest, limit))
+            .await?
+            .ok_or(StoreError::AttachmentTooLarge(name))
+    }
+
+    /// Uploaded bytes whose media type was learned only once they were
+    /// stored (inline data streamed before its `content_type`): gzipped
+    /// into a new blob when the type is one CouchDB compresses, else kept.
+    /// The bytes as received become garbage for compaction.
+    pub async fn compress_staged(
+        &self,
+        name: &str,
+        content_type: &str,
+        blob: StagedBlob,
+    ) -> Result<StagedBlob, StoreError> {
+        let Some(level) = self.compression_level(content_type) else {
+            return Ok(blob);
+        };
+        if blob.gzipped.is_some() {
+            return Ok(blob);
+        }
+        let digest = blob.digest.clone();
+        let (blob_id, chunks) = self
+            .read(move |conn| {
+                blob_chunks(conn, &digest)?.ok_or_else(|| StoreError::Corrupt {
+                    db: String::new(),
+                    detail: format!("uploaded attachment bytes {digest} are missing"),
+                })
+            })
+            .await?;
+        let mut received = AttachmentReader {
+            db: self.clone(),
+            blob_id,
+            chunks,
+            next: 0,
+        };
+        let mut upload = AttachmentUpload::new(self.clone(), name, Some(level));
+        while let Some(chunk) = received.next_chunk().await? {
+            upload.write(&chunk).await?;
+        }
+        let compressed = upload.finish().await?;
+        // Only now may compaction take the bytes as received.
+        drop(blob);
+        Ok(compressed)
     }
 
     /// An attachment of a document revision (the winner when `rev` is

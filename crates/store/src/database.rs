@@ -226,6 +226,12 @@ impl Database {
         self.inner.live.max_attachment_size()
     }
 
+    /// The gzip level new attachments of this media type are stored at
+    /// (`[attachments]`), or `None` when they are stored as sent.
+    pub fn compression_level(&self, content_type: &str) -> Option<u32> {
+        self.inner.live.compression_level(content_type)
+    }
+
     /// The database's persistent uuid.
     pub fn uuid(&self) -> &str {
         &self.inner.uuid

@@ -37,12 +37,20 @@ pub enum AttachmentInput {
         digest: Option<String>,
         revpos: Option<u64>,
     },
-    /// `data`: the bytes inline, base64-decoded here.
+    /// `data`: the bytes inline, base64-decoded here. They are always the
+    /// content itself: CouchDB ignores an `encoding` sent with them.
     Inline {
         content_type: String,
         data: Vec<u8>,
         revpos: Option<u64>,
-        encoding: Option<String>,
+    },
+    /// Inline content of a type CouchDB compresses, gzip-compressed by the
+    /// store before the write (`length` is the content's).
+    InlineGzip {
+        content_type: String,
+        gzip: Vec<u8>,
+        length: u64,
+        revpos: Option<u64>,
     },
     /// `follows: true`: the bytes travel in a multipart body and must be
     /// staged (see `Database::stage_attachment`) and resolved to `Staged`
@@ -61,6 +69,9 @@ pub enum AttachmentInput {
         revpos: Option<u64>,
         encoding: Option<String>,
         encoded_length: Option<u64>,
+        /// Whether this server counted `length` as the bytes arrived (and
+        /// compressed them), rather than a client declaring it.
+        length_counted: bool,
         /// Held until the write is done, when the bytes were just uploaded.
         pin: crate::BlobPin,
     },
@@ -68,40 +79,51 @@ pub enum AttachmentInput {
 
 impl AttachmentInput {
     /// New content just uploaded (a standalone PUT, a form file): stored
-    /// as sent, at the revision the write makes.
+    /// as sent or as the upload compressed it, at the revision the write makes.
     pub fn uploaded(content_type: String, blob: crate::StagedBlob) -> AttachmentInput {
-        AttachmentInput::Staged {
+        AttachmentInput::Follows {
             content_type,
-            digest: blob.digest,
-            length: blob.length,
+            length: None,
             revpos: None,
             encoding: None,
-            encoded_length: None,
-            pin: blob.pin,
         }
+        .staged(blob)
     }
 
-    /// A `follows` attachment whose bytes are now uploaded: `Staged`, with
-    /// the uploaded length (the stored, encoded one when `encoding` is set,
-    /// keeping the announced decoded `length`). Other kinds stay as they are.
+    /// A `follows` attachment whose bytes are now uploaded: `Staged`. Bytes
+    /// sent encoded keep their announced decoded `length`, checked when the
+    /// revision is written; bytes sent as they are have the length counted
+    /// on arrival, and an encoding when the upload compressed them.
     pub fn staged(self, blob: crate::StagedBlob) -> AttachmentInput {
         match self {
             AttachmentInput::Follows {
                 content_type,
                 length,
                 revpos,
-                encoding,
+                encoding: Some(encoding),
             } => AttachmentInput::Staged {
                 content_type,
                 digest: blob.digest,
-                length: if encoding.is_some() {
-                    length.unwrap_or(blob.length)
-                } else {
-                    blob.length
-                },
+                length: length.unwrap_or(blob.length),
                 revpos,
-                encoded_length: encoding.as_ref().map(|_| blob.length),
-                encoding,
+                encoded_length: Some(blob.length),
+                encoding: Some(encoding),
+                length_counted: false,
+                pin: blob.pin,
+            },
+            AttachmentInput::Follows {
+                content_type,
+                revpos,
+                encoding: None,
+                ..
+            } => AttachmentInput::Staged {
+                content_type,
+                digest: blob.digest,
+                length: blob.length,
+                revpos,
+                encoding: blob.gzipped.map(|_| "gzip".to_string()),
+                encoded_length: blob.gzipped,
+                length_counted: true,
                 pin: blob.pin,
             },
             other => other,
@@ -349,7 +371,6 @@ fn parse_attachments(value: Value) -> Result<Vec<(String, AttachmentInput)>, Sto
                 content_type,
                 data,
                 revpos,
-                encoding,
             }
         };
         out.push((name, input));
@@ -391,7 +412,6 @@ mod tests {
                     content_type: "text/plain".into(),
                     data: b"hello".to_vec(),
                     revpos: None,
-                    encoding: None
                 }
             )]
         );

@@ -24,6 +24,7 @@ mod attachments;
 mod body;
 mod checkpoint;
 mod compaction;
+mod compression;
 mod database;
 mod doc;
 mod error;
@@ -49,6 +50,7 @@ pub use attachments::{
     AttachmentMeta, AttachmentReader, AttachmentUpload, BlobPin, CHUNK_SIZE, InflatingReader,
     StagedBlob, digest_of,
 };
+pub use compression::{AttachmentCompression, DEFAULT_COMPRESSIBLE_TYPES};
 pub use database::{Database, DbInfo};
 pub use doc::{AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id};
 pub use error::{DocFailure, ErrorKind, StoreError};
@@ -65,7 +67,7 @@ pub use server_uuid::ServerUuidError;
 pub use update::{BulkError, DocWriteResult};
 
 /// How the store is set up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreOptions {
     pub durability: Durability,
     /// The largest attachment in bytes (CouchDB's `max_attachment_size`,
@@ -84,6 +86,9 @@ pub struct StoreOptions {
     pub writer_idle_timeout: Duration,
     /// The `_security` object a new database starts with.
     pub default_security: DefaultSecurity,
+    /// Which new attachments are stored gzip-compressed (CouchDB's
+    /// `[attachments]`).
+    pub attachment_compression: AttachmentCompression,
 }
 
 /// CouchDB 3's `default_security`: who may use a database nobody has set
@@ -116,6 +121,7 @@ pub(crate) struct LiveSettings {
     max_attachment_size: std::sync::atomic::AtomicU64,
     max_dbs_open: std::sync::atomic::AtomicUsize,
     admin_only: std::sync::atomic::AtomicBool,
+    compression: std::sync::RwLock<Arc<compression::CompressionRule>>,
 }
 
 impl LiveSettings {
@@ -124,6 +130,9 @@ impl LiveSettings {
             max_attachment_size: Default::default(),
             max_dbs_open: Default::default(),
             admin_only: Default::default(),
+            compression: std::sync::RwLock::new(Arc::new(compression::CompressionRule::new(
+                &options.attachment_compression,
+            ))),
         };
         live.update(options);
         live
@@ -138,6 +147,21 @@ impl LiveSettings {
             options.default_security == DefaultSecurity::AdminOnly,
             Relaxed,
         );
+        let rule = Arc::new(compression::CompressionRule::new(
+            &options.attachment_compression,
+        ));
+        *self
+            .compression
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = rule;
+    }
+
+    /// The level new attachments of this type are compressed at, if they are.
+    pub(crate) fn compression_level(&self, content_type: &str) -> Option<u32> {
+        self.compression
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .level_for(content_type)
     }
 
     pub(crate) fn max_attachment_size(&self) -> u64 {
@@ -172,6 +196,7 @@ impl Default for StoreOptions {
             // databases written once each do not hold a thread apiece.
             writer_idle_timeout: Duration::from_secs(2),
             default_security: DefaultSecurity::default(),
+            attachment_compression: AttachmentCompression::default(),
         }
     }
 }
@@ -496,8 +521,12 @@ impl Store {
                 dbs.begin_change(&name);
                 Changes::one(store, &name)
             };
-            let created =
-                Database::create_in(&name, &path, store.inner.options, store.inner.live.clone());
+            let created = Database::create_in(
+                &name,
+                &path,
+                store.inner.options.clone(),
+                store.inner.live.clone(),
+            );
             store.finish_change(change, created.as_ref().ok().cloned());
             created
         })
@@ -526,7 +555,7 @@ impl Store {
             let opened = Database::open_in(
                 &name,
                 &store.path_of(&name),
-                store.inner.options,
+                store.inner.options.clone(),
                 store.inner.live.clone(),
             );
             store.finish_change(change, opened.as_ref().ok().cloned());

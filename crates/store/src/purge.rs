@@ -473,7 +473,6 @@ mod tests {
                     content_type: "application/octet-stream".into(),
                     data: bytes.to_vec(),
                     revpos: None,
-                    encoding: None,
                 },
             ));
             doc

@@ -107,6 +107,10 @@ impl Database {
             for doc in &docs {
                 precheck(doc, new_edits).map_err(BulkError::Store)?;
             }
+            let docs = self
+                .compress_inline_all(docs)
+                .await
+                .map_err(BulkError::Store)?;
             return self
                 .write(weight, move |ctx| {
                     let prepared = docs.into_iter().map(|doc| Prepared::new(doc, new_edits));
@@ -163,6 +167,8 @@ impl Database {
                 failure = Some(BulkError::Store(e));
                 break;
             }
+            let mut doc = doc;
+            self.compress_inline(&mut doc);
             let prepared = Prepared::new(doc, new_edits);
             chunk_bytes += prepared.stored.len();
             chunk.push(prepared);
@@ -187,6 +193,65 @@ impl Database {
         }
     }
 }
+
+impl Database {
+    /// Gzips a document's inline attachments of the types CouchDB stores
+    /// compressed (the digest of the compressed bytes enters the revision
+    /// id, so this comes before any hashing).
+    fn compress_inline(&self, doc: &mut DocInput) {
+        if is_local(doc) {
+            return;
+        }
+        for (_, att) in &mut doc.attachments {
+            if let AttachmentInput::Inline {
+                content_type,
+                data,
+                revpos,
+            } = att
+                && let Some(level) = self.compression_level(content_type)
+            {
+                *att = AttachmentInput::InlineGzip {
+                    gzip: crate::compression::gzip(data, level),
+                    length: data.len() as u64,
+                    content_type: std::mem::take(content_type),
+                    revpos: *revpos,
+                };
+            }
+        }
+    }
+
+    /// [`Database::compress_inline`] for a small write about to go to the
+    /// writer from an async caller: much data is compressed on a blocking
+    /// thread rather than on the runtime's.
+    async fn compress_inline_all(
+        &self,
+        mut docs: Vec<DocInput>,
+    ) -> Result<Vec<DocInput>, StoreError> {
+        let inline_bytes: usize = docs
+            .iter()
+            .flat_map(|doc| &doc.attachments)
+            .map(|(_, att)| match att {
+                AttachmentInput::Inline { data, .. } => data.len(),
+                _ => 0,
+            })
+            .sum();
+        if inline_bytes < COMPRESS_INLINE_ON_CALLER {
+            docs.iter_mut().for_each(|doc| self.compress_inline(doc));
+            return Ok(docs);
+        }
+        let db = self.clone();
+        tokio::task::spawn_blocking(move || {
+            docs.iter_mut().for_each(|doc| db.compress_inline(doc));
+            docs
+        })
+        .await
+        .map_err(|e| StoreError::CommitFailed(format!("compressing attachments: {e}")))
+    }
+}
+
+/// Inline attachment bytes compressed on the caller's thread at most;
+/// more go to a blocking thread.
+const COMPRESS_INLINE_ON_CALLER: usize = 256 << 10;
 
 /// Why a streamed batch was refused: one of its inputs, or the store.
 #[derive(Debug)]
@@ -400,6 +465,25 @@ fn new_bytes_meta(
                 encoded_length: None,
             })
         }
+        AttachmentInput::InlineGzip {
+            content_type,
+            gzip,
+            length,
+            revpos,
+        } => {
+            if length > ctx.max_attachment_size {
+                return Err(StoreError::AttachmentTooLarge(name.to_string()));
+            }
+            let digest = attachments::put_blob(conn, &gzip)?;
+            Some(AttachmentMeta {
+                content_type,
+                length,
+                digest,
+                revpos: revpos.unwrap_or(default_revpos),
+                encoding: Some("gzip".into()),
+                encoded_length: Some(gzip.len() as u64),
+            })
+        }
         AttachmentInput::Staged {
             content_type,
             digest,
@@ -407,6 +491,7 @@ fn new_bytes_meta(
             revpos,
             encoding,
             encoded_length,
+            length_counted,
             // The pin may go now: compaction runs on this same thread, so it
             // cannot come before this write has referenced the bytes.
             pin: _,
@@ -416,7 +501,9 @@ fn new_bytes_meta(
                     "Staged attachment {digest} is not stored"
                 )));
             }
-            check_declared_length(ctx, name, &digest, length, encoding.as_deref())?;
+            if !length_counted {
+                check_declared_length(ctx, name, &digest, length, encoding.as_deref())?;
+            }
             Some(AttachmentMeta {
                 content_type,
                 length,
@@ -611,7 +698,10 @@ fn replicated_edit(
 }
 
 /// An attachment some stored revision of this document already has: the
-/// target of a replicated stub (matched by digest, else by revpos).
+/// target of a replicated stub, matched by name and digest, else (as
+/// CouchDB matches stubs) by name and revpos. The digest alone cannot
+/// decide: a peer that stores text as sent (PouchDB) names it by the
+/// content's digest, where this database holds it compressed under another.
 fn find_stored_attachment(
     conn: &Connection,
     key: i64,
@@ -622,21 +712,22 @@ fn find_stored_attachment(
     let mut stmt =
         conn.prepare_cached("SELECT atts FROM revs WHERE doc_key = ?1 AND atts IS NOT NULL")?;
     let mut rows = stmt.query([key])?;
+    let mut same_revpos = None;
     while let Some(row) = rows.next()? {
         let text: String = row.get(0)?;
         for (n, meta) in attachments::decode_atts(Some(&text))? {
-            let matches = n == name
-                && match (digest, revpos) {
-                    (Some(d), _) => meta.digest == d,
-                    (None, Some(p)) => meta.revpos == p,
-                    (None, None) => false,
-                };
-            if matches {
+            if n != name {
+                continue;
+            }
+            if digest == Some(meta.digest.as_str()) {
                 return Ok(Some(meta));
+            }
+            if same_revpos.is_none() && revpos == Some(meta.revpos) {
+                same_revpos = Some(meta);
             }
         }
     }
-    Ok(None)
+    Ok(same_revpos)
 }
 
 fn allocate_key(ctx: &mut WriteCtx<'_>) -> i64 {

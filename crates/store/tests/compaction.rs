@@ -18,7 +18,7 @@ async fn compaction_keeps_leaves_and_drops_everything_else() {
         &db,
         json!({"_id": "a", "v": 1, "pad": "y".repeat(50_000),
         "_attachments": {"keep": {"content_type": "text/plain", "data": "aGVsbG8="},
-                         "drop": {"content_type": "text/plain", "data": big}}}),
+                         "drop": {"content_type": "application/octet-stream", "data": big}}}),
     )
     .await;
     let r2 = put(

@@ -142,6 +142,7 @@ fn check_doc(value: &Value, v: &mut Violations) {
         let _ = att.clone().staged(StagedBlob {
             digest: store::digest_of(b"x"),
             length: 1,
+            gzipped: None,
             pin: Default::default(),
         });
         if let AttachmentInput::Inline { data, .. } = att {
