@@ -174,6 +174,8 @@ pub(crate) struct Writer {
     users_db: bool,
     /// `_replicator`: documents get an `owner`, and others' credentials are hidden.
     replicator_db: bool,
+    /// The database's design documents with a `validate_doc_update`.
+    validators: std::sync::Arc<Vec<query_server::DesignDoc>>,
     state: AppState,
 }
 
@@ -192,18 +194,24 @@ impl Writer {
         } else {
             SecurityObject::from_json(&*database.security().await?)
         };
+        let validators = state.validators.of(database).await?;
         Ok(Writer {
             security,
             users_db,
             replicator_db,
+            validators,
             state: state.clone(),
             user,
         })
     }
 
-    /// Nothing to check: a server admin outside `_users` (the hot path).
+    /// Nothing to check: a server admin outside `_users`, in a database
+    /// without validation functions (the hot path).
     pub(crate) fn unrestricted(&self) -> bool {
-        self.user.is_server_admin() && !self.users_db && !self.replicator_db
+        self.user.is_server_admin()
+            && !self.users_db
+            && !self.replicator_db
+            && self.validators.is_empty()
     }
 
     /// The checks that need no stored state: design documents are for
@@ -233,23 +241,93 @@ impl Writer {
         &self,
         database: &Database,
         doc: &mut DocInput,
+        new_edits: bool,
     ) -> Result<Result<(), DocFailure>, ApiError> {
         if self.unrestricted() {
             return Ok(Ok(()));
         }
-        if let Err(failure) = self.check_design(doc) {
+        if !self.user.is_server_admin()
+            && let Err(failure) = self.check_design(doc)
+        {
             return Ok(Err(failure));
         }
         let id = doc.id.clone().unwrap_or_default();
         if id.starts_with("_local/") || id.starts_with("_design/") {
             return Ok(Ok(()));
         }
-        if self.replicator_db {
-            return self.check_replication_doc(database, &id, doc).await;
+        let checked = if self.replicator_db {
+            self.check_replication_doc(database, &id, doc).await?
+        } else if self.users_db {
+            self.check_user_doc(database, &id, doc).await?
+        } else {
+            Ok(())
+        };
+        if checked.is_err() {
+            return Ok(checked);
         }
-        if !self.users_db {
+        self.validate(database, doc, new_edits).await
+    }
+
+    /// The database's `validate_doc_update` functions, on a document about
+    /// to be written.
+    async fn validate(
+        &self,
+        database: &Database,
+        doc: &DocInput,
+        new_edits: bool,
+    ) -> Result<Result<(), DocFailure>, ApiError> {
+        if self.validators.is_empty() {
             return Ok(Ok(()));
         }
+        let user_ctx = serde_json::json!({
+            "db": database.name(),
+            "name": self.user.name,
+            "roles": self.user.roles,
+        })
+        .to_string();
+        let sec_obj = database.security().await?.to_string();
+        let verdict = self
+            .state
+            .validators
+            .check(
+                database,
+                &self.validators,
+                doc,
+                new_edits,
+                &user_ctx,
+                &sec_obj,
+            )
+            .await;
+        match verdict {
+            Ok(Ok(())) => Ok(Ok(())),
+            Ok(Err(refusal)) => Ok(Err(match refusal {
+                query_server::Refusal::Forbidden(reason) => DocFailure {
+                    error: ErrorKind::Forbidden,
+                    reason,
+                },
+                query_server::Refusal::Unauthorized(reason) => DocFailure {
+                    error: ErrorKind::Unauthorized,
+                    reason,
+                },
+                query_server::Refusal::Other(reason) => DocFailure {
+                    error: ErrorKind::UnknownError,
+                    reason,
+                },
+            })),
+            Err(query_server::ValidationError::Store(e)) => Err(e.into()),
+            Err(query_server::ValidationError::Script(e)) => Err(crate::design::script_error(e)),
+        }
+    }
+
+    /// CouchDB's `_users` rules: a user writes their own document only,
+    /// and passwords are stored hashed.
+    async fn check_user_doc(
+        &self,
+        database: &Database,
+        id: &str,
+        doc: &mut DocInput,
+    ) -> Result<Result<(), DocFailure>, ApiError> {
+        let id = id.to_string();
         match auth::users::check_writer(&id, &self.user, &self.security) {
             Err(UsersError::NotFound) => return Err(ApiError::not_found("missing")),
             Err(UsersError::Forbidden(reason)) => return Err(ApiError::Forbidden(reason)),
@@ -339,11 +417,14 @@ impl Writer {
         &self,
         database: &Database,
         doc: &mut DocInput,
+        new_edits: bool,
     ) -> Result<(), ApiError> {
-        self.check(database, doc)
+        self.check(database, doc, new_edits)
             .await?
             .map_err(|failure| match failure.error {
-                ErrorKind::Unauthorized => ApiError::Unauthorized(failure.reason),
+                ErrorKind::Unauthorized | ErrorKind::UnknownError => {
+                    ApiError::refused(failure.error, failure.reason)
+                }
                 _ => ApiError::Forbidden(failure.reason),
             })
     }
@@ -357,9 +438,10 @@ impl Writer {
         self.check_design(doc)
     }
 
-    /// Whether bulk writes must go through [`Writer::check`] one by one.
+    /// Whether bulk writes must go through [`Writer::check`] one by one:
+    /// `_users`, and databases with validation functions.
     pub(crate) fn needs_stored_state(&self) -> bool {
-        self.users_db
+        self.users_db || !self.validators.is_empty()
     }
 
     /// Whether reads must go through [`Writer::filter_read`]: a caller
@@ -488,6 +570,7 @@ mod tests {
         DocWriteResult {
             id: id.into(),
             result: Ok("1-a".into()),
+            refused_rev: None,
         }
     }
 

@@ -340,7 +340,7 @@ pub(crate) async fn write(
     writer: &Writer,
     mut doc: DocInput,
 ) -> Result<String, ApiError> {
-    writer.check_one(database, &mut doc).await?;
+    writer.check_one(database, &mut doc, true).await?;
     Ok(database.put_doc(doc, true).await?)
 }
 

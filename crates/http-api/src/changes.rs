@@ -44,13 +44,45 @@ enum Filter {
     Design,
     /// `filter=_selector`: documents matching a Mango selector.
     Selector(store::selector::Selector),
+    /// `filter=ddoc/name` or `filter=_view`: a design document's function
+    /// decides, a page of documents at a time.
+    Script(ScriptFilter),
+}
+
+/// A filter function, or a view's map function used as one.
+#[derive(Debug, Clone)]
+struct ScriptFilter {
+    engine: query_server::Engine,
+    ddoc: query_server::DesignDoc,
+    name: String,
+    /// The request object filter functions receive; `None` for a view.
+    req: Option<String>,
+}
+
+impl ScriptFilter {
+    /// Whether each document (JSON text) passes.
+    async fn passes(&self, docs: &[String]) -> Result<Vec<bool>, query_server::JsError> {
+        match &self.req {
+            Some(req) => {
+                self.engine
+                    .filter(self.ddoc.clone(), &self.name, docs, req.clone())
+                    .await
+            }
+            None => {
+                self.engine
+                    .filter_view(self.ddoc.clone(), &self.name, docs)
+                    .await
+            }
+        }
+    }
 }
 
 impl Filter {
     /// Whether a row passes; rows must carry their document for selectors.
+    /// Script filters decide for a whole page beforehand (see `read_page`).
     fn passes(&self, row: &ChangeRow) -> bool {
         match self {
-            Filter::All => true,
+            Filter::All | Filter::Script(_) => true,
             Filter::Design => row.id.starts_with("_design/"),
             Filter::Selector(selector) => row
                 .doc
@@ -100,6 +132,9 @@ pub(crate) async fn changes(
     request: Request,
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
+    let user = crate::auth::user_of(&request);
+    let method = request.method().clone();
+    let request_headers = request.headers().clone();
     // A normal feed read with GET is tagged by the database's state and the
     // query, as CouchDB tags it, so a client that has it gets a 304.
     let etag = (request.method() == Method::GET && query.get("feed").is_none_or(|f| f == "normal"))
@@ -208,19 +243,56 @@ pub(crate) async fn changes(
             filter = Filter::Selector(selector);
         }
         Some("_view") => {
-            let view = query.get("view").unwrap_or("");
+            // CouchDB's reason, word for word.
+            let Some(view) = query.get("view").filter(|v| !v.is_empty()) else {
+                return Err(ApiError::bad_request(
+                    "`view` filter parameter is not provided.",
+                ));
+            };
             let (ddoc, name) = crate::design::split_name(view, "view")?;
-            let section = crate::design::Section::Views;
-            return Err(crate::design::function_not_runnable(&database, ddoc, section, name).await);
+            let ddoc =
+                crate::design::runnable(&database, ddoc, crate::design::Section::Views, name)
+                    .await?;
+            filter = Filter::Script(ScriptFilter {
+                engine: state.validators.engine().clone(),
+                ddoc,
+                name: name.to_string(),
+                req: None,
+            });
         }
         Some(other) if other.starts_with('_') => {
             return Err(ApiError::bad_request("unknown builtin filter name"));
         }
         Some(other) => {
             let (ddoc, name) = crate::design::split_name(other, "filter")?;
-            let section = crate::design::Section::Filters;
-            return Err(crate::design::function_not_runnable(&database, ddoc, section, name).await);
+            let ddoc =
+                crate::design::runnable(&database, ddoc, crate::design::Section::Filters, name)
+                    .await?;
+            let req = crate::design::request_object(crate::design::RequestParts {
+                database: &database,
+                user: &user,
+                method: &method,
+                path: &format!("/{db}/_changes"),
+                query: &query,
+                headers: &request_headers,
+                body: (method == Method::POST).then(|| Value::Object(body.clone()).to_string()),
+            })
+            .await?;
+            filter = Filter::Script(ScriptFilter {
+                engine: state.validators.engine().clone(),
+                ddoc,
+                name: name.to_string(),
+                req: Some(req),
+            });
         }
+    }
+    if let Filter::Script(script) = &filter {
+        // Compiled before answering: a missing or broken function is the
+        // answer's status, not a cut-off feed.
+        script
+            .passes(&[])
+            .await
+            .map_err(crate::design::script_error)?;
     }
     let base = ChangesQuery {
         since,
@@ -367,7 +439,7 @@ async fn shutting_down(rx: &mut watch::Receiver<bool>) {
 }
 
 /// Reads the next page; returns output to send, or `None` after changing phase.
-async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreError> {
+async fn read_page(s: &mut FeedState) -> Result<Option<String>, String> {
     s.rx.borrow_and_update();
     let remaining = s.run.limit.saturating_sub(s.sent);
     let mut q = s.run.base.clone();
@@ -379,14 +451,35 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreErro
         // Counting would include rows the filter drops.
         q.count_pending = false;
     }
-    if matches!(s.run.filter, Filter::Selector(_)) {
-        // A selector looks at the document, whether or not the client wants it.
+    if matches!(s.run.filter, Filter::Selector(_) | Filter::Script(_)) {
+        // A filter looks at the document, whether or not the client wants it.
         q.include_docs = true;
     }
     let page = if q.limit == 0 {
         None
     } else {
-        Some(s.run.db.changes(q.clone()).await?)
+        Some(
+            s.run
+                .db
+                .changes(q.clone())
+                .await
+                .map_err(|e| e.to_string())?,
+        )
+    };
+    let verdicts = match (&s.run.filter, &page) {
+        (Filter::Script(script), Some(page)) if !page.rows.is_empty() => {
+            let docs: Vec<String> = page
+                .rows
+                .iter()
+                .map(|row| {
+                    row.doc
+                        .as_ref()
+                        .map_or_else(|| "null".to_string(), |d| d.as_str().to_string())
+                })
+                .collect();
+            Some(script.passes(&docs).await.map_err(|e| e.to_string())?)
+        }
+        _ => None,
     };
     let mut out = String::new();
     if !s.header_sent && matches!(s.run.feed, Feed::Normal | Feed::Longpoll) {
@@ -405,8 +498,12 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, store::StoreErro
     // Rows are written straight into the page, the sequence through one
     // reused buffer: no allocation per row.
     let mut seq = String::new();
-    for row in &page.rows {
-        if !s.run.filter.passes(row) {
+    for (i, row) in page.rows.iter().enumerate() {
+        let passes = match &verdicts {
+            Some(verdicts) => verdicts.get(i).copied().unwrap_or(false),
+            None => s.run.filter.passes(row),
+        };
+        if !passes {
             continue;
         }
         seq.clear();

@@ -219,7 +219,7 @@ async fn post_document(
     let mut doc = parse_doc(&state, Value::Object(body.map))?;
     crate::body::DocBody::resolve(body.staged, &mut doc)?;
     let id = doc.id.get_or_insert_with(|| state.uuids.next()).clone();
-    writer.check_one(&database, &mut doc).await?;
+    writer.check_one(&database, &mut doc, true).await?;
     if query.get("batch") == Some("ok") {
         return Ok(crate::docs::batch_write(&database, doc, true, &id).await);
     }
@@ -315,7 +315,7 @@ pub(crate) async fn bulk_docs(
         let mut refused = Vec::new();
         for (at, raw) in docs.into_iter().enumerate() {
             let mut doc = parse(raw)?;
-            match writer.check(&database, &mut doc).await? {
+            match writer.check(&database, &mut doc, new_edits).await? {
                 Ok(()) => accepted.push(Ok::<_, ApiError>(doc)),
                 Err(failure) => refused.push((at, refusal_row(&doc, failure))),
             }
@@ -363,6 +363,7 @@ pub(crate) fn refusal_row(doc: &DocInput, failure: store::DocFailure) -> DocWrit
     DocWriteResult {
         id: doc.id.clone().unwrap_or_default(),
         result: Err(failure),
+        refused_rev: doc.rev.as_ref().map(|rev| rev.to_string()),
     }
 }
 
@@ -404,10 +405,12 @@ fn bulk_answer(results: &[DocWriteResult], new_edits: bool) -> Response {
         results
             .iter()
             .filter_map(|r| {
-                r.result
-                    .as_ref()
-                    .err()
-                    .map(|f| json!({"id": r.id, "error": f.error, "reason": f.reason}))
+                r.result.as_ref().err().map(|f| match &r.refused_rev {
+                    Some(rev) => {
+                        json!({"id": r.id, "rev": rev, "error": f.error, "reason": f.reason})
+                    }
+                    None => json!({"id": r.id, "error": f.error, "reason": f.reason}),
+                })
             })
             .collect()
     };

@@ -94,6 +94,130 @@ async fn find(
     }
 }
 
+/// The design document `_design/{ddoc}` when it defines `name` in
+/// `section`, ready to run; CouchDB's 404 when it does not.
+pub(crate) async fn runnable(
+    database: &Database,
+    ddoc: &str,
+    section: Section,
+    name: &str,
+) -> Result<query_server::DesignDoc, ApiError> {
+    let doc = load(database, ddoc).await?;
+    let Some(functions) = doc.get(section.key()).and_then(Value::as_object) else {
+        return Err(ApiError::not_found(format!(
+            "missing json key: {}",
+            section.key()
+        )));
+    };
+    if !functions.contains_key(name) {
+        return Err(ApiError::not_found(format!("missing json key: {name}")));
+    }
+    let text = |k: &str| doc.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    Ok(query_server::DesignDoc {
+        db: database.name().to_string(),
+        id: text("_id"),
+        rev: text("_rev"),
+        json: doc.to_string().into(),
+    })
+}
+
+/// What CouchDB's request object is made of.
+pub(crate) struct RequestParts<'a> {
+    pub database: &'a Database,
+    pub user: &'a auth::UserCtx,
+    pub method: &'a axum::http::Method,
+    /// The request's path, as sent (`/db/_changes`).
+    pub path: &'a str,
+    pub query: &'a crate::query::Query,
+    pub headers: &'a axum::http::HeaderMap,
+    /// The body's text; `None` for a request without one.
+    pub body: Option<String>,
+}
+
+/// The request object design functions receive (`req`), as CouchDB builds
+/// it: `info`, `method`, `path`, `query`, `headers`, `body`, `userCtx`,
+/// `secObj` and the rest, as JSON text.
+pub(crate) async fn request_object(parts: RequestParts<'_>) -> Result<String, ApiError> {
+    let RequestParts {
+        database,
+        user,
+        method,
+        path,
+        query,
+        headers,
+        body,
+    } = parts;
+    let segments: Vec<Value> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            Value::String(
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8_lossy()
+                    .into_owned(),
+            )
+        })
+        .collect();
+    let query_object: serde_json::Map<String, Value> = query
+        .pairs()
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let header_object: serde_json::Map<String, Value> = headers
+        .iter()
+        .filter(|(name, _)| {
+            // Credentials stay out of what user code sees.
+            *name != axum::http::header::AUTHORIZATION && *name != axum::http::header::COOKIE
+        })
+        .filter_map(|(name, value)| {
+            let value = value.to_str().ok()?;
+            Some((canonical_header(name.as_str()), Value::String(value.into())))
+        })
+        .collect();
+    let raw_path = match query.pairs().is_empty() {
+        true => path.to_string(),
+        false => format!(
+            "{path}?{}",
+            form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(query.pairs())
+                .finish()
+        ),
+    };
+    let security = database.security().await?;
+    let req = serde_json::json!({
+        "info": crate::db::info_json(database).await?,
+        "id": null,
+        "uuid": uuid::Uuid::new_v4().simple().to_string(),
+        "method": method.as_str(),
+        "requested_path": segments,
+        "path": segments,
+        "raw_path": raw_path,
+        "query": query_object,
+        "headers": header_object,
+        "body": body.unwrap_or_else(|| "undefined".into()),
+        "peer": "127.0.0.1",
+        "form": {},
+        "cookie": {},
+        "userCtx": {"db": database.name(), "name": user.name, "roles": user.roles},
+        "secObj": *security,
+    });
+    Ok(req.to_string())
+}
+
+/// `content-type` as CouchDB's request object names it: `Content-Type`.
+fn canonical_header(name: &str) -> String {
+    name.split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            match chars.next() {
+                Some(first) => first.to_ascii_uppercase().to_string() + chars.as_str(),
+                None => String::new(),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
 /// Splits `filter=ddoc/name` (or `view=ddoc/name`) as CouchDB does.
 pub(crate) fn split_name<'a>(value: &'a str, what: &str) -> Result<(&'a str, &'a str), ApiError> {
     match value.split_once('/') {
@@ -102,4 +226,51 @@ pub(crate) fn split_name<'a>(value: &'a str, what: &str) -> Result<(&'a str, &'a
             "`{what}` must be of the form `designname/{what}name`"
         ))),
     }
+}
+
+/// A design function that gave no answer, as CouchDB reports it: the
+/// function's own error name and reason (500), 404 for a missing function,
+/// `os_process_error` for one that ran too long or out of memory.
+pub(crate) fn script_error(e: query_server::JsError) -> ApiError {
+    use query_server::JsError;
+    match e {
+        JsError::Runtime { error, reason } if error == "not_found" => ApiError::NotFound(reason),
+        JsError::Runtime { error, reason } => ApiError::Failed {
+            error: static_error_name(&error),
+            reason,
+        },
+        JsError::Timeout(_) => ApiError::Failed {
+            error: "os_process_error",
+            reason: "OS process timed out.".into(),
+        },
+        JsError::OutOfMemory => ApiError::Failed {
+            error: "os_process_error",
+            reason: "The JavaScript function ran out of memory.".into(),
+        },
+        JsError::Internal(detail) => ApiError::Internal(detail),
+    }
+}
+
+/// The error names functions produce, as the static words answers carry.
+fn static_error_name(name: &str) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "compilation_error",
+        "invalid_require_path",
+        "unnamed_error",
+        "render_error",
+        "Error",
+        "TypeError",
+        "ReferenceError",
+        "SyntaxError",
+        "RangeError",
+        "EvalError",
+        "URIError",
+        "InternalError",
+        "AggregateError",
+    ];
+    KNOWN
+        .iter()
+        .find(|known| **known == name)
+        .copied()
+        .unwrap_or("unknown_error")
 }

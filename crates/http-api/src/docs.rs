@@ -334,9 +334,9 @@ async fn put(
     body.insert("_id".into(), Value::String(id.clone()));
     let mut doc = parse_doc(state, Value::Object(body))?;
     crate::body::DocBody::resolve(staged, &mut doc)?;
-    writer.check_one(database, &mut doc).await?;
-    let deleted = doc.deleted;
     let new_edits = query.get("new_edits") != Some("false");
+    writer.check_one(database, &mut doc, new_edits).await?;
+    let deleted = doc.deleted;
     if query.get("batch") == Some("ok") {
         return Ok(batch_write(database, doc, new_edits, &id).await);
     }
@@ -377,9 +377,9 @@ async fn put_related(
         doc.rev = Some(parse_rev(&rev)?);
     }
     doc.id = Some(id.clone());
-    writer.check_one(database, &mut doc).await?;
-    let deleted = doc.deleted;
     let new_edits = query.get("new_edits") != Some("false");
+    writer.check_one(database, &mut doc, new_edits).await?;
+    let deleted = doc.deleted;
     let rev = database.put_doc(doc, new_edits).await?;
     let status = if deleted {
         StatusCode::OK
@@ -411,7 +411,7 @@ async fn delete(
     };
     parse_rev(&rev)?;
     let mut doc = DocInput::from_json(json!({"_id": id, "_rev": rev, "_deleted": true}))?;
-    writer.check_one(database, &mut doc).await?;
+    writer.check_one(database, &mut doc, true).await?;
     let rev = database.put_doc(doc, true).await?;
     let mut response = json_response(StatusCode::OK, &json!({"ok": true, "id": id, "rev": rev}));
     set_etag(&mut response, &rev);
@@ -510,7 +510,7 @@ async fn copy(
             ));
         }
     }
-    writer.check_one(database, &mut doc).await?;
+    writer.check_one(database, &mut doc, true).await?;
     let rev = database.put_doc(doc, true).await?;
     Ok(write_response(StatusCode::CREATED, db, &dest_id, &rev))
 }

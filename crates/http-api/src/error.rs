@@ -152,6 +152,10 @@ impl ApiError {
             MissingStub => ApiError::MissingStub(reason),
             Forbidden => ApiError::Forbidden(reason),
             Unauthorized => ApiError::Unauthorized(reason),
+            UnknownError => ApiError::Failed {
+                error: "unknown_error",
+                reason,
+            },
             IllegalDocId | DocValidation | Error => ApiError::Invalid {
                 error: kind.as_str(),
                 reason,

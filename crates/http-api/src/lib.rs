@@ -283,6 +283,9 @@ pub struct AppState {
     /// The configuration API's view of the server's settings, when the
     /// hosting server offers one.
     pub node_config: Option<std::sync::Arc<dyn NodeConfig>>,
+    /// The JavaScript query server, and the validation functions of each
+    /// database (shared with the replicator's local writes).
+    pub validators: query_server::Validators,
 }
 
 impl AppState {
@@ -291,16 +294,21 @@ impl AppState {
     }
 
     pub fn with_config(store: Store, config: ApiConfig) -> AppState {
-        let scheduler = replicator::Scheduler::new(store.clone(), Default::default());
-        AppState::with_scheduler(store, config, scheduler)
+        let validators =
+            query_server::Validators::new(query_server::Engine::new(Default::default()));
+        let scheduler =
+            replicator::Scheduler::new(store.clone(), Default::default(), validators.clone());
+        AppState::with_scheduler(store, config, scheduler, validators)
     }
 
     pub fn with_scheduler(
         store: Store,
         config: ApiConfig,
         scheduler: replicator::Scheduler,
+        validators: query_server::Validators,
     ) -> AppState {
         AppState {
+            validators,
             auth: std::sync::Arc::new(auth::Authenticator::new(config.auth.clone())),
             started: std::time::Instant::now(),
             stats: std::sync::Arc::new(stats::Stats::new()),

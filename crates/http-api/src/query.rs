@@ -27,6 +27,11 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
+    /// Every parameter in order, as given.
+    pub fn pairs(&self) -> &[(String, String)] {
+        &self.0
+    }
+
     pub fn has(&self, key: &str) -> bool {
         self.0.iter().any(|(k, _)| k == key)
     }

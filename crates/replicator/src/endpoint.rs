@@ -131,8 +131,11 @@ pub enum Endpoint {
         store: Store,
         name: String,
         /// Whose rights the replication has here; `None` for a server
-        /// admin's (no checks).
+        /// admin's (no checks but validation functions).
         user: Option<Arc<auth::UserCtx>>,
+        /// The query server: the validation functions writes here obey
+        /// (as a target) and the filter functions changes pass (as a source).
+        validators: Option<query_server::Validators>,
     },
     Remote {
         client: reqwest::Client,
@@ -282,6 +285,32 @@ const RETRY_MAX: Duration = Duration::from_secs(10);
 /// An answer read as a stream (attachments), with the permit of its
 /// request: the connection stays busy until the answer is read to its end.
 #[derive(Debug)]
+/// A local source's filter, run on each page of changes.
+struct LocalFilter {
+    engine: query_server::Engine,
+    ddoc: query_server::DesignDoc,
+    function: String,
+    /// The request object; `None` for a view's map function.
+    req: Option<String>,
+}
+
+impl LocalFilter {
+    async fn run(&self, docs: &[String]) -> Result<Vec<bool>, query_server::JsError> {
+        match &self.req {
+            Some(req) => {
+                self.engine
+                    .filter(self.ddoc.clone(), &self.function, docs, req.clone())
+                    .await
+            }
+            None => {
+                self.engine
+                    .filter_view(self.ddoc.clone(), &self.function, docs)
+                    .await
+            }
+        }
+    }
+}
+
 pub(crate) struct Streamed {
     pub response: reqwest::Response,
     pub permit: Option<OwnedSemaphorePermit>,
@@ -294,6 +323,7 @@ impl Endpoint {
         store: &Store,
         options: HttpOptions,
         user: Option<&auth::UserCtx>,
+        validators: Option<&query_server::Validators>,
     ) -> Result<Endpoint, EndpointError> {
         match peer {
             Peer::Local(name) => Ok(Endpoint::Local {
@@ -302,6 +332,7 @@ impl Endpoint {
                 user: user
                     .filter(|u| !u.is_server_admin())
                     .map(|u| Arc::new(u.clone())),
+                validators: validators.cloned(),
             }),
             Peer::Remote(db) => Endpoint::remote(db, options),
         }
@@ -378,7 +409,9 @@ impl Endpoint {
     /// to running replications at once).
     pub(crate) async fn local(&self) -> Result<store::Database, EndpointError> {
         match self {
-            Endpoint::Local { store, name, user } => {
+            Endpoint::Local {
+                store, name, user, ..
+            } => {
                 let db = store.db(name).await.map_err(|e| match e {
                     store::StoreError::DbNotFound(_) => EndpointError::NotFound(name.clone()),
                     other => other.into(),
@@ -430,6 +463,170 @@ impl Endpoint {
             error: "forbidden".into(),
             reason: "You are not a db or server admin.".into(),
         }))
+    }
+
+    /// Why this local target refuses a replicated document: a design
+    /// document the replication's user may not write, or a refusal of the
+    /// database's validation functions (counted as a write failure, as
+    /// CouchDB's replicator counts them).
+    pub(crate) async fn refusal(
+        &self,
+        db: &store::Database,
+        input: &DocInput,
+    ) -> Result<Option<WriteFailure>, EndpointError> {
+        if let Some(refusal) = self.design_refusal(db, input.id.as_deref()).await? {
+            return Ok(Some(refusal));
+        }
+        let Endpoint::Local {
+            validators: Some(validators),
+            user,
+            name,
+            ..
+        } = self
+        else {
+            return Ok(None);
+        };
+        let functions = validators.of(db).await?;
+        if functions.is_empty() {
+            return Ok(None);
+        }
+        // A server admin's replication runs as an admin.
+        let user_ctx = match user {
+            Some(user) => serde_json::json!({"db": name, "name": user.name, "roles": user.roles}),
+            None => serde_json::json!({"db": name, "name": null, "roles": ["_admin"]}),
+        }
+        .to_string();
+        let sec_obj = db.security().await?.to_string();
+        let failure = |error: &str, reason: String| WriteFailure {
+            id: input.id.clone().unwrap_or_default(),
+            error: error.into(),
+            reason,
+        };
+        match validators
+            .check(db, &functions, input, false, &user_ctx, &sec_obj)
+            .await
+        {
+            Ok(Ok(())) => Ok(None),
+            Ok(Err(query_server::Refusal::Forbidden(reason))) => {
+                Ok(Some(failure("forbidden", reason)))
+            }
+            Ok(Err(query_server::Refusal::Unauthorized(reason))) => {
+                Ok(Some(failure("unauthorized", reason)))
+            }
+            Ok(Err(query_server::Refusal::Other(reason))) => {
+                Ok(Some(failure("unknown_error", reason)))
+            }
+            Err(query_server::ValidationError::Store(e)) => Err(e.into()),
+            Err(query_server::ValidationError::Script(e)) => {
+                Ok(Some(failure("os_process_error", e.to_string())))
+            }
+        }
+    }
+
+    /// A local source's filter function (`ddoc/name`, or `_view` with a
+    /// `view` query parameter), ready to run on pages of changes.
+    async fn local_filter(
+        &self,
+        db: &store::Database,
+        name: &str,
+        query_params: &serde_json::Map<String, Value>,
+    ) -> Result<LocalFilter, EndpointError> {
+        let Endpoint::Local {
+            validators, user, ..
+        } = self
+        else {
+            return Err(self.malformed("a filter of a local source on a remote endpoint"));
+        };
+        let Some(validators) = validators else {
+            return Err(EndpointError::Http {
+                url: self.display(),
+                status: 501,
+                error: "not_implemented".into(),
+                reason: format!("no query server runs filter functions ({name}) here"),
+            });
+        };
+        let text = |v: &Value| v.as_str().map_or_else(|| v.to_string(), str::to_string);
+        let (path, view) = if name == "_view" {
+            let view = query_params.get("view").map(text).unwrap_or_default();
+            (view, true)
+        } else {
+            (name.to_string(), false)
+        };
+        let not_found = |reason: String| EndpointError::Http {
+            url: self.display(),
+            status: 404,
+            error: "not_found".into(),
+            reason,
+        };
+        let Some((ddoc_name, function)) = path.split_once('/') else {
+            return Err(EndpointError::Http {
+                url: self.display(),
+                status: 400,
+                error: "bad_request".into(),
+                reason: format!("`{path}` is not of the form designname/functionname"),
+            });
+        };
+        let ddoc_id = format!("_design/{ddoc_name}");
+        let ddoc = match db.get(&ddoc_id, store::GetOptions::default()).await {
+            Ok(doc) => doc.to_value()?,
+            Err(store::StoreError::DocNotFound(_)) => return Err(not_found("missing".into())),
+            Err(e) => return Err(e.into()),
+        };
+        let section = if view { "views" } else { "filters" };
+        if ddoc.get(section).and_then(|s| s.get(function)).is_none() {
+            return Err(not_found(format!("missing json key: {function}")));
+        }
+        let query: serde_json::Map<String, Value> = query_params
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(text(v))))
+            .collect();
+        let user_ctx = match user {
+            Some(user) => json!({"db": db.name(), "name": user.name, "roles": user.roles}),
+            None => json!({"db": db.name(), "name": null, "roles": ["_admin"]}),
+        };
+        let req = json!({
+            "info": {"db_name": db.name()},
+            "id": null,
+            "method": "GET",
+            "path": [db.name(), "_changes"],
+            "requested_path": [db.name(), "_changes"],
+            "query": query,
+            "headers": {},
+            "body": "undefined",
+            "peer": "127.0.0.1",
+            "form": {},
+            "cookie": {},
+            "userCtx": user_ctx,
+            "secObj": *db.security().await?,
+        });
+        Ok(LocalFilter {
+            engine: validators.engine().clone(),
+            ddoc: query_server::DesignDoc {
+                db: db.name().to_string(),
+                id: ddoc_id,
+                rev: ddoc.get("_rev").map(text).unwrap_or_default(),
+                json: ddoc.to_string().into(),
+            },
+            function: function.to_string(),
+            req: (!view).then(|| req.to_string()),
+        })
+    }
+
+    /// A filter function's failure, as the peer's error.
+    fn script_error(&self, e: query_server::JsError) -> EndpointError {
+        let (status, error, reason) = match e {
+            query_server::JsError::Runtime { error, reason } => {
+                let status = if error == "not_found" { 404 } else { 500 };
+                (status, error, reason)
+            }
+            other => (500, "os_process_error".to_string(), other.to_string()),
+        };
+        EndpointError::Http {
+            url: self.display(),
+            status,
+            error,
+            reason,
+        }
     }
 
     /// A protocol error naming this peer.
@@ -701,6 +898,34 @@ impl Endpoint {
         }
     }
 
+    /// A document (its winner), `None` when there is none.
+    pub async fn get_doc(&self, id: &str) -> Result<Option<Value>, EndpointError> {
+        match self {
+            Endpoint::Local { .. } => match self
+                .local()
+                .await?
+                .get(id, store::GetOptions::default())
+                .await
+            {
+                Ok(doc) => Ok(Some(doc.to_value()?)),
+                Err(store::StoreError::DocNotFound(_)) => Ok(None),
+                Err(e) => Err(e.into()),
+            },
+            Endpoint::Remote { .. } => {
+                // `_design/name` keeps its slash; the name is encoded.
+                let path = match id.strip_prefix("_design/") {
+                    Some(name) => format!("_design/{}", form_encode(name)),
+                    None => form_encode(id),
+                };
+                match self.call(Method::GET, &path, None).await {
+                    Ok(doc) => Ok(Some(doc)),
+                    Err(EndpointError::Http { status: 404, .. }) => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+
     /// Writes a local (checkpoint) document; returns its new `_rev`.
     pub async fn put_local(&self, id: &str, doc: &impl Serialize) -> Result<String, EndpointError> {
         let encoding = |e: serde_json::Error| self.malformed(format!("encoding {id}: {e}"));
@@ -740,30 +965,52 @@ impl Endpoint {
                     ),
                     _ => None,
                 };
-                if let ChangesFilter::Named { name, .. } = filter {
-                    return Err(EndpointError::Http {
-                        url: self.display(),
-                        status: 501,
-                        error: "not_implemented".into(),
-                        reason: format!("filter functions ({name}) are not supported"),
-                    });
-                }
+                let design_only =
+                    matches!(filter, ChangesFilter::Named { name, .. } if name == "_design");
+                let script = match filter {
+                    ChangesFilter::Named { name, query_params } if !design_only => {
+                        Some(self.local_filter(&db, name, query_params).await?)
+                    }
+                    _ => None,
+                };
                 let page = db
                     .changes(ChangesQuery {
                         since: since_num,
                         limit: limit as usize,
                         all_leaves: true,
-                        include_docs: selector.is_some(),
+                        include_docs: selector.is_some() || script.is_some(),
                         doc_ids,
                         count_pending,
                         ..Default::default()
                     })
                     .await?;
                 let pending = count_pending.then_some(page.pending);
+                let verdicts = match &script {
+                    Some(script) if !page.rows.is_empty() => {
+                        let docs: Vec<String> = page
+                            .rows
+                            .iter()
+                            .map(|row| {
+                                row.doc
+                                    .as_ref()
+                                    .map_or_else(|| "null".to_string(), |d| d.as_str().to_string())
+                            })
+                            .collect();
+                        Some(script.run(&docs).await.map_err(|e| self.script_error(e))?)
+                    }
+                    _ => None,
+                };
                 let changes = page
                     .rows
                     .into_iter()
-                    .filter(|row| {
+                    .enumerate()
+                    .filter(|(i, row)| {
+                        if let Some(verdicts) = &verdicts {
+                            return verdicts.get(*i).copied().unwrap_or(false);
+                        }
+                        if design_only {
+                            return row.id.starts_with("_design/");
+                        }
                         selector.as_ref().is_none_or(|s| {
                             row.doc
                                 .as_ref()
@@ -771,6 +1018,7 @@ impl Endpoint {
                                 .is_some_and(|d| s.matches(&d))
                         })
                     })
+                    .map(|(_, row)| row)
                     .map(|row| Change {
                         seq: Value::from(db.seq_string(row.seq)),
                         id: row.id,
@@ -1060,7 +1308,7 @@ impl Endpoint {
                 let mut inputs = Vec::with_capacity(docs.len());
                 for doc in docs {
                     let input = DocInput::from_json(doc)?;
-                    match self.design_refusal(&db, input.id.as_deref()).await? {
+                    match self.refusal(&db, &input).await? {
                         Some(refusal) => failures.push(refusal),
                         None => inputs.push(input),
                     }

@@ -11,7 +11,7 @@ use wire::rows::{Entries, RevsDiffRequest};
 
 use crate::checkpoint::{HistoryEntry, LogDoc, ReplicationLog, StoredLog, compare_logs};
 use crate::endpoint::{Endpoint, EndpointError, HttpOptions, Missing, WriteFailure};
-use crate::rep_id::{REP_ID_VERSION, replication_id};
+use crate::rep_id::{REP_ID_VERSION, replication_id_with_code};
 use crate::spec::ReplicationSpec;
 
 /// Why a replication stopped.
@@ -101,9 +101,46 @@ pub use wire::time::rfc3339;
 /// Runs a one-shot replication to the end and returns CouchDB's answer to
 /// `POST /_replicate`: `ok`, `session_id`, `source_last_seq`,
 /// `replication_id_version`, `history` (and `no_changes` when nothing moved).
-pub async fn run_once(store: &Store, spec: &ReplicationSpec) -> Result<Value, ReplicationError> {
+/// Local targets obey `validators` when given.
+pub async fn run_once(
+    store: &Store,
+    spec: &ReplicationSpec,
+    validators: Option<&query_server::Validators>,
+) -> Result<Value, ReplicationError> {
     let (_keep, stop) = tokio::sync::watch::channel(false);
-    run(store, spec, stop, &Progress::default()).await
+    run(store, spec, stop, &Progress::default(), validators).await
+}
+
+/// The source code of a replication's filter function (`ddoc/name`, or
+/// the view of `_view`), read from the source; `None` without one or when
+/// the source lacks it (its changes feed then says why).
+async fn filter_code(
+    source: &Endpoint,
+    filter: &crate::spec::ChangesFilter,
+) -> Result<Option<String>, EndpointError> {
+    let crate::spec::ChangesFilter::Named { name, query_params } = filter else {
+        return Ok(None);
+    };
+    let (path, section) = if name == "_view" {
+        let view = query_params
+            .get("view")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        (view.to_string(), "views")
+    } else {
+        (name.clone(), "filters")
+    };
+    let Some((ddoc, function)) = path.split_once('/') else {
+        return Ok(None);
+    };
+    let Some(doc) = source.get_doc(&format!("_design/{ddoc}")).await? else {
+        return Ok(None);
+    };
+    let code = doc.get(section).and_then(|s| s.get(function));
+    Ok(code.map(|c| match c {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }))
 }
 
 /// How often a local source counts the changes left (`changes_pending`).
@@ -124,11 +161,12 @@ pub async fn run(
     spec: &ReplicationSpec,
     mut stop: tokio::sync::watch::Receiver<bool>,
     progress: &Progress,
+    validators: Option<&query_server::Validators>,
 ) -> Result<Value, ReplicationError> {
     progress.update(|p| p.process_status = ProcessStatus::Running);
     let options = HttpOptions::of(spec);
-    let source = Endpoint::new(&spec.source, store, options, spec.user.as_ref())?;
-    let target = Endpoint::new(&spec.target, store, options, spec.user.as_ref())?;
+    let source = Endpoint::new(&spec.source, store, options, spec.user.as_ref(), validators)?;
+    let target = Endpoint::new(&spec.target, store, options, spec.user.as_ref(), validators)?;
     let not_found = |e: EndpointError, side: &Endpoint| match e {
         EndpointError::NotFound(_) => ReplicationError::DbNotFound(side.display()),
         other => other.into(),
@@ -140,7 +178,8 @@ pub async fn run(
     }
     let target_info = target.info().await.map_err(|e| not_found(e, &target))?;
 
-    let rep_id = replication_id(store.server_uuid(), spec);
+    let code = filter_code(&source, &spec.filter).await?;
+    let rep_id = replication_id_with_code(store.server_uuid(), spec, code.as_deref());
     let log_id = format!("_local/{rep_id}");
     let (source_log, target_log) = if spec.use_checkpoints {
         (
@@ -569,6 +608,7 @@ mod tests {
                     http_connections: 1,
                 },
                 None,
+                None,
             )
             .unwrap()
         };
@@ -743,7 +783,7 @@ mod tests {
         let (stop, stop_rx) = tokio::sync::watch::channel(false);
         let job = {
             let (store, progress) = (store.clone(), progress.clone());
-            tokio::spawn(async move { run(&store, &spec, stop_rx, &progress).await })
+            tokio::spawn(async move { run(&store, &spec, stop_rx, &progress, None).await })
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         // Caught up (`changes_pending` is 0 once the feed is read to its end) and idle.
@@ -773,7 +813,7 @@ mod tests {
         let (_stop, stop_rx) = tokio::sync::watch::channel(false);
         let job = {
             let (store, progress) = (store.clone(), progress.clone());
-            tokio::spawn(async move { run(&store, &spec, stop_rx, &progress).await })
+            tokio::spawn(async move { run(&store, &spec, stop_rx, &progress, None).await })
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         while progress.snapshot().process_status != ProcessStatus::Running {

@@ -39,14 +39,15 @@ fn peer_info(peer: &Peer) -> Value {
     }
 }
 
-fn filter_info(filter: &ChangesFilter) -> Value {
+fn filter_info(filter: &ChangesFilter, code: Option<&str>) -> Value {
     match filter {
         ChangesFilter::All => Value::Null,
         ChangesFilter::DocIds(ids) => json!({"doc_ids": ids}),
         ChangesFilter::Selector(selector) => json!({"selector": selector}),
-        ChangesFilter::Named { name, query_params } => {
-            json!({"filter": name, "query_params": query_params})
-        }
+        ChangesFilter::Named { name, query_params } => match code {
+            Some(code) => json!({"filter": name, "code": code, "query_params": query_params}),
+            None => json!({"filter": name, "query_params": query_params}),
+        },
     }
 }
 
@@ -54,12 +55,23 @@ fn filter_info(filter: &ChangesFilter) -> Value {
 /// this server's uuid, the normalized peers, the filter, `winning_revs_only`
 /// and `since_seq`.
 pub fn replication_id(server_uuid: &str, spec: &ReplicationSpec) -> String {
+    replication_id_with_code(server_uuid, spec, None)
+}
+
+/// [`replication_id`] that also covers a filter function's source code, as
+/// CouchDB's does: a replication whose filter was edited starts over
+/// instead of resuming from a checkpoint the old code wrote.
+pub fn replication_id_with_code(
+    server_uuid: &str,
+    spec: &ReplicationSpec,
+    filter_code: Option<&str>,
+) -> String {
     let inputs = json!([
         REP_ID_VERSION,
         server_uuid,
         peer_info(&spec.source),
         peer_info(&spec.target),
-        filter_info(&spec.filter),
+        filter_info(&spec.filter, filter_code),
         spec.winning_revs_only,
         spec.since_seq,
     ]);

@@ -248,6 +248,8 @@ struct Table {
 
 struct Inner {
     store: Store,
+    /// The validation functions local targets apply to replicated writes.
+    validators: query_server::Validators,
     /// Changeable while the server runs (`/_node/{node}/_config/replicator`).
     config: std::sync::RwLock<SchedulerConfig>,
     table: Mutex<Table>,
@@ -281,10 +283,15 @@ pub struct Added {
 }
 
 impl Scheduler {
-    pub fn new(store: Store, config: SchedulerConfig) -> Scheduler {
+    pub fn new(
+        store: Store,
+        config: SchedulerConfig,
+        validators: query_server::Validators,
+    ) -> Scheduler {
         Scheduler {
             inner: Arc::new(Inner {
                 store,
+                validators,
                 config: std::sync::RwLock::new(config),
                 table: Mutex::new(Table::default()),
                 completed_docs: Mutex::new(None),
@@ -677,12 +684,13 @@ impl Scheduler {
         let (stop, stop_rx) = watch::channel(false);
         let scheduler = self.clone();
         let store = self.inner.store.clone();
+        let validators = self.inner.validators.clone();
         let spec = job.spec.clone();
         let progress = job.progress.clone();
         let job_id = id.to_string();
         tracing::info!(job = %id, source = %spec.source, target = %spec.target, "replication started");
         let task = tokio::spawn(async move {
-            let result = job::run(&store, &spec, stop_rx, &progress).await;
+            let result = job::run(&store, &spec, stop_rx, &progress, Some(&validators)).await;
             scheduler.exited(&job_id, generation, result);
         });
         push_event(job, EventKind::Started, max_history);

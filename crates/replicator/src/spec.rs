@@ -338,6 +338,9 @@ impl ReplicationSpec {
                 Some(name.clone())
             }
             Some(Value::String(name)) if name == "_doc_ids" || name == "_selector" => None,
+            // CouchDB's builtin filters (`_view` with a `view` parameter,
+            // `_design`) are the source's to run, as named ones.
+            Some(Value::String(name)) if name.starts_with('_') => Some(name.clone()),
             Some(_) => return Err(bad("`filter` must be a string `designdoc/filtername`")),
         };
         let query_params = match map.get("query_params") {

@@ -377,7 +377,7 @@ async fn write(
         Endpoint::Local { .. } => {
             let db = target.local().await?;
             let mut input = DocInput::from_json(doc)?;
-            if let Some(refusal) = target.design_refusal(&db, input.id.as_deref()).await? {
+            if let Some(refusal) = target.refusal(&db, &input).await? {
                 return Ok(Some(refusal));
             }
             for out in &outgoing {

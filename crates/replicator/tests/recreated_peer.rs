@@ -36,7 +36,7 @@ async fn a_recreated_source_stops_the_job_instead_of_skipping_its_data() {
         let spec = spec.clone();
         tokio::spawn(async move {
             let progress = Progress::default();
-            replicator::run(&store, &spec, stop, &progress).await
+            replicator::run(&store, &spec, stop, &progress, None).await
         })
     };
     // Caught up with a, b, c.
@@ -75,7 +75,7 @@ async fn a_recreated_source_stops_the_job_instead_of_skipping_its_data() {
         let spec = spec.clone();
         tokio::spawn(async move {
             let progress = Progress::default();
-            replicator::run(&store, &spec, stop, &progress).await
+            replicator::run(&store, &spec, stop, &progress, None).await
         })
     };
     let dst = store.db("dst").await.unwrap();

@@ -58,6 +58,14 @@ pub struct Config {
     /// application/javascript, application/json, application/xml). The
     /// compressed bytes' digest enters revision ids, as in CouchDB.
     pub compressible_types: String,
+    /// Threads running design-document JavaScript (validation functions,
+    /// filters, views), each with its own engine.
+    pub query_server_threads: usize,
+    /// Milliseconds one JavaScript function may run (CouchDB's
+    /// `os_process_timeout`: 5000).
+    pub os_process_timeout: u64,
+    /// Bytes of memory each query server thread's JavaScript engine may use.
+    pub query_server_memory: u64,
     /// `full` (the default, as CouchDB 3): every acknowledged write is
     /// fsynced and survives power loss, at the cost of an fsync per group
     /// commit; `normal`: acknowledged writes survive a crash of the process
@@ -331,6 +339,16 @@ impl Config {
         }
     }
 
+    /// The JavaScript query server's share of the configuration.
+    pub fn query_server_limits(&self) -> query_server::Limits {
+        query_server::Limits {
+            threads: self.query_server_threads,
+            timeout: std::time::Duration::from_millis(self.os_process_timeout),
+            memory: usize::try_from(self.query_server_memory).unwrap_or(usize::MAX),
+            ..Default::default()
+        }
+    }
+
     /// The replication scheduler's share of the configuration.
     pub fn scheduler_config(&self) -> replicator::SchedulerConfig {
         replicator::SchedulerConfig {
@@ -430,6 +448,9 @@ impl Config {
             );
         }
         for (name, value) in [
+            ("query_server_threads", self.query_server_threads as u64),
+            ("os_process_timeout", self.os_process_timeout),
+            ("query_server_memory", self.query_server_memory),
             ("max_attachment_size", self.max_attachment_size),
             ("max_document_id_length", self.max_document_id_length as u64),
             (
@@ -488,6 +509,9 @@ impl Default for Config {
             max_json_body_size: 64 << 20,
             max_attachment_size: 1 << 30,
             attachment_compression_level: store::AttachmentCompression::default().level,
+            query_server_threads: query_server::Limits::default().threads,
+            os_process_timeout: query_server::Limits::default().timeout.as_millis() as u64,
+            query_server_memory: query_server::Limits::default().memory as u64,
             compressible_types: store::DEFAULT_COMPRESSIBLE_TYPES.into(),
             max_document_id_length: limits.max_document_id_length,
             max_attachments_per_document: limits.max_attachments_per_document,

@@ -251,7 +251,10 @@ async fn serve(
     for system in store::name::SYSTEM_DATABASES {
         store.ensure_db(system).await?;
     }
-    let scheduler = replicator::Scheduler::new(store.clone(), config.scheduler_config());
+    let validators =
+        query_server::Validators::new(query_server::Engine::new(config.query_server_limits()));
+    let scheduler =
+        replicator::Scheduler::new(store.clone(), config.scheduler_config(), validators.clone());
     // The configuration API shows and keeps the admins as hashes, the
     // generated one too; the command line's admin stays apart from them.
     let mut config = config;
@@ -275,6 +278,7 @@ async fn serve(
         store.clone(),
         api_config_of(&config),
         scheduler.clone(),
+        validators,
     );
     let server_config = std::sync::Arc::new(node_config::ServerConfig::new(
         config.clone(),

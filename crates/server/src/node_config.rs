@@ -53,6 +53,7 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
     ),
     ("couchdb", "max_document_size", "max_document_size"),
     ("couchdb", "max_dbs_open", "max_dbs_open"),
+    ("couchdb", "os_process_timeout", "os_process_timeout"),
     ("couchdb", "default_security", "default_security"),
     ("couchdb", "max_attachment_size", "max_attachment_size"),
     (

@@ -95,7 +95,9 @@ pub async fn run(
     let progress = Progress::default();
     let started = Instant::now();
     let display = Display::new(std::io::stderr().is_terminal());
-    let run = replicator::run(&store, &spec, stop, &progress);
+    // Local targets obey their validation functions here too.
+    let validators = query_server::Validators::new(query_server::Engine::new(Default::default()));
+    let run = replicator::run(&store, &spec, stop, &progress, Some(&validators));
     tokio::pin!(run);
     let mut ticker = tokio::time::interval_at(
         tokio::time::Instant::now() + display.every(),

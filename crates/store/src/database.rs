@@ -547,6 +547,13 @@ impl Database {
         self.inner.uploads.fetch_sub(1, Ordering::AcqRel);
     }
 
+    /// A number that changes whenever a committed write (or purge) changed
+    /// a design document, unique in the process: what is derived from the
+    /// design documents (validation functions) can be cached under it.
+    pub fn design_generation(&self) -> u64 {
+        self.inner.writer.design_generation()
+    }
+
     /// Transactions the writer has committed since the database was opened:
     /// with group commit, far fewer than the writes it served.
     pub fn commit_count(&self) -> u64 {

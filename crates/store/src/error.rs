@@ -87,6 +87,9 @@ pub enum ErrorKind {
     Unauthorized,
     /// CouchDB's generic `error` (a malformed local revision, say).
     Error,
+    /// 500 `unknown_error`: a validation function threw something other
+    /// than `{forbidden}` or `{unauthorized}`.
+    UnknownError,
 }
 
 impl ErrorKind {
@@ -101,6 +104,7 @@ impl ErrorKind {
             ErrorKind::Forbidden => "forbidden",
             ErrorKind::Unauthorized => "unauthorized",
             ErrorKind::Error => "error",
+            ErrorKind::UnknownError => "unknown_error",
         }
     }
 }

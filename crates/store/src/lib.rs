@@ -34,6 +34,7 @@ mod local;
 pub mod name;
 mod purge;
 mod read;
+mod replaced;
 mod schema;
 pub mod selector;
 mod seq;
@@ -61,6 +62,7 @@ pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult
 pub use read::{
     BulkGetError, BulkGetRequest, BulkGetResult, DocJson, GetOptions, OpenRev, OpenRevs,
 };
+pub use replaced::Replaced;
 pub use schema::Durability;
 pub use seq::{MalformedSeq, Since};
 pub use server_uuid::ServerUuidError;

@@ -184,6 +184,9 @@ fn purge_doc(ctx: &mut WriteCtx<'_>, id: &str, revs: &[RevId]) -> Result<Vec<Rev
         return Ok(Vec::new());
     }
     let state = &mut *ctx.state;
+    if id.starts_with("_design/") {
+        state.design_changed = true;
+    }
     match stored.live_body_len {
         Some(len) => {
             state.doc_count -= 1;

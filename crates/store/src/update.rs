@@ -17,6 +17,9 @@ pub struct DocWriteResult {
     pub id: String,
     /// The revision written (or already present), or why this document was refused.
     pub result: Result<String, DocFailure>,
+    /// For a refused replicated document (`new_edits: false`): the revision
+    /// it carried, which CouchDB names in its error row.
+    pub refused_rev: Option<String>,
 }
 
 /// A document row as the writer needs it.
@@ -323,6 +326,14 @@ fn write_prepared(
             .id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        if id.starts_with("_design/") {
+            ctx.state.design_changed = true;
+        }
+        let named_rev = if new_edits {
+            None
+        } else {
+            doc.input.rev.clone()
+        };
         let result = if id.starts_with("_local/") {
             local::put_in_tx(ctx, &id, &doc.input)?
         } else if new_edits {
@@ -330,7 +341,15 @@ fn write_prepared(
         } else {
             replicated_edit(ctx, &id, doc)?
         };
-        results.push(DocWriteResult { id, result });
+        let refused_rev = match (&result, named_rev) {
+            (Err(_), Some(rev)) => Some(rev.to_string()),
+            _ => None,
+        };
+        results.push(DocWriteResult {
+            id,
+            result,
+            refused_rev,
+        });
     }
     Ok(results)
 }

@@ -40,6 +40,9 @@ pub(crate) struct DbState {
     pub external_size: i64,
     pub next_doc_key: i64,
     pub revs_limit: u32,
+    /// Set by a write that changed a design document (not stored): once
+    /// its group commits, the design generation moves.
+    pub design_changed: bool,
 }
 
 impl DbState {
@@ -72,6 +75,7 @@ impl DbState {
             external_size,
             next_doc_key,
             revs_limit,
+            design_changed: false,
         })
     }
 
@@ -269,6 +273,16 @@ struct Shared {
     /// database closes.
     seq_tx: Mutex<Option<watch::Sender<u64>>>,
     commits: AtomicU64,
+    /// See [`WriterHandle::design_generation`].
+    design_generation: AtomicU64,
+}
+
+/// Design generations, unique in the process: a database opened again
+/// never repeats one it had.
+static NEXT_DESIGN_GENERATION: AtomicU64 = AtomicU64::new(1);
+
+fn new_design_generation() -> u64 {
+    NEXT_DESIGN_GENERATION.fetch_add(1, Ordering::Relaxed)
 }
 
 /// Who holds the queue's receiving end.
@@ -304,6 +318,7 @@ impl WriterHandle {
                 thread: Mutex::new(ThreadState::Idle(rx)),
                 seq_tx: Mutex::new(Some(seq_tx)),
                 commits: AtomicU64::new(0),
+                design_generation: AtomicU64::new(new_design_generation()),
             }),
             seq_rx,
         }
@@ -431,6 +446,13 @@ impl WriterHandle {
     /// Whether a writer thread runs now.
     pub(crate) fn is_running(&self) -> bool {
         matches!(*lock(&self.shared.thread), ThreadState::Running)
+    }
+
+    /// A number that changes whenever a committed write changed a design
+    /// document: what is cached from design documents (validation
+    /// functions) stays good while it stays the same.
+    pub(crate) fn design_generation(&self) -> u64 {
+        self.shared.design_generation.load(Ordering::Acquire)
     }
 
     /// Transactions committed since the database was opened.
@@ -625,6 +647,13 @@ fn serve_group(
     .err();
     if commit_error.is_none() {
         shared.commits.fetch_add(1, Ordering::Relaxed);
+    }
+    if std::mem::take(&mut session.state.design_changed) {
+        // After the commit (or its failure): a reader that saw the old
+        // generation read the old design documents.
+        shared
+            .design_generation
+            .store(new_design_generation(), Ordering::Release);
     }
     if let Some(e) = &commit_error {
         tracing::error!(db = %db_name, error = %e, "group commit failed");

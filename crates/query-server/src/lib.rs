@@ -1,0 +1,227 @@
+//! The JavaScript query server: design-document functions run in embedded
+//! QuickJS, as CouchDB's query server runs them, on a bounded pool of
+//! threads of their own (never the async runtime's). A context per design
+//! document revision keeps its compiled functions; a call that throws,
+//! loops or exhausts memory becomes an error, never a crash.
+
+mod pool;
+mod sandbox;
+mod validation;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sandbox::Answer;
+pub use validation::{Refusal, ValidationError, Validators, new_doc_json};
+
+/// Limits of the pool and of every call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Worker threads, each with its own JavaScript runtime.
+    pub threads: usize,
+    /// How long one call may run (CouchDB's `os_process_timeout`, 5 s).
+    pub timeout: Duration,
+    /// Memory of one worker's runtime, in bytes.
+    pub memory: usize,
+    /// Design documents whose contexts a worker keeps.
+    pub contexts_per_thread: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            threads: 2,
+            timeout: Duration::from_secs(5),
+            memory: 256 << 20,
+            contexts_per_thread: 64,
+        }
+    }
+}
+
+/// A design document as its functions see it.
+#[derive(Debug, Clone)]
+pub struct DesignDoc {
+    /// The database it lives in: contexts are never shared between databases.
+    pub db: String,
+    pub id: String,
+    pub rev: String,
+    /// The whole document as JSON text (`_id` and `_rev` included).
+    pub json: Arc<str>,
+}
+
+/// Why a function gave no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsError {
+    /// The function threw, or could not be found or compiled: CouchDB's
+    /// `error` and `reason` (`not_found`, `compilation_error`,
+    /// `TypeError`...).
+    Runtime { error: String, reason: String },
+    /// It ran past the time limit.
+    Timeout(Duration),
+    /// It exhausted the memory of its runtime.
+    OutOfMemory,
+    /// The engine itself failed, or the pool is gone.
+    Internal(String),
+}
+
+impl std::fmt::Display for JsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JsError::Runtime { error, reason } => write!(f, "{error}: {reason}"),
+            JsError::Timeout(limit) => {
+                write!(f, "the function ran for more than {} ms", limit.as_millis())
+            }
+            JsError::OutOfMemory => f.write_str("the function ran out of memory"),
+            JsError::Internal(detail) => write!(f, "query server: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for JsError {}
+
+/// What `validate_doc_update` decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Accepted,
+    /// `throw({forbidden: reason})`: 403.
+    Forbidden(String),
+    /// `throw({unauthorized: reason})`: 401.
+    Unauthorized(String),
+    /// Anything else thrown: CouchDB's 500 `unknown_error`... as given.
+    Other(String),
+}
+
+/// The pool of JavaScript workers. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    pool: Arc<pool::Pool>,
+}
+
+impl Engine {
+    pub fn new(limits: Limits) -> Engine {
+        Engine {
+            pool: Arc::new(pool::Pool::new(limits)),
+        }
+    }
+
+    /// Runs the design document's `validate_doc_update` on a write.
+    /// `old_doc` is the revision the write replaces (`null` when none).
+    pub async fn validate(
+        &self,
+        ddoc: DesignDoc,
+        new_doc: String,
+        old_doc: Option<String>,
+        user_ctx: String,
+        sec_obj: String,
+    ) -> Result<Verdict, JsError> {
+        let old = old_doc.unwrap_or_else(|| "null".into());
+        match self
+            .pool
+            .call(ddoc, "validate", vec![new_doc, old, user_ctx, sec_obj])
+            .await?
+        {
+            Answer::Ok(_) => Ok(Verdict::Accepted),
+            Answer::Error(error, reason) => Err(JsError::Runtime { error, reason }),
+            Answer::Thrown(thrown) => Ok(verdict_of(thrown)),
+        }
+    }
+
+    /// Runs filter function `name` on documents (JSON texts) with the
+    /// request object: whether each passes.
+    pub async fn filter(
+        &self,
+        ddoc: DesignDoc,
+        name: &str,
+        docs: &[String],
+        req: String,
+    ) -> Result<Vec<bool>, JsError> {
+        let docs = json_array(docs);
+        let answer = self
+            .pool
+            .call(ddoc, "filter", vec![name.to_string(), docs, req])
+            .await?;
+        bools(answer)
+    }
+
+    /// `filter=_view`: whether the view's map function emits anything for
+    /// each document.
+    pub async fn filter_view(
+        &self,
+        ddoc: DesignDoc,
+        view: &str,
+        docs: &[String],
+    ) -> Result<Vec<bool>, JsError> {
+        let docs = json_array(docs);
+        let answer = self
+            .pool
+            .call(ddoc, "filterView", vec![view.to_string(), docs])
+            .await?;
+        bools(answer)
+    }
+}
+
+fn json_array(items: &[String]) -> String {
+    let mut out = String::with_capacity(items.iter().map(|d| d.len() + 1).sum::<usize>() + 2);
+    out.push('[');
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(item);
+    }
+    out.push(']');
+    out
+}
+
+fn bools(answer: Answer) -> Result<Vec<bool>, JsError> {
+    match answer {
+        Answer::Ok(serde_json::Value::Array(items)) => {
+            Ok(items.iter().map(|v| v.as_bool().unwrap_or(false)).collect())
+        }
+        Answer::Ok(other) => Err(JsError::Internal(format!(
+            "a filter answered {other} instead of a list"
+        ))),
+        Answer::Error(error, reason) => Err(JsError::Runtime { error, reason }),
+        Answer::Thrown(thrown) => Err(thrown_error(thrown)),
+    }
+}
+
+/// A thrown value as CouchDB reports it: `{error, reason}` objects keep
+/// their words, other values are an `unnamed_error`.
+fn thrown_error(thrown: serde_json::Value) -> JsError {
+    let field = |k: &str| thrown.get(k).map(text_of);
+    match (field("error"), field("reason")) {
+        (Some(error), Some(reason)) => JsError::Runtime { error, reason },
+        _ => JsError::Runtime {
+            error: "unnamed_error".into(),
+            reason: text_of(&thrown),
+        },
+    }
+}
+
+fn text_of(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// CouchDB's reading of what `validate_doc_update` threw: a one-member
+/// object names the refusal, a string is an unknown error.
+fn verdict_of(thrown: serde_json::Value) -> Verdict {
+    match thrown {
+        serde_json::Value::Object(map) if map.len() == 1 => {
+            let (key, value) = map.into_iter().next().unwrap_or_default();
+            let reason = text_of(&value);
+            match key.as_str() {
+                "forbidden" => Verdict::Forbidden(reason),
+                "unauthorized" => Verdict::Unauthorized(reason),
+                _ => Verdict::Other(reason),
+            }
+        }
+        other => Verdict::Other(text_of(&other)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,216 @@
+// The sandbox of one design document: the globals CouchDB's query server
+// gives design functions (emit, sum, log, toJSON, isArray, require...) and
+// the entry points Recliner calls. Entry points take and return JSON text
+// and never throw: the answer is {"ok": value}, {"error": [name, reason]}
+// (a JavaScript error, or CouchDB's ["error", name, reason] form) or
+// {"thrown": value} (anything else a function threw, such as
+// {forbidden: "..."} from validate_doc_update).
+
+var __couch = (function () {
+  var ddoc = null;
+  var compiled = {};
+  var modules = {};
+  var emitted = null;
+
+  function isError(e) {
+    return e !== null && typeof e === "object" && "name" in e && "message" in e && "stack" in e;
+  }
+
+  function answer(build) {
+    var result;
+    try {
+      result = { ok: build() };
+    } catch (e) {
+      if (isError(e)) {
+        result = { error: [String(e.name), String(e.message)] };
+      } else if (Array.isArray(e) && e.length === 3 && (e[0] === "error" || e[0] === "fatal")) {
+        result = { error: [String(e[1]), String(e[2])] };
+      } else {
+        result = { thrown: e === undefined ? null : e };
+      }
+    }
+    try {
+      return JSON.stringify(result);
+    } catch (e) {
+      return JSON.stringify({ error: ["unnamed_error", String(e)] });
+    }
+  }
+
+  function compile(source, label) {
+    if (typeof source !== "string") {
+      throw ["error", "not_found", "missing function " + label];
+    }
+    var fun;
+    try {
+      fun = (0, eval)("(" + source + "\n)");
+    } catch (e) {
+      throw ["error", "compilation_error", String(e) + " (" + source + ")"];
+    }
+    if (typeof fun !== "function") {
+      throw ["error", "compilation_error", "Expression does not eval to a function. (" + source + ")"];
+    }
+    return fun;
+  }
+
+  // The function at `path` (["filters", "name"]), compiled once.
+  function lookup(path) {
+    var key = path.join("\u0000");
+    if (compiled.hasOwnProperty(key)) {
+      return compiled[key];
+    }
+    var at = ddoc;
+    for (var i = 0; i < path.length; i++) {
+      at = at !== null && typeof at === "object" ? at[path[i]] : undefined;
+      if (at === undefined) {
+        throw ["error", "not_found",
+          "missing " + path[0] + " function " + path[path.length - 1] + " on design doc " + ddoc._id];
+      }
+    }
+    var fun = compile(at, path.join("."));
+    compiled[key] = fun;
+    return fun;
+  }
+
+  // CommonJS modules stored in the design document, by path from its root
+  // ("lib/util") or from the requiring module ("./util", "../other").
+  function resolve(name, from) {
+    var parts = name.split("/");
+    var at = parts[0] === "." || parts[0] === ".." ? from.slice(0, -1) : [];
+    for (var i = 0; i < parts.length; i++) {
+      if (parts[i] === "." || parts[i] === "") {
+        continue;
+      }
+      if (parts[i] === "..") {
+        if (at.length === 0) {
+          throw ["error", "invalid_require_path", "Object has no parent: " + name];
+        }
+        at.pop();
+      } else {
+        at.push(parts[i]);
+      }
+    }
+    var source = ddoc;
+    for (var j = 0; j < at.length; j++) {
+      source = source !== null && typeof source === "object" ? source[at[j]] : undefined;
+      if (source === undefined) {
+        throw ["error", "invalid_require_path", "Object has no property \"" + at[j] + "\" (require('" + name + "'))"];
+      }
+    }
+    if (typeof source !== "string") {
+      throw ["error", "invalid_require_path", "Must require a JavaScript string, not: " + typeof source];
+    }
+    return { id: at.join("/"), path: at, source: source };
+  }
+
+  function requireFrom(from) {
+    return function (name) {
+      var found = resolve(String(name), from);
+      if (modules.hasOwnProperty(found.id)) {
+        return modules[found.id].exports;
+      }
+      var module = { id: found.id, exports: {} };
+      // Registered before it runs: circular requires see the exports so far.
+      modules[found.id] = module;
+      try {
+        var body = (0, eval)("(function (module, exports, require) {" + found.source + "\n})");
+        body.call(module.exports, module, module.exports, requireFrom(found.path));
+      } catch (e) {
+        delete modules[found.id];
+        throw ["error", "compilation_error",
+          "Module require('" + name + "') raised error " + (isError(e) ? e.name + ": " + e.message : JSON.stringify(e))];
+      }
+      return module.exports;
+    };
+  }
+
+  return {
+    init: function (ddocJson) {
+      return answer(function () {
+        ddoc = JSON.parse(ddocJson);
+        return true;
+      });
+    },
+
+    // validate_doc_update(newDoc, oldDoc, userCtx, secObj), with the
+    // design document as `this`.
+    validate: function (newDoc, oldDoc, userCtx, secObj) {
+      return answer(function () {
+        var fun = lookup(["validate_doc_update"]);
+        fun.call(ddoc, JSON.parse(newDoc), JSON.parse(oldDoc), JSON.parse(userCtx), JSON.parse(secObj));
+        return 1;
+      });
+    },
+
+    // filters.name(doc, req) for each document: whether it passes.
+    filter: function (name, docs, req) {
+      return answer(function () {
+        var fun = lookup(["filters", name]);
+        var list = JSON.parse(docs);
+        var request = JSON.parse(req);
+        var passed = [];
+        for (var i = 0; i < list.length; i++) {
+          passed.push(fun.call(ddoc, list[i], request) ? true : false);
+        }
+        return passed;
+      });
+    },
+
+    // views.name.map(doc) for each document: whether it emits anything.
+    filterView: function (name, docs) {
+      return answer(function () {
+        var fun = lookup(["views", name, "map"]);
+        var list = JSON.parse(docs);
+        var passed = [];
+        for (var i = 0; i < list.length; i++) {
+          emitted = [];
+          try {
+            fun.call(ddoc, list[i]);
+            passed.push(emitted.length > 0);
+          } finally {
+            emitted = null;
+          }
+        }
+        return passed;
+      });
+    },
+
+    emit: function (key, value) {
+      if (emitted === null) {
+        throw new Error("emit() is only available in a map function");
+      }
+      emitted.push([key === undefined ? null : key, value === undefined ? null : value]);
+    },
+
+    require: function (name) {
+      return requireFrom([])(name);
+    }
+  };
+})();
+
+function emit(key, value) {
+  __couch.emit(key, value);
+}
+
+function sum(values) {
+  var total = 0;
+  for (var i = 0; i < values.length; i++) {
+    total += values[i];
+  }
+  return total;
+}
+
+function log(message) {
+  __couch_log(typeof message === "string" ? message : JSON.stringify(message));
+}
+
+function toJSON(value) {
+  return JSON.stringify(value);
+}
+
+function isArray(value) {
+  return Array.isArray(value);
+}
+
+function require(name) {
+  return __couch.require(name);
+}

@@ -1,0 +1,266 @@
+//! One JavaScript runtime per worker thread, and in it one context per
+//! design document revision: the document's functions see CouchDB's
+//! globals and nothing of other design documents. Every call runs under a
+//! deadline (the runtime's interrupt handler) and the runtime's memory limit.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use rquickjs::{Context, Ctx, Function, Runtime};
+
+use crate::{DesignDoc, JsError};
+
+const PRELUDE: &str = include_str!("prelude.js");
+
+/// What an entry point of the prelude answered.
+pub(crate) enum Answer {
+    Ok(serde_json::Value),
+    /// A JavaScript error or CouchDB's `["error", name, reason]`.
+    Error(String, String),
+    /// Any other value thrown.
+    Thrown(serde_json::Value),
+}
+
+/// The engine of one worker thread.
+pub(crate) struct Sandbox {
+    limits: crate::Limits,
+    runtime: Runtime,
+    contexts: HashMap<ContextKey, Entry>,
+    /// When the running call must stop, in nanoseconds since `epoch`; 0 for none.
+    deadline: Arc<AtomicU64>,
+    epoch: Instant,
+    uses: u64,
+}
+
+type ContextKey = (String, String, String);
+
+struct Entry {
+    context: Context,
+    last_use: u64,
+}
+
+impl Sandbox {
+    pub(crate) fn new(limits: crate::Limits) -> Result<Sandbox, JsError> {
+        let deadline = Arc::new(AtomicU64::new(0));
+        let epoch = Instant::now();
+        let runtime = new_runtime(&limits, deadline.clone(), epoch)?;
+        Ok(Sandbox {
+            limits,
+            runtime,
+            contexts: HashMap::new(),
+            deadline,
+            epoch,
+            uses: 0,
+        })
+    }
+
+    /// Calls `entry` of the prelude in the design document's context,
+    /// with JSON-text arguments.
+    pub(crate) fn call(
+        &mut self,
+        ddoc: &DesignDoc,
+        entry: &str,
+        args: Vec<String>,
+    ) -> Result<Answer, JsError> {
+        let key = (ddoc.db.clone(), ddoc.id.clone(), ddoc.rev.clone());
+        if !self.contexts.contains_key(&key) {
+            let context = self.open(ddoc)?;
+            self.evict_one_if_full();
+            self.contexts.insert(
+                key.clone(),
+                Entry {
+                    context,
+                    last_use: 0,
+                },
+            );
+        }
+        self.uses += 1;
+        let Some(entry_ref) = self.contexts.get_mut(&key) else {
+            return Err(JsError::Internal(
+                "a design document's context vanished".into(),
+            ));
+        };
+        entry_ref.last_use = self.uses;
+        let context = entry_ref.context.clone();
+        let outcome = self.timed(|| {
+            context.with(|ctx| -> Result<String, JsError> {
+                let couch: rquickjs::Object = ctx.globals().get("__couch").map_err(internal)?;
+                let fun: Function = couch.get(entry).map_err(internal)?;
+                let args: Vec<rquickjs::Value> = args
+                    .into_iter()
+                    .map(|a| rquickjs::String::from_str(ctx.clone(), &a).map(|s| s.into_value()))
+                    .collect::<Result<_, _>>()
+                    .map_err(internal)?;
+                let mut call_args = rquickjs::function::Args::new(ctx.clone(), args.len());
+                call_args.push_args(args).map_err(internal)?;
+                fun.call_arg::<String>(call_args)
+                    .map_err(|e| uncaught(&ctx, e))
+            })
+        });
+        // Memory running out inside a function reaches the prelude's
+        // handler as an ordinary error: it is the runtime's failure all the same.
+        let outcome = outcome.and_then(|text| match parse_answer(&text)? {
+            Answer::Error(name, reason)
+                if name == "InternalError" && reason.contains("out of memory") =>
+            {
+                Err(JsError::OutOfMemory)
+            }
+            answer => Ok(answer),
+        });
+        match outcome {
+            Ok(answer) => Ok(answer),
+            Err(e) => {
+                // The context may be half way through anything: start afresh.
+                self.contexts.remove(&key);
+                if matches!(e, JsError::OutOfMemory) {
+                    self.reset()?;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// A new context for a design document, with the prelude and the document.
+    fn open(&mut self, ddoc: &DesignDoc) -> Result<Context, JsError> {
+        let context = Context::full(&self.runtime).map_err(internal)?;
+        let loaded = self.timed(|| {
+            context.with(|ctx| -> Result<String, JsError> {
+                let log = Function::new(ctx.clone(), {
+                    let id = ddoc.id.clone();
+                    move |message: String| {
+                        tracing::info!(target: "query_server", ddoc = %id, "{message}");
+                    }
+                })
+                .map_err(internal)?;
+                ctx.globals().set("__couch_log", log).map_err(internal)?;
+                ctx.eval::<(), _>(PRELUDE).map_err(|e| uncaught(&ctx, e))?;
+                let couch: rquickjs::Object = ctx.globals().get("__couch").map_err(internal)?;
+                let init: Function = couch.get("init").map_err(internal)?;
+                init.call::<_, String>((ddoc.json.to_string(),))
+                    .map_err(|e| uncaught(&ctx, e))
+            })
+        })?;
+        match parse_answer(&loaded)? {
+            Answer::Ok(_) => Ok(context),
+            Answer::Error(name, reason) => Err(JsError::Runtime {
+                error: name,
+                reason,
+            }),
+            Answer::Thrown(value) => Err(JsError::Runtime {
+                error: "invalid_design_doc".into(),
+                reason: value.to_string(),
+            }),
+        }
+    }
+
+    /// Runs `work` under the call deadline; an interrupted call is a timeout.
+    fn timed<T>(&self, work: impl FnOnce() -> Result<T, JsError>) -> Result<T, JsError> {
+        let until = self.epoch.elapsed() + self.limits.timeout;
+        self.deadline
+            .store(until.as_nanos().max(1) as u64, Ordering::Relaxed);
+        let result = work();
+        self.deadline.store(0, Ordering::Relaxed);
+        match result {
+            Err(JsError::Internal(_) | JsError::Runtime { .. })
+                if self.epoch.elapsed() >= until =>
+            {
+                Err(JsError::Timeout(self.limits.timeout))
+            }
+            other => other,
+        }
+    }
+
+    fn evict_one_if_full(&mut self) {
+        if self.contexts.len() < self.limits.contexts_per_thread.max(1) {
+            return;
+        }
+        if let Some(oldest) = self
+            .contexts
+            .iter()
+            .min_by_key(|(_, e)| e.last_use)
+            .map(|(k, _)| k.clone())
+        {
+            self.contexts.remove(&oldest);
+        }
+    }
+
+    /// Drops every context and the runtime, after the memory ran out.
+    fn reset(&mut self) -> Result<(), JsError> {
+        self.contexts.clear();
+        self.runtime = new_runtime(&self.limits, self.deadline.clone(), self.epoch)?;
+        Ok(())
+    }
+}
+
+fn new_runtime(
+    limits: &crate::Limits,
+    deadline: Arc<AtomicU64>,
+    epoch: Instant,
+) -> Result<Runtime, JsError> {
+    let runtime = Runtime::new().map_err(internal)?;
+    runtime.set_memory_limit(limits.memory);
+    runtime.set_max_stack_size(MAX_JS_STACK);
+    runtime.set_interrupt_handler(Some(Box::new(move || {
+        let until = deadline.load(Ordering::Relaxed);
+        until != 0 && epoch.elapsed().as_nanos() as u64 >= until
+    })));
+    Ok(runtime)
+}
+
+/// JavaScript's stack, well inside the worker thread's own (see `pool`).
+const MAX_JS_STACK: usize = 1 << 20;
+
+/// The worker threads' stack size: room for `MAX_JS_STACK` and the engine.
+pub(crate) const THREAD_STACK: usize = 8 << 20;
+
+fn internal(e: rquickjs::Error) -> JsError {
+    match e {
+        rquickjs::Error::Allocation => JsError::OutOfMemory,
+        other => JsError::Internal(other.to_string()),
+    }
+}
+
+/// An exception that escaped the prelude: only what it cannot catch (an
+/// interrupted call, memory exhausted, a stack overflow in its own code).
+fn uncaught(ctx: &Ctx<'_>, e: rquickjs::Error) -> JsError {
+    if !matches!(e, rquickjs::Error::Exception) {
+        return internal(e);
+    }
+    let caught = ctx.catch();
+    let text = caught
+        .as_exception()
+        .map(|ex| ex.message().unwrap_or_else(|| "uncaught exception".into()))
+        .or_else(|| caught.as_string().and_then(|s| s.to_string().ok()))
+        .unwrap_or_else(|| "uncaught exception".into());
+    if text.contains("out of memory") {
+        JsError::OutOfMemory
+    } else {
+        JsError::Internal(text)
+    }
+}
+
+fn parse_answer(text: &str) -> Result<Answer, JsError> {
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| JsError::Internal(format!("the query server answered no JSON: {e}")))?;
+    let serde_json::Value::Object(mut map) = value else {
+        return Err(JsError::Internal(
+            "the query server answered no object".into(),
+        ));
+    };
+    if let Some(ok) = map.remove("ok") {
+        return Ok(Answer::Ok(ok));
+    }
+    if let Some(serde_json::Value::Array(pair)) = map.remove("error") {
+        let text = |i: usize| match pair.get(i) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        return Ok(Answer::Error(text(0), text(1)));
+    }
+    Ok(Answer::Thrown(
+        map.remove("thrown").unwrap_or(serde_json::Value::Null),
+    ))
+}

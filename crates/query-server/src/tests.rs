@@ -1,0 +1,269 @@
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::*;
+
+fn ddoc(db: &str, body: Value) -> DesignDoc {
+    let id = body["_id"].as_str().unwrap_or("_design/t").to_string();
+    DesignDoc {
+        db: db.into(),
+        id,
+        rev: body["_rev"].as_str().unwrap_or("1-a").to_string(),
+        json: body.to_string().into(),
+    }
+}
+
+fn engine() -> Engine {
+    Engine::new(Limits {
+        threads: 2,
+        timeout: Duration::from_millis(300),
+        memory: 32 << 20,
+        contexts_per_thread: 4,
+    })
+}
+
+const VDU: &str = r#"function (newDoc, oldDoc, userCtx, secObj) {
+    if (newDoc.forbid) throw({forbidden: "no " + newDoc.forbid});
+    if (newDoc.who && userCtx.name !== newDoc.who) throw({unauthorized: "only " + newDoc.who});
+    if (newDoc.odd) throw({odd: "an odd refusal"});
+    if (newDoc.text) throw("plain text");
+    if (newDoc.bug) return newDoc.missing.field;
+    if (oldDoc && oldDoc.locked) throw({forbidden: "locked by " + secObj.admins.names[0]});
+    if (this._id !== "_design/v") throw({forbidden: "this is not the design document"});
+}"#;
+
+async fn validate(e: &Engine, new_doc: Value, old_doc: Option<Value>) -> Result<Verdict, JsError> {
+    e.validate(
+        ddoc(
+            "db",
+            json!({"_id": "_design/v", "validate_doc_update": VDU}),
+        ),
+        new_doc.to_string(),
+        old_doc.map(|d| d.to_string()),
+        json!({"db": "db", "name": "bob", "roles": []}).to_string(),
+        json!({"admins": {"names": ["alice"]}}).to_string(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn validate_doc_update_answers_as_couchdb_reads_it() {
+    let e = engine();
+    assert_eq!(
+        validate(&e, json!({"_id": "a"}), None).await,
+        Ok(Verdict::Accepted)
+    );
+    assert_eq!(
+        validate(&e, json!({"forbid": "x"}), None).await,
+        Ok(Verdict::Forbidden("no x".into()))
+    );
+    assert_eq!(
+        validate(&e, json!({"who": "carol"}), None).await,
+        Ok(Verdict::Unauthorized("only carol".into()))
+    );
+    assert_eq!(
+        validate(&e, json!({"who": "bob"}), None).await,
+        Ok(Verdict::Accepted)
+    );
+    assert_eq!(
+        validate(&e, json!({"odd": 1}), None).await,
+        Ok(Verdict::Other("an odd refusal".into()))
+    );
+    assert_eq!(
+        validate(&e, json!({"text": 1}), None).await,
+        Ok(Verdict::Other("plain text".into()))
+    );
+    assert_eq!(
+        validate(&e, json!({}), Some(json!({"locked": true}))).await,
+        Ok(Verdict::Forbidden("locked by alice".into()))
+    );
+    match validate(&e, json!({"bug": 1}), None).await {
+        Err(JsError::Runtime { error, .. }) => assert_eq!(error, "TypeError"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn missing_and_broken_functions_get_couchdbs_errors() {
+    let e = engine();
+    let none = ddoc("db", json!({"_id": "_design/none"}));
+    match e.filter(none, "f", &["{}".into()], "{}".into()).await {
+        Err(JsError::Runtime { error, reason }) => {
+            assert_eq!(error, "not_found");
+            assert_eq!(
+                reason,
+                "missing filters function f on design doc _design/none"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let broken = ddoc(
+        "db",
+        json!({"_id": "_design/broken", "filters": {"f": "function (doc { return true; }", "g": "42"}}),
+    );
+    for name in ["f", "g"] {
+        match e
+            .filter(broken.clone(), name, &["{}".into()], "{}".into())
+            .await
+        {
+            Err(JsError::Runtime { error, .. }) => assert_eq!(error, "compilation_error"),
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn filters_see_each_document_and_the_request() {
+    let e = engine();
+    let d = ddoc(
+        "db",
+        json!({"_id": "_design/f", "filters": {
+            "by_type": "function (doc, req) { return doc.type === req.query.type; }",
+            "truthy": "function (doc) { return doc.n; }"
+        }}),
+    );
+    let docs: Vec<String> = [json!({"type": "a", "n": 0}), json!({"type": "b", "n": 2})]
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    let req = json!({"query": {"type": "b"}}).to_string();
+    assert_eq!(
+        e.filter(d.clone(), "by_type", &docs, req).await,
+        Ok(vec![false, true])
+    );
+    assert_eq!(
+        e.filter(d, "truthy", &docs, "{}".into()).await,
+        Ok(vec![false, true])
+    );
+}
+
+#[tokio::test]
+async fn a_view_filter_passes_documents_that_emit() {
+    let e = engine();
+    let d = ddoc(
+        "db",
+        json!({"_id": "_design/v", "views": {"evens": {
+            "map": "function (doc) { if (doc.n % 2 === 0) { emit(doc.n, null); } }"
+        }}}),
+    );
+    let docs: Vec<String> = (0..4).map(|n| json!({ "n": n }).to_string()).collect();
+    assert_eq!(
+        e.filter_view(d, "evens", &docs).await,
+        Ok(vec![true, false, true, false])
+    );
+}
+
+#[tokio::test]
+async fn commonjs_modules_load_from_the_design_document() {
+    let e = engine();
+    let d = ddoc(
+        "db",
+        json!({"_id": "_design/m",
+            "lib": {
+                "kinds": "exports.wanted = require('./words').list;",
+                "words": "exports.list = ['keep'];"
+            },
+            "filters": {"f": "function (doc) { return require('lib/kinds').wanted.indexOf(doc.kind) >= 0; }",
+                        "bad": "function (doc) { return require('lib/nothing'); }"}}),
+    );
+    let docs = vec![
+        json!({"kind": "keep"}).to_string(),
+        json!({"kind": "drop"}).to_string(),
+    ];
+    assert_eq!(
+        e.filter(d.clone(), "f", &docs, "{}".into()).await,
+        Ok(vec![true, false])
+    );
+    match e.filter(d, "bad", &docs, "{}".into()).await {
+        Err(JsError::Runtime { error, .. }) => assert_eq!(error, "invalid_require_path"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_function_that_never_ends_times_out_and_the_engine_goes_on() {
+    let e = engine();
+    let d = ddoc(
+        "db",
+        json!({"_id": "_design/loop", "filters": {
+            "forever": "function (doc) { while (true) {} }",
+            "fine": "function (doc) { return true; }"
+        }}),
+    );
+    let started = Instant::now();
+    let result = e
+        .filter(d.clone(), "forever", &["{}".into()], "{}".into())
+        .await;
+    assert_eq!(result, Err(JsError::Timeout(Duration::from_millis(300))));
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        e.filter(d, "fine", &["{}".into()], "{}".into()).await,
+        Ok(vec![true])
+    );
+}
+
+#[tokio::test]
+async fn a_function_that_exhausts_memory_fails_and_the_engine_goes_on() {
+    let e = engine();
+    let d = ddoc(
+        "db",
+        json!({"_id": "_design/mem", "filters": {
+            "hog": "function (doc) { var a = []; while (true) { a.push(new Array(100000).fill(1)); } }",
+            "fine": "function (doc) { return true; }"
+        }}),
+    );
+    assert_eq!(
+        e.filter(d.clone(), "hog", &["{}".into()], "{}".into())
+            .await,
+        Err(JsError::OutOfMemory)
+    );
+    assert_eq!(
+        e.filter(d, "fine", &["{}".into()], "{}".into()).await,
+        Ok(vec![true])
+    );
+}
+
+#[tokio::test]
+async fn design_documents_share_no_globals_and_reach_no_io() {
+    let e = engine();
+    let writer = ddoc(
+        "db",
+        json!({"_id": "_design/a", "filters": {"f": "function (doc) { leaked = 1; return true; }"}}),
+    );
+    let reader = ddoc(
+        "db",
+        json!({"_id": "_design/b", "filters": {"f": "function (doc) { return typeof leaked !== 'undefined'; }",
+            "io": "function (doc) { return typeof setTimeout !== 'undefined' || typeof std !== 'undefined' || typeof os !== 'undefined' || typeof fetch !== 'undefined'; }"}}),
+    );
+    let one = vec!["{}".to_string()];
+    for _ in 0..4 {
+        assert_eq!(
+            e.filter(writer.clone(), "f", &one, "{}".into()).await,
+            Ok(vec![true])
+        );
+        assert_eq!(
+            e.filter(reader.clone(), "f", &one, "{}".into()).await,
+            Ok(vec![false])
+        );
+    }
+    assert_eq!(
+        e.filter(reader, "io", &one, "{}".into()).await,
+        Ok(vec![false])
+    );
+}
+
+#[tokio::test]
+async fn the_builtins_couchdb_gives_are_there() {
+    let e = engine();
+    let d = ddoc(
+        "db",
+        json!({"_id": "_design/g", "filters": {"f": "function (doc) { log({seen: doc}); return sum([1, 2, 3]) === 6 && isArray([]) && toJSON({a: 1}) === '{\"a\":1}' && this._id === '_design/g'; }"}}),
+    );
+    assert_eq!(
+        e.filter(d, "f", &["{}".into()], "{}".into()).await,
+        Ok(vec![true])
+    );
+}

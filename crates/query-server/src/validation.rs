@@ -1,0 +1,239 @@
+//! `validate_doc_update` on writes, as CouchDB runs it: every design
+//! document of the database that has one judges every document written
+//! (interactive or replicated, by anyone, admins included), except design
+//! and local documents, with the revision the write replaces, the writer's
+//! user context and the database's security object.
+
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+use store::{AllDocsQuery, AttachmentInput, Database, DocInput, Replaced, StoreError};
+
+use crate::{DesignDoc, Engine, JsError, Verdict};
+
+/// The validation functions of each database, cached until a design
+/// document of it changes (its design generation moves).
+#[derive(Debug, Clone)]
+pub struct Validators {
+    engine: Engine,
+    cache: Arc<Mutex<FunctionsByDb>>,
+}
+
+/// Per database name: the design generation read, and what was found.
+type FunctionsByDb = HashMap<String, (u64, Arc<Vec<DesignDoc>>)>;
+
+/// Why a write was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// `{forbidden: reason}`: 403.
+    Forbidden(String),
+    /// `{unauthorized: reason}`: 401.
+    Unauthorized(String),
+    /// Anything else the function threw: CouchDB's `unknown_error`.
+    Other(String),
+}
+
+/// Why validation could not decide.
+#[derive(Debug)]
+pub enum ValidationError {
+    Store(StoreError),
+    Script(JsError),
+}
+
+impl From<StoreError> for ValidationError {
+    fn from(e: StoreError) -> ValidationError {
+        ValidationError::Store(e)
+    }
+}
+
+impl Validators {
+    pub fn new(engine: Engine) -> Validators {
+        Validators {
+            engine,
+            cache: Arc::default(),
+        }
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The design documents of `database` that have a validation function.
+    pub async fn of(&self, database: &Database) -> Result<Arc<Vec<DesignDoc>>, StoreError> {
+        let generation = database.design_generation();
+        let name = database.name().to_string();
+        if let Some((seen, found)) = self.lock().get(&name)
+            && *seen == generation
+        {
+            return Ok(found.clone());
+        }
+        let page = database
+            .all_docs(AllDocsQuery {
+                start: Bound::Included("_design/".into()),
+                end: Bound::Excluded("_design0".into()),
+                include_docs: true,
+                ..Default::default()
+            })
+            .await?;
+        let mut found = Vec::new();
+        for row in page.rows {
+            let Some(doc) = row.doc else { continue };
+            let text = doc.into_string();
+            let has_function = serde_json::from_str::<Value>(&text)
+                .ok()
+                .is_some_and(|v| v.get("validate_doc_update").is_some_and(Value::is_string));
+            if has_function {
+                found.push(DesignDoc {
+                    db: name.clone(),
+                    id: row.id,
+                    rev: row.rev.to_string(),
+                    json: text.into(),
+                });
+            }
+        }
+        let found = Arc::new(found);
+        self.lock().insert(name, (generation, found.clone()));
+        Ok(found)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, FunctionsByDb> {
+        self.cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Runs every validation function of the database on `doc`; the first
+    /// refusal wins. `user_ctx` and `sec_obj` are JSON texts.
+    pub async fn check(
+        &self,
+        database: &Database,
+        functions: &[DesignDoc],
+        doc: &DocInput,
+        new_edits: bool,
+        user_ctx: &str,
+        sec_obj: &str,
+    ) -> Result<Result<(), Refusal>, ValidationError> {
+        if functions.is_empty() || !is_validated(doc) {
+            return Ok(Ok(()));
+        }
+        let old = match database.replaced_revision(doc, new_edits).await? {
+            Replaced::NoChange => return Ok(Ok(())),
+            Replaced::Nothing => None,
+            Replaced::Doc(json) => Some(json.into_string()),
+        };
+        let new_doc = new_doc_json(doc).to_string();
+        for ddoc in functions {
+            let verdict = self
+                .engine
+                .validate(
+                    ddoc.clone(),
+                    new_doc.clone(),
+                    old.clone(),
+                    user_ctx.to_string(),
+                    sec_obj.to_string(),
+                )
+                .await
+                .map_err(ValidationError::Script)?;
+            let refusal = match verdict {
+                Verdict::Accepted => continue,
+                Verdict::Forbidden(reason) => Refusal::Forbidden(reason),
+                Verdict::Unauthorized(reason) => Refusal::Unauthorized(reason),
+                Verdict::Other(reason) => Refusal::Other(reason),
+            };
+            return Ok(Err(refusal));
+        }
+        Ok(Ok(()))
+    }
+}
+
+/// Design and local documents are not judged by validation functions.
+fn is_validated(doc: &DocInput) -> bool {
+    !doc.id
+        .as_deref()
+        .is_some_and(|id| id.starts_with("_design/") || id.starts_with("_local/"))
+}
+
+/// The document as a validation function receives it (`newDoc`): its
+/// body, `_id`, `_rev` and `_revisions` as sent, `_deleted`, and its
+/// attachments as stubs.
+pub fn new_doc_json(doc: &DocInput) -> Value {
+    let mut out = Map::new();
+    if let Some(id) = &doc.id {
+        out.insert("_id".into(), Value::String(id.clone()));
+    }
+    if let Some(rev) = &doc.rev {
+        out.insert("_rev".into(), Value::String(rev.to_string()));
+    }
+    for (k, v) in &doc.body {
+        out.insert(k.clone(), v.clone());
+    }
+    if doc.deleted {
+        out.insert("_deleted".into(), Value::Bool(true));
+    }
+    if let Some(path) = &doc.revisions {
+        out.insert(
+            "_revisions".into(),
+            serde_json::json!({
+                "start": path.start(),
+                "ids": path.ids().iter().map(|h| h.to_string()).collect::<Vec<_>>(),
+            }),
+        );
+    } else if let Some(rev) = &doc.rev {
+        out.insert(
+            "_revisions".into(),
+            serde_json::json!({"start": rev.pos(), "ids": [rev.hash().to_string()]}),
+        );
+    }
+    if !doc.attachments.is_empty() {
+        let atts: Map<String, Value> = doc
+            .attachments
+            .iter()
+            .map(|(name, att)| (name.clone(), stub_of(att)))
+            .collect();
+        out.insert("_attachments".into(), Value::Object(atts));
+    }
+    Value::Object(out)
+}
+
+fn stub_of(att: &AttachmentInput) -> Value {
+    let mut m = Map::new();
+    let (content_type, length, revpos) = match att {
+        AttachmentInput::Stub { revpos, .. } => (None, None, *revpos),
+        AttachmentInput::Inline {
+            content_type,
+            data,
+            revpos,
+        } => (Some(content_type), Some(data.len() as u64), *revpos),
+        AttachmentInput::InlineGzip {
+            content_type,
+            length,
+            revpos,
+            ..
+        } => (Some(content_type), Some(*length), *revpos),
+        AttachmentInput::Follows {
+            content_type,
+            length,
+            revpos,
+            ..
+        } => (Some(content_type), *length, *revpos),
+        AttachmentInput::Staged {
+            content_type,
+            length,
+            revpos,
+            ..
+        } => (Some(content_type), Some(*length), *revpos),
+    };
+    if let Some(content_type) = content_type {
+        m.insert("content_type".into(), Value::String(content_type.clone()));
+    }
+    if let Some(revpos) = revpos {
+        m.insert("revpos".into(), Value::from(revpos));
+    }
+    if let Some(length) = length {
+        m.insert("length".into(), Value::from(length));
+    }
+    m.insert("stub".into(), Value::Bool(true));
+    Value::Object(m)
+}
