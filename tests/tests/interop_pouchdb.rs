@@ -137,6 +137,14 @@ fn pouchdb_live_sync_both_ways() {
     run_script("pouchdb_live_sync.js");
 }
 
+/// PouchDB with design functions: pulls through a filter function (with
+/// query_params) and `filter: '_view'`, filtered `changes()`, and a push
+/// that validate_doc_update refuses in part.
+#[test]
+fn pouchdb_filters_and_validation() {
+    run_script("pouchdb_design.js");
+}
+
 /// PouchDB's HTTP adapter used directly: CRUD, bulkDocs conflicts, allDocs
 /// with keys, changes (one-shot, doc_ids, live), attachments, revsDiff,
 /// bulkGet, `_local` docs.

@@ -287,3 +287,53 @@ async fn a_function_that_never_ends_times_out_and_the_server_goes_on() {
     assert_eq!(admin.get("/db/spin").await.status, 404);
     assert_eq!(admin.get("/").await.status, 200);
 }
+
+#[tokio::test]
+async fn a_bulk_body_too_large_for_memory_is_judged_too() {
+    let data = TempDir::new("vdu-large-bulk");
+    let server = TestServer::start(data.path(), &[]);
+    let admin = Client::new(&server);
+    setup(&admin, "db").await;
+    // Over the 8 MiB a `_bulk_docs` body is decoded from memory.
+    let pad = "x".repeat(8 * 1024);
+    let docs: Vec<Value> = (0..1200)
+        .map(|i| {
+            if i % 100 == 7 {
+                json!({"_id": format!("big{i:04}"), "pad": pad})
+            } else {
+                json!({"_id": format!("big{i:04}"), "author": "admin", "pad": pad})
+            }
+        })
+        .collect();
+    let body = json!({ "docs": docs }).to_string();
+    assert!(body.len() > 8 << 20);
+    let reply = admin
+        .send_bytes(
+            "POST",
+            "/db/_bulk_docs",
+            body.into_bytes(),
+            "application/json",
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        201,
+        "{}",
+        &reply.text[..reply.text.len().min(300)]
+    );
+    let rows = reply.json();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 1200);
+    let refused: Vec<&Value> = rows.iter().filter(|r| r.get("error").is_some()).collect();
+    assert_eq!(refused.len(), 12);
+    assert!(
+        refused
+            .iter()
+            .all(|r| r["error"] == "forbidden" && r["reason"] == "documents need an author")
+    );
+    assert_eq!(rows[7]["id"], "big0007");
+    assert_eq!(rows[7]["error"], "forbidden");
+    assert_eq!(rows[8]["ok"], true);
+    assert_eq!(admin.get("/db/big0007").await.status, 404);
+    assert_eq!(admin.get("/db/big0008").await.status, 200);
+}

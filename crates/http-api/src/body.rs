@@ -400,15 +400,24 @@ pub(crate) async fn bulk_docs_from_file(
                         Ok(doc)
                     });
                 at += 1;
-                // Large bodies are never `_users` documents (see
-                // `Writer::needs_stored_state`): only design documents are gated.
-                if let Ok(doc) = &doc
-                    && let Err(failure) = writer.check_streamed(doc)
-                {
-                    refused.push((at - 1, crate::db::refusal_row(doc, failure)));
-                    continue;
-                }
-                return Some(doc);
+                let checked = match doc {
+                    Ok(doc) if writer.needs_stored_state() => {
+                        check_on_runtime(&handle, &writer, &database, doc, survey.new_edits)
+                    }
+                    Ok(doc) => {
+                        let verdict = writer.check_streamed(&doc);
+                        Ok((doc, verdict))
+                    }
+                    Err(e) => Err(e),
+                };
+                return Some(match checked {
+                    Ok((doc, Ok(()))) => Ok(doc),
+                    Ok((doc, Err(failure))) => {
+                        refused.push((at - 1, crate::db::refusal_row(&doc, failure)));
+                        continue;
+                    }
+                    Err(e) => Err(e),
+                });
             }
         });
         let results = handle
@@ -421,6 +430,29 @@ pub(crate) async fn bulk_docs_from_file(
     })
     .await
     .map_err(|e| ApiError::Internal(format!("writing a bulk body: {e}")))?
+}
+
+/// [`crate::access::Writer::check`] (the stored revision, validation
+/// functions, `_users` password hashing) for a document of a streamed bulk
+/// write, from the blocking thread that decodes the body while the write
+/// runs: the check runs on the runtime and this thread waits for it.
+fn check_on_runtime(
+    handle: &tokio::runtime::Handle,
+    writer: &crate::access::Writer,
+    database: &Database,
+    doc: DocInput,
+    new_edits: bool,
+) -> Result<(DocInput, Result<(), store::DocFailure>), ApiError> {
+    let (answer, answered) = std::sync::mpsc::channel();
+    let (writer, database) = (writer.clone(), database.clone());
+    handle.spawn(async move {
+        let mut doc = doc;
+        let verdict = writer.check(&database, &mut doc, new_edits).await;
+        let _ = answer.send(verdict.map(|v| (doc, v)));
+    });
+    answered
+        .recv()
+        .map_err(|_| ApiError::Internal("a document check ended without an answer".into()))?
 }
 
 /// What the first pass over a `_bulk_docs` body found.

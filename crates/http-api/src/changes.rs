@@ -43,38 +43,10 @@ enum Filter {
     /// `filter=_design`: design documents only.
     Design,
     /// `filter=_selector`: documents matching a Mango selector.
-    Selector(store::selector::Selector),
+    Selector(query::selector::Selector),
     /// `filter=ddoc/name` or `filter=_view`: a design document's function
     /// decides, a page of documents at a time.
-    Script(ScriptFilter),
-}
-
-/// A filter function, or a view's map function used as one.
-#[derive(Debug, Clone)]
-struct ScriptFilter {
-    engine: query_server::Engine,
-    ddoc: query_server::DesignDoc,
-    name: String,
-    /// The request object filter functions receive; `None` for a view.
-    req: Option<String>,
-}
-
-impl ScriptFilter {
-    /// Whether each document (JSON text) passes.
-    async fn passes(&self, docs: &[String]) -> Result<Vec<bool>, query_server::JsError> {
-        match &self.req {
-            Some(req) => {
-                self.engine
-                    .filter(self.ddoc.clone(), &self.name, docs, req.clone())
-                    .await
-            }
-            None => {
-                self.engine
-                    .filter_view(self.ddoc.clone(), &self.name, docs)
-                    .await
-            }
-        }
-    }
+    Script(query_server::DocFilter),
 }
 
 impl Filter {
@@ -238,7 +210,7 @@ pub(crate) async fn changes(
                     "Selector error: expected a JSON object",
                 ));
             };
-            let selector = store::selector::Selector::parse(selector)
+            let selector = query::selector::Selector::parse(selector)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
             filter = Filter::Selector(selector);
         }
@@ -253,7 +225,7 @@ pub(crate) async fn changes(
             let ddoc =
                 crate::design::runnable(&database, ddoc, crate::design::Section::Views, name)
                     .await?;
-            filter = Filter::Script(ScriptFilter {
+            filter = Filter::Script(query_server::DocFilter {
                 engine: state.validators.engine().clone(),
                 ddoc,
                 name: name.to_string(),
@@ -278,7 +250,7 @@ pub(crate) async fn changes(
                 body: (method == Method::POST).then(|| Value::Object(body.clone()).to_string()),
             })
             .await?;
-            filter = Filter::Script(ScriptFilter {
+            filter = Filter::Script(query_server::DocFilter {
                 engine: state.validators.engine().clone(),
                 ddoc,
                 name: name.to_string(),

@@ -260,11 +260,6 @@ pub(crate) async fn bulk_docs(
     .await?
     {
         crate::body::Spooled::Memory(bytes) => bytes,
-        // Each `_users` document is checked against its stored revision
-        // (see below): a body too large for memory is no user sign-up.
-        crate::body::Spooled::File(_) if writer.needs_stored_state() => {
-            return Err(ApiError::RequestTooLarge);
-        }
         crate::body::Spooled::File(file) => {
             let (results, new_edits) =
                 crate::body::bulk_docs_from_file(&state, &database, &writer, file).await?;

@@ -160,6 +160,36 @@ impl Engine {
     }
 }
 
+/// A filter function (`filters.name`), or a view's map function used as
+/// one (`filter=_view`, `req` then `None`), ready to judge pages of documents.
+#[derive(Debug, Clone)]
+pub struct DocFilter {
+    pub engine: Engine,
+    pub ddoc: DesignDoc,
+    /// The filter's name, or the view's.
+    pub name: String,
+    /// The request object a filter function receives (JSON text).
+    pub req: Option<String>,
+}
+
+impl DocFilter {
+    /// Whether each document (JSON text) passes.
+    pub async fn passes(&self, docs: &[String]) -> Result<Vec<bool>, JsError> {
+        match &self.req {
+            Some(req) => {
+                self.engine
+                    .filter(self.ddoc.clone(), &self.name, docs, req.clone())
+                    .await
+            }
+            None => {
+                self.engine
+                    .filter_view(self.ddoc.clone(), &self.name, docs)
+                    .await
+            }
+        }
+    }
+}
+
 fn json_array(items: &[String]) -> String {
     let mut out = String::with_capacity(items.iter().map(|d| d.len() + 1).sum::<usize>() + 2);
     out.push('[');

@@ -285,32 +285,6 @@ const RETRY_MAX: Duration = Duration::from_secs(10);
 /// An answer read as a stream (attachments), with the permit of its
 /// request: the connection stays busy until the answer is read to its end.
 #[derive(Debug)]
-/// A local source's filter, run on each page of changes.
-struct LocalFilter {
-    engine: query_server::Engine,
-    ddoc: query_server::DesignDoc,
-    function: String,
-    /// The request object; `None` for a view's map function.
-    req: Option<String>,
-}
-
-impl LocalFilter {
-    async fn run(&self, docs: &[String]) -> Result<Vec<bool>, query_server::JsError> {
-        match &self.req {
-            Some(req) => {
-                self.engine
-                    .filter(self.ddoc.clone(), &self.function, docs, req.clone())
-                    .await
-            }
-            None => {
-                self.engine
-                    .filter_view(self.ddoc.clone(), &self.function, docs)
-                    .await
-            }
-        }
-    }
-}
-
 pub(crate) struct Streamed {
     pub response: reqwest::Response,
     pub permit: Option<OwnedSemaphorePermit>,
@@ -530,7 +504,7 @@ impl Endpoint {
         db: &store::Database,
         name: &str,
         query_params: &serde_json::Map<String, Value>,
-    ) -> Result<LocalFilter, EndpointError> {
+    ) -> Result<query_server::DocFilter, EndpointError> {
         let Endpoint::Local {
             validators, user, ..
         } = self
@@ -599,7 +573,7 @@ impl Endpoint {
             "userCtx": user_ctx,
             "secObj": *db.security().await?,
         });
-        Ok(LocalFilter {
+        Ok(query_server::DocFilter {
             engine: validators.engine().clone(),
             ddoc: query_server::DesignDoc {
                 db: db.name().to_string(),
@@ -607,7 +581,7 @@ impl Endpoint {
                 rev: ddoc.get("_rev").map(text).unwrap_or_default(),
                 json: ddoc.to_string().into(),
             },
-            function: function.to_string(),
+            name: function.to_string(),
             req: (!view).then(|| req.to_string()),
         })
     }
@@ -960,7 +934,7 @@ impl Endpoint {
                 };
                 let selector = match filter {
                     ChangesFilter::Selector(sel) => Some(
-                        store::selector::Selector::parse(sel)
+                        query::selector::Selector::parse(sel)
                             .map_err(|e| self.malformed(e.to_string()))?,
                     ),
                     _ => None,
@@ -996,7 +970,12 @@ impl Endpoint {
                                     .map_or_else(|| "null".to_string(), |d| d.as_str().to_string())
                             })
                             .collect();
-                        Some(script.run(&docs).await.map_err(|e| self.script_error(e))?)
+                        Some(
+                            script
+                                .passes(&docs)
+                                .await
+                                .map_err(|e| self.script_error(e))?,
+                        )
                     }
                     _ => None,
                 };

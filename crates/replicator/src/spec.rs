@@ -326,7 +326,7 @@ impl ReplicationSpec {
         let selector = match map.get("selector") {
             None | Some(Value::Null) => None,
             Some(sel @ Value::Object(_)) => {
-                store::selector::Selector::parse(sel)
+                query::selector::Selector::parse(sel)
                     .map_err(|e| bad(format!("`selector` is invalid: {e}")))?;
                 Some(sel.clone())
             }

@@ -36,7 +36,6 @@ mod purge;
 mod read;
 mod replaced;
 mod schema;
-pub mod selector;
 mod seq;
 mod server_uuid;
 mod update;

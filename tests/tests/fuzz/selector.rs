@@ -1,4 +1,4 @@
-//! Target `selector`: Mango selectors (`store::selector`) parsed from
+//! Target `selector`: Mango selectors (`query::selector`) parsed from
 //! generated and arbitrary JSON and matched against generated documents,
 //! including nesting right around the parser's depth limit and hostile
 //! `$regex`/`$mod`/`$size` arguments. Invariants: no panic, no hang (the
@@ -8,8 +8,8 @@
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
+use query::selector::Selector;
 use serde_json::Value;
-use store::selector::Selector;
 
 use crate::driver::Violations;
 use crate::hostile::{self, object};
