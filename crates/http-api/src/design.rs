@@ -1,8 +1,9 @@
-//! Design document functions (`_view`, `_show`, `_list`, `_update`, filter
-//! functions). They do not run yet; until they do, a request for one is
-//! answered exactly as CouchDB answers when the design document or the
-//! function is missing (404 with CouchDB's reason), and with 501 only when
-//! the function exists.
+//! Design documents' functions over HTTP: finding them with CouchDB's
+//! reasons when they are missing, the request object functions receive,
+//! and CouchDB's errors for functions that fail. Filters and views run
+//! (`changes`, `views`); `_show`, `_list` and `_update` do not yet: a
+//! request for one is answered as CouchDB answers when the design document
+//! or the function is missing (404), and with 501 only when it exists.
 
 use serde_json::Value;
 use store::{Database, GetOptions, StoreError};

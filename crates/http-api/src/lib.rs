@@ -32,6 +32,7 @@ mod session;
 mod stats;
 mod tasks;
 mod uuids;
+mod views;
 
 use axum::Router;
 use axum::extract::Request;
@@ -286,6 +287,8 @@ pub struct AppState {
     /// The JavaScript query server, and the validation functions of each
     /// database (shared with the replicator's local writes).
     pub validators: query_server::Validators,
+    /// Open view indexes (one update at a time each).
+    pub views: query_server::views::Views,
 }
 
 impl AppState {
@@ -309,6 +312,7 @@ impl AppState {
     ) -> AppState {
         AppState {
             validators,
+            views: Default::default(),
             auth: std::sync::Arc::new(auth::Authenticator::new(config.auth.clone())),
             started: std::time::Instant::now(),
             stats: std::sync::Arc::new(stats::Stats::new()),

@@ -212,6 +212,16 @@ async fn serve(
             ddoc,
             kind,
             rest,
+        } if kind == "_view" && rest.len() == 1 => {
+            let database = state.store.db(&db).await?;
+            let name = rest.into_iter().next().unwrap_or_default();
+            crate::views::view(state, database, ddoc, name, query, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
         } => {
             let database = state.store.db(&db).await?;
             Err(match (design::Section::of_path(&kind), rest.first()) {

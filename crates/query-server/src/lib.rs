@@ -7,6 +7,7 @@
 mod pool;
 mod sandbox;
 mod validation;
+pub mod views;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -141,6 +142,52 @@ impl Engine {
             .call(ddoc, "filter", vec![name.to_string(), docs, req])
             .await?;
         bools(answer)
+    }
+
+    /// Runs the map functions of `views` on each document (JSON texts):
+    /// per document, per view, the `[key, value]` pairs emitted.
+    pub async fn map(
+        &self,
+        ddoc: DesignDoc,
+        views: &[String],
+        docs: &[String],
+    ) -> Result<Vec<Vec<Vec<(serde_json::Value, serde_json::Value)>>>, JsError> {
+        let names = serde_json::to_string(views).unwrap_or_else(|_| "[]".into());
+        let answer = self
+            .pool
+            .call(ddoc, "map", vec![names, json_array(docs)])
+            .await?;
+        let value = match answer {
+            Answer::Ok(value) => value,
+            Answer::Error(error, reason) => return Err(JsError::Runtime { error, reason }),
+            Answer::Thrown(thrown) => return Err(thrown_error(thrown)),
+        };
+        let serde_json::Value::Array(per_doc) = value else {
+            return Err(JsError::Internal("a map answered no list".into()));
+        };
+        Ok(per_doc
+            .into_iter()
+            .map(|per_view| match per_view {
+                serde_json::Value::Array(views) => views
+                    .into_iter()
+                    .map(|emitted| match emitted {
+                        serde_json::Value::Array(pairs) => pairs
+                            .into_iter()
+                            .filter_map(|pair| match pair {
+                                serde_json::Value::Array(mut kv) if kv.len() == 2 => {
+                                    let value = kv.pop().unwrap_or_default();
+                                    let key = kv.pop().unwrap_or_default();
+                                    Some((key, value))
+                                }
+                                _ => None,
+                            })
+                            .collect(),
+                        _ => Vec::new(),
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            })
+            .collect())
     }
 
     /// `filter=_view`: whether the view's map function emits anything for

@@ -36,6 +36,20 @@ var __couch = (function () {
     }
   }
 
+  // Documents are read-only to map functions: one view cannot change
+  // what the next one sees.
+  function freeze(value) {
+    if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
+      Object.freeze(value);
+      for (var k in value) {
+        if (Object.prototype.hasOwnProperty.call(value, k)) {
+          freeze(value[k]);
+        }
+      }
+    }
+    return value;
+  }
+
   function compile(source, label) {
     if (typeof source !== "string") {
       throw ["error", "not_found", "missing function " + label];
@@ -171,6 +185,40 @@ var __couch = (function () {
           }
         }
         return passed;
+      });
+    },
+
+    // views.<name>.map for each view and each document: what each emits
+    // (a function that throws emits nothing for that document, as in
+    // CouchDB; the error is logged).
+    map: function (names, docs) {
+      return answer(function () {
+        var views = JSON.parse(names);
+        var funs = [];
+        for (var v = 0; v < views.length; v++) {
+          funs.push(lookup(["views", views[v], "map"]));
+        }
+        var list = JSON.parse(docs);
+        var out = [];
+        for (var i = 0; i < list.length; i++) {
+          var doc = freeze(list[i]);
+          var perView = [];
+          for (var f = 0; f < funs.length; f++) {
+            emitted = [];
+            try {
+              funs[f].call(ddoc, doc);
+              perView.push(emitted);
+            } catch (e) {
+              __couch_log("function raised exception " + (isError(e) ? e.name + ": " + e.message : JSON.stringify(e)) +
+                " with doc._id " + (doc && doc._id));
+              perView.push([]);
+            } finally {
+              emitted = null;
+            }
+          }
+          out.push(perView);
+        }
+        return out;
       });
     },
 

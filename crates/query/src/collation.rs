@@ -134,6 +134,69 @@ pub(crate) fn collate_str(a: &str, b: &str) -> Ordering {
     }
 }
 
+/// Writes `value`'s sort key: bytes whose order (`memcmp`, as SQLite
+/// orders BLOBs) is [`collate`]'s order, so an index can keep keys sorted
+/// and answer ranges without decoding them. Keys equal under collation
+/// (`"c"` and `"c\u{200B}"`) get equal bytes.
+///
+/// Each value starts with its type's byte (null 1, false 2, true 3, number
+/// 4, string 5, array 6, object 7); a number is its double in an
+/// order-keeping 8 bytes (integers past 2^53 round as doubles do); a string
+/// is its ICU sort key, which never holds a zero byte, then 0; an array its
+/// elements, then 0; an object its members (key as a string, then value),
+/// then 0. The closing 0 sorts a prefix first, as collation does.
+pub fn sort_key(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Null => out.push(1),
+        Value::Bool(false) => out.push(2),
+        Value::Bool(true) => out.push(3),
+        Value::Number(n) => {
+            out.push(4);
+            let f = n.as_f64().unwrap_or(0.0);
+            // -0 equals 0, as in CouchDB.
+            let bits = if f == 0.0 {
+                0.0f64.to_bits()
+            } else {
+                f.to_bits()
+            };
+            let ordered = if bits >> 63 == 1 {
+                !bits
+            } else {
+                bits | (1 << 63)
+            };
+            out.extend_from_slice(&ordered.to_be_bytes());
+        }
+        Value::String(s) => string_sort_key(s, out),
+        Value::Array(items) => {
+            out.push(6);
+            for item in items {
+                sort_key(item, out);
+            }
+            out.push(0);
+        }
+        Value::Object(members) => {
+            out.push(7);
+            for (k, v) in members {
+                string_sort_key(k, out);
+                sort_key(v, out);
+            }
+            out.push(0);
+        }
+    }
+}
+
+fn string_sort_key(s: &str, out: &mut Vec<u8>) {
+    out.push(5);
+    match &*ROOT {
+        Some(collator) => {
+            let _ = collator.write_sort_key_to(s, out);
+        }
+        // Code points, shifted clear of the terminator.
+        None => out.extend(s.bytes().map(|b| b.saturating_add(1).max(1))),
+    }
+    out.push(0);
+}
+
 /// The root collator, made once.
 static ROOT: std::sync::LazyLock<Option<icu_collator::CollatorBorrowed<'static>>> =
     std::sync::LazyLock::new(|| {
@@ -274,5 +337,77 @@ mod tests {
             collate(&json!({"a": 1}), &json!({"a": 1, "b": 0})),
             Ordering::Less
         );
+    }
+
+    fn key(v: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        sort_key(v, &mut out);
+        out
+    }
+
+    #[test]
+    fn sort_keys_order_the_reference_values() {
+        let ordered = [
+            json!(null),
+            json!(false),
+            json!(true),
+            json!(-1e300),
+            json!(-2),
+            json!(-0.5),
+            json!(0),
+            json!(1e-300),
+            json!(1),
+            json!(2.5),
+            json!(1e300),
+            json!(""),
+            json!(" "),
+            json!("a"),
+            json!("A"),
+            json!("aa"),
+            json!("b"),
+            json!([]),
+            json!([null]),
+            json!(["a"]),
+            json!(["a", 1]),
+            json!(["b"]),
+            json!({}),
+            json!({"a": 1}),
+            json!({"a": 1, "b": 1}),
+            json!({"b": 0}),
+        ];
+        for (i, a) in ordered.iter().enumerate() {
+            for (j, b) in ordered.iter().enumerate() {
+                assert_eq!(key(a).cmp(&key(b)), i.cmp(&j), "{a} against {b}");
+            }
+        }
+        assert_eq!(key(&json!(-0.0)), key(&json!(0)));
+        assert_eq!(key(&json!(1.0)), key(&json!(1)));
+        assert_eq!(key(&json!("c")), key(&json!("c\u{200B}")));
+    }
+
+    fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-1_000_000i64..1_000_000).prop_map(|n| json!(n)),
+            (-1e6f64..1e6).prop_map(|f| json!(f)),
+            "[a-cA-C ,.'\\-_éè\u{200b}ß中]{0,4}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec(("[ab]{1,2}", inner), 0..3)
+                    .prop_map(|members| Value::Object(members.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        /// The bytes order exactly as collation does.
+        #[test]
+        fn sort_keys_agree_with_collate(a in any_json(), b in any_json()) {
+            proptest::prop_assert_eq!(key(&a).cmp(&key(&b)), collate(&a, &b), "{} against {}", a, b);
+        }
     }
 }

@@ -232,6 +232,11 @@ impl Database {
         self.inner.live.compression_level(content_type)
     }
 
+    /// The database's file.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.inner.path
+    }
+
     /// The database's persistent uuid.
     pub fn uuid(&self) -> &str {
         &self.inner.uuid

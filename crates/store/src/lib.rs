@@ -30,6 +30,7 @@ mod doc;
 mod error;
 mod feeds;
 mod health;
+mod index;
 mod local;
 pub mod name;
 mod purge;
@@ -56,6 +57,7 @@ pub use doc::{AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id};
 pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;
+pub use index::{Index, IndexEntry, IndexRange, IndexRow, IndexedDoc};
 pub use local::LocalRow;
 pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult};
 pub use read::{
@@ -604,6 +606,14 @@ impl Store {
                         break;
                     }
                 }
+            }
+            // Its indexes go with it.
+            let mut indexes = path.as_os_str().to_owned();
+            indexes.push("-indexes");
+            match std::fs::remove_dir_all(PathBuf::from(indexes)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => tracing::warn!(db = %name, error = %e, "a deleted database's indexes stay on disk"),
             }
             store.finish_change(change, None);
             removed

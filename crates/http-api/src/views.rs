@@ -1,0 +1,234 @@
+//! `GET|POST /{db}/_design/{ddoc}/_view/{view}`: map/reduce views, with
+//! CouchDB's query parameters (the index is `query_server::views`).
+
+use axum::extract::Request;
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use query_server::views::{ViewError, ViewGroup, ViewQuery, ViewRows};
+use serde_json::{Map, Value, json};
+use store::{Database, GetOptions};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::json::json_response;
+use crate::query::{Query, query_parse_error};
+
+/// # GET|POST /{db}/_design/{ddoc}/_view/{view}
+pub(crate) async fn view(
+    state: AppState,
+    database: Database,
+    ddoc: String,
+    name: String,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let method = request.method().clone();
+    if method != Method::GET && method != Method::HEAD && method != Method::POST {
+        return Err(ApiError::MethodNotAllowed("GET,HEAD,POST"));
+    }
+    let body = if method == Method::POST {
+        crate::json::read_json_object(request.into_body(), &state.config).await?
+    } else {
+        Map::new()
+    };
+    let doc = crate::design::load(&database, &ddoc).await?;
+    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
+    let map = doc
+        .get("views")
+        .and_then(|v| v.get(&name))
+        .and_then(|v| v.get("map"));
+    if map.is_none() {
+        return Err(ApiError::not_found("missing_named_view"));
+    }
+    let params = Params {
+        query: &query,
+        body: &body,
+    };
+    let q = params.view_query()?;
+    let include_docs = params.flag("include_docs")?.unwrap_or(false);
+    let conflicts = params.flag("conflicts")?.unwrap_or(false);
+    let update_seq = params.flag("update_seq")?.unwrap_or(false);
+    let (update, after) = match (query.get("update"), query.get("stale")) {
+        (Some("false"), _) | (_, Some("ok")) => (false, false),
+        (Some("lazy"), _) | (_, Some("update_after")) => (false, true),
+        (None | Some("true"), None) => (true, false),
+        (Some(other), _) => {
+            return Err(query_parse_error(format!(
+                "Invalid value for `update`: {other:?}"
+            )));
+        }
+        (None, Some(other)) => {
+            return Err(query_parse_error(format!(
+                "Invalid value for `stale`: {other:?}"
+            )));
+        }
+    };
+    let engine = state.validators.engine().clone();
+    let index = state
+        .views
+        .index(&engine, &database, &group, update)
+        .await
+        .map_err(view_error)?;
+    if after {
+        // `update=lazy`: answer from the index as it is, then catch up.
+        let (views, database, group) = (state.views.clone(), database.clone(), group.clone());
+        tokio::spawn(async move {
+            if let Err(e) = views.index(&engine, &database, &group, true).await {
+                tracing::warn!(error = ?e, "a lazy view update failed");
+            }
+        });
+    }
+    let answer = group.query(&index, &name, &q).await.map_err(view_error)?;
+    let mut out = match answer {
+        ViewRows::Reduced(rows) => {
+            let rows: Vec<Value> = rows
+                .into_iter()
+                .map(|(key, value)| json!({"key": key, "value": value}))
+                .collect();
+            json!({ "rows": rows })
+        }
+        ViewRows::Map {
+            total_rows,
+            offset,
+            rows,
+        } => {
+            let mut out_rows = Vec::with_capacity(rows.len());
+            for row in rows {
+                let key: Value = serde_json::from_str(&row.key).unwrap_or(Value::Null);
+                let value: Value = serde_json::from_str(&row.value).unwrap_or(Value::Null);
+                let mut entry = json!({"id": row.id, "key": key, "value": value});
+                if include_docs {
+                    // A value `{"_id": ...}` links another document, as in CouchDB.
+                    let linked = value.get("_id").and_then(Value::as_str).map(str::to_string);
+                    let target = linked.as_deref().unwrap_or(&row.id);
+                    let rev = value
+                        .get("_rev")
+                        .and_then(Value::as_str)
+                        .filter(|_| linked.is_some())
+                        .and_then(|r| r.parse().ok());
+                    let found = database
+                        .get(
+                            target,
+                            GetOptions {
+                                conflicts,
+                                rev,
+                                ..Default::default()
+                            },
+                        )
+                        .await;
+                    entry["doc"] = match found {
+                        Ok(doc) => doc.to_value()?,
+                        Err(_) => Value::Null,
+                    };
+                }
+                out_rows.push(entry);
+            }
+            json!({"total_rows": total_rows, "offset": offset, "rows": out_rows})
+        }
+    };
+    if update_seq {
+        out["update_seq"] = Value::String(database.seq_string(index.update_seq().await?));
+    }
+    Ok(json_response(StatusCode::OK, &out))
+}
+
+fn view_error(e: ViewError) -> ApiError {
+    match e {
+        ViewError::NotFound(reason) => ApiError::not_found(reason),
+        ViewError::BadRequest(reason) => query_parse_error(reason),
+        ViewError::Store(e) => e.into(),
+        ViewError::Script(query_server::JsError::Runtime { error, reason })
+            if error == "not_implemented" =>
+        {
+            ApiError::NotImplemented(reason)
+        }
+        ViewError::Script(e) => crate::design::script_error(e),
+    }
+}
+
+/// A view's parameters: the query string over the body, as CouchDB reads them.
+struct Params<'a> {
+    query: &'a Query,
+    body: &'a Map<String, Value>,
+}
+
+impl Params<'_> {
+    fn json(&self, key: &str, alt: &str) -> Result<Option<Value>, ApiError> {
+        for name in [key, alt] {
+            if let Some(v) = self.query.json(name)? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(self.body.get(key).or_else(|| self.body.get(alt)).cloned())
+    }
+
+    fn flag(&self, key: &str) -> Result<Option<bool>, ApiError> {
+        if let Some(b) = self.query.view_bool(key)? {
+            return Ok(Some(b));
+        }
+        match self.body.get(key) {
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(other) => Err(query_parse_error(format!(
+                "Invalid boolean parameter: {other}"
+            ))),
+            None => Ok(None),
+        }
+    }
+
+    fn number(&self, key: &str) -> Result<Option<u64>, ApiError> {
+        if let Some(n) = self.query.view_uint(key)? {
+            return Ok(Some(n));
+        }
+        match self.body.get(key) {
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                query_parse_error(format!("Invalid value for positive integer: {v}"))
+            }),
+            None => Ok(None),
+        }
+    }
+
+    fn text(&self, key: &str, alt: &str) -> Option<String> {
+        self.query
+            .get(key)
+            .or_else(|| self.query.get(alt))
+            .map(str::to_string)
+            .or_else(|| {
+                self.body
+                    .get(key)
+                    .or_else(|| self.body.get(alt))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+    }
+
+    fn view_query(&self) -> Result<ViewQuery, ApiError> {
+        let keys = match self.json("keys", "keys")? {
+            None => None,
+            Some(Value::Array(keys)) => Some(keys),
+            Some(_) => {
+                return Err(query_parse_error("`keys` member must be an array.".into()));
+            }
+        };
+        if keys.is_some() && self.json("key", "key")?.is_some() {
+            return Err(query_parse_error(
+                "`keys` is incompatible with `key`, `start_key` and `end_key`".into(),
+            ));
+        }
+        let group_level = self.number("group_level")?.map(|n| n as usize);
+        Ok(ViewQuery {
+            key: self.json("key", "key")?,
+            keys,
+            start_key: self.json("startkey", "start_key")?,
+            start_docid: self.text("startkey_docid", "start_key_doc_id"),
+            end_key: self.json("endkey", "end_key")?,
+            end_docid: self.text("endkey_docid", "end_key_doc_id"),
+            inclusive_end: self.flag("inclusive_end")?.unwrap_or(true),
+            descending: self.flag("descending")?.unwrap_or(false),
+            limit: self.number("limit")?.map(|n| n as usize),
+            skip: self.number("skip")?.unwrap_or(0) as usize,
+            reduce: self.flag("reduce")?,
+            group: self.flag("group")?.unwrap_or(false),
+            group_level,
+        })
+    }
+}

@@ -1,0 +1,328 @@
+//! Secondary indexes (views now, Mango later): rows of (view, key, document
+//! id, value) kept sorted by a binary sort key the caller computes (whose
+//! byte order is the collation order), each index in a SQLite file of its
+//! own beside the database's, so building one never holds the database's
+//! writer. An index remembers the update sequence it has seen; the caller
+//! feeds it the changes after that.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::{Database, StoreError};
+
+/// One emitted row, as written.
+#[derive(Debug, Clone)]
+pub struct IndexRow {
+    /// Which view of the index (its position in the design document).
+    pub view: u32,
+    /// The sort key of `key` (see `query::collation::sort_key`).
+    pub sort_key: Vec<u8>,
+    /// The key as JSON text, as emitted.
+    pub key: String,
+    /// The value as JSON text.
+    pub value: String,
+}
+
+/// A document's rows after it changed: none when it was deleted or emits nothing.
+#[derive(Debug, Clone)]
+pub struct IndexedDoc {
+    pub id: String,
+    pub rows: Vec<IndexRow>,
+}
+
+/// A row read back, in key order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    pub sort_key: Vec<u8>,
+    pub key: String,
+    pub id: String,
+    pub value: String,
+}
+
+/// A range of one view: bounds on (sort key, document id), either open.
+#[derive(Debug, Clone, Default)]
+pub struct IndexRange {
+    pub view: u32,
+    /// Start (inclusive) in the direction of travel: the key, and the
+    /// document id at that key (`startkey_docid`).
+    pub start: Option<(Vec<u8>, Option<String>)>,
+    /// End in the direction of travel, and whether it is included.
+    pub end: Option<(Vec<u8>, Option<String>)>,
+    pub inclusive_end: bool,
+    pub descending: bool,
+    pub skip: usize,
+    pub limit: usize,
+}
+
+/// An open index. Cheap to clone; updates are serialized.
+#[derive(Debug, Clone)]
+pub struct Index {
+    inner: Arc<IndexInner>,
+}
+
+#[derive(Debug)]
+struct IndexInner {
+    path: PathBuf,
+    /// The one connection: updates and reads take turns (reads are short
+    /// pages; an update is one transaction per batch).
+    conn: Mutex<Connection>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rows (
+    view INTEGER NOT NULL,
+    sort_key BLOB NOT NULL,
+    doc_id TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (view, sort_key, doc_id, n)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS rows_by_doc ON rows (doc_id);
+";
+
+impl Database {
+    /// The index of this database named `signature` (a design document's
+    /// views, say), created empty when new. An index made for an earlier
+    /// database of the same name starts over.
+    pub async fn open_index(&self, signature: &str) -> Result<Index, StoreError> {
+        if !signature
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(StoreError::bad_request("invalid index signature"));
+        }
+        let dir = self.index_dir();
+        let path = dir.join(format!("{signature}.sqlite"));
+        let uuid = self.uuid().to_string();
+        tokio::task::spawn_blocking(move || -> Result<Index, StoreError> {
+            std::fs::create_dir_all(&dir)?;
+            let conn = Connection::open(&path)?;
+            conn.execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;",
+            )?;
+            conn.execute_batch(SCHEMA)?;
+            let owner: Option<String> = conn
+                .query_row("SELECT value FROM meta WHERE name = 'db_uuid'", [], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if owner.as_deref() != Some(uuid.as_str()) {
+                conn.execute_batch("DELETE FROM rows; DELETE FROM meta;")?;
+                conn.execute(
+                    "INSERT INTO meta (name, value) VALUES ('db_uuid', ?1)",
+                    [&uuid],
+                )?;
+            }
+            Ok(Index {
+                inner: Arc::new(IndexInner {
+                    path,
+                    conn: Mutex::new(conn),
+                }),
+            })
+        })
+        .await
+        .map_err(|e| StoreError::CommitFailed(format!("opening an index: {e}")))?
+    }
+
+    /// Where this database's indexes live: beside its file.
+    pub(crate) fn index_dir(&self) -> PathBuf {
+        let mut dir = self.path().as_os_str().to_owned();
+        dir.push("-indexes");
+        PathBuf::from(dir)
+    }
+}
+
+impl Index {
+    fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<T, StoreError>> {
+        let inner = self.inner.clone();
+        async move {
+            tokio::task::spawn_blocking(move || {
+                let mut conn = inner
+                    .conn
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                work(&mut conn)
+            })
+            .await
+            .map_err(|e| StoreError::CommitFailed(format!("an index task failed: {e}")))?
+        }
+    }
+
+    /// The update sequence of the database this index has seen up to.
+    pub async fn update_seq(&self) -> Result<u64, StoreError> {
+        self.run(|conn| {
+            let seq: Option<String> = conn
+                .query_row(
+                    "SELECT value FROM meta WHERE name = 'update_seq'",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok(seq.and_then(|s| s.parse().ok()).unwrap_or(0))
+        })
+        .await
+    }
+
+    /// Replaces the rows of changed documents and records the sequence
+    /// seen, in one transaction.
+    pub async fn apply(&self, docs: Vec<IndexedDoc>, seq: u64) -> Result<(), StoreError> {
+        self.run(move |conn| {
+            let tx = conn.transaction()?;
+            {
+                let mut delete = tx.prepare_cached("DELETE FROM rows WHERE doc_id = ?1")?;
+                let mut insert = tx.prepare_cached(
+                    "INSERT OR REPLACE INTO rows (view, sort_key, doc_id, n, key, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?;
+                for doc in &docs {
+                    delete.execute([&doc.id])?;
+                    for (n, row) in doc.rows.iter().enumerate() {
+                        insert.execute(params![
+                            row.view,
+                            row.sort_key,
+                            doc.id,
+                            n as i64,
+                            row.key,
+                            row.value
+                        ])?;
+                    }
+                }
+            }
+            tx.execute(
+                "INSERT OR REPLACE INTO meta (name, value) VALUES ('update_seq', ?1)",
+                [seq.to_string()],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Rows of a range, in key order (then document id), or the reverse.
+    pub async fn range(&self, range: IndexRange) -> Result<Vec<IndexEntry>, StoreError> {
+        self.run(move |conn| {
+            let mut sql =
+                String::from("SELECT sort_key, key, doc_id, value FROM rows WHERE view = ?1");
+            let mut args: Vec<rusqlite::types::Value> = vec![i64::from(range.view).into()];
+            let (lower, upper) = if range.descending {
+                (&range.end, &range.start)
+            } else {
+                (&range.start, &range.end)
+            };
+            let lower_inclusive = if range.descending {
+                range.inclusive_end
+            } else {
+                true
+            };
+            let upper_inclusive = if range.descending {
+                true
+            } else {
+                range.inclusive_end
+            };
+            bound(&mut sql, &mut args, lower, ">", lower_inclusive);
+            bound(&mut sql, &mut args, upper, "<", upper_inclusive);
+            sql.push_str(if range.descending {
+                " ORDER BY sort_key DESC, doc_id DESC, n DESC"
+            } else {
+                " ORDER BY sort_key, doc_id, n"
+            });
+            sql.push_str(&format!(
+                " LIMIT {} OFFSET {}",
+                i64::try_from(range.limit).unwrap_or(i64::MAX),
+                i64::try_from(range.skip).unwrap_or(i64::MAX)
+            ));
+            let mut stmt = conn.prepare(&sql)?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(args), |r| {
+                    Ok(IndexEntry {
+                        sort_key: r.get(0)?,
+                        key: r.get(1)?,
+                        id: r.get(2)?,
+                        value: r.get(3)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+        .await
+    }
+
+    /// How many rows one view holds.
+    pub async fn count(&self, view: u32) -> Result<u64, StoreError> {
+        self.run(move |conn| {
+            let n: i64 = conn.query_row(
+                "SELECT COUNT(*) FROM rows WHERE view = ?1",
+                [i64::from(view)],
+                |r| r.get(0),
+            )?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    /// How many rows of the range's view come before its start, in its
+    /// direction: CouchDB's `offset` (plus the rows skipped).
+    pub async fn rows_before(&self, range: &IndexRange) -> Result<u64, StoreError> {
+        let Some((key, doc_id)) = range.start.clone() else {
+            return Ok(0);
+        };
+        let view = range.view;
+        let op = if range.descending { ">" } else { "<" };
+        self.run(move |conn| {
+            let n: i64 = match doc_id {
+                None => conn.query_row(
+                    &format!("SELECT COUNT(*) FROM rows WHERE view = ?1 AND sort_key {op} ?2"),
+                    params![i64::from(view), key],
+                    |r| r.get(0),
+                )?,
+                Some(id) => conn.query_row(
+                    &format!(
+                        "SELECT COUNT(*) FROM rows WHERE view = ?1 AND (sort_key {op} ?2 OR (sort_key = ?2 AND doc_id {op} ?3))"
+                    ),
+                    params![i64::from(view), key, id],
+                    |r| r.get(0),
+                )?,
+            };
+            Ok(n as u64)
+        })
+        .await
+    }
+
+    /// The index file's size in bytes.
+    pub fn file_size(&self) -> u64 {
+        std::fs::metadata(&self.inner.path)
+            .map(|m| m.len())
+            .unwrap_or(0)
+    }
+}
+
+/// Adds `(sort_key, doc_id) > / >= bound` (or `<`) to a query.
+fn bound(
+    sql: &mut String,
+    args: &mut Vec<rusqlite::types::Value>,
+    edge: &Option<(Vec<u8>, Option<String>)>,
+    op: &str,
+    inclusive: bool,
+) {
+    let Some((key, doc_id)) = edge else { return };
+    let eq = if inclusive { "=" } else { "" };
+    let k = args.len() + 1;
+    args.push(key.clone().into());
+    match doc_id {
+        None if inclusive => sql.push_str(&format!(" AND sort_key {op}= ?{k}")),
+        None => sql.push_str(&format!(" AND sort_key {op} ?{k}")),
+        Some(id) => {
+            let d = args.len() + 1;
+            args.push(id.clone().into());
+            sql.push_str(&format!(
+                " AND (sort_key {op} ?{k} OR (sort_key = ?{k} AND doc_id {op}{eq} ?{d}))"
+            ));
+        }
+    }
+}

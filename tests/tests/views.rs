@@ -1,0 +1,245 @@
+//! Map/reduce views end to end: the index builds from the changes, follows
+//! edits and deletions, answers CouchDB's query parameters in CouchDB's
+//! collation, reduces with the built-in reducers, and survives a restart.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use recliner_tests::{Client, TempDir, TestServer};
+use serde_json::{Value, json};
+
+async fn seed(c: &Client) {
+    assert_eq!(c.put("/db", json!({})).await.status, 201);
+    let ddoc = c
+        .put(
+            "/db/_design/app",
+            json!({"views": {
+                "by_n": {"map": "function (doc) { if (typeof doc.n === 'number') { emit(doc.n, doc.n * 10); } }", "reduce": "_sum"},
+                "by_tag": {"map": "function (doc) { (doc.tags || []).forEach(function (t) { emit([t, doc.n], 1); }); }", "reduce": "_count"},
+                "names": {"map": "function (doc) { if (doc.name) { emit(doc.name, null); } }"},
+                "stats": {"map": "function (doc) { if (doc.n) { emit(null, doc.n); } }", "reduce": "_stats"},
+                "linked": {"map": "function (doc) { if (doc.friend) { emit(doc._id, {_id: doc.friend}); } }"}
+            }}),
+        )
+        .await;
+    assert_eq!(ddoc.status, 201, "{}", ddoc.text);
+    let docs: Vec<Value> = (1..=10)
+        .map(|n| {
+            json!({"_id": format!("d{n:02}"), "n": n,
+                   "tags": if n % 2 == 0 { json!(["even", "all"]) } else { json!(["odd", "all"]) }})
+        })
+        .collect();
+    assert_eq!(
+        c.post("/db/_bulk_docs", json!({ "docs": docs }))
+            .await
+            .status,
+        201
+    );
+}
+
+fn ids(answer: &Value) -> Vec<String> {
+    answer["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn views_answer_couchdbs_parameters() {
+    let data = TempDir::new("views");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    seed(&c).await;
+
+    let all = c
+        .get("/db/_design/app/_view/by_n?reduce=false")
+        .await
+        .json();
+    assert_eq!(all["total_rows"], 10);
+    assert_eq!(all["offset"], 0);
+    assert_eq!(all["rows"][0], json!({"id": "d01", "key": 1, "value": 10}));
+    assert_eq!(ids(&all).len(), 10);
+
+    let range = c
+        .get("/db/_design/app/_view/by_n?reduce=false&startkey=3&endkey=5")
+        .await
+        .json();
+    assert_eq!(ids(&range), ["d03", "d04", "d05"]);
+    assert_eq!(range["offset"], 2);
+    let exclusive = c
+        .get("/db/_design/app/_view/by_n?reduce=false&startkey=3&endkey=5&inclusive_end=false")
+        .await
+        .json();
+    assert_eq!(ids(&exclusive), ["d03", "d04"]);
+    let down = c
+        .get("/db/_design/app/_view/by_n?reduce=false&descending=true&startkey=5&endkey=3")
+        .await
+        .json();
+    assert_eq!(ids(&down), ["d05", "d04", "d03"]);
+    let paged = c
+        .get("/db/_design/app/_view/by_n?reduce=false&skip=2&limit=3")
+        .await
+        .json();
+    assert_eq!(ids(&paged), ["d03", "d04", "d05"]);
+    assert_eq!(paged["offset"], 2);
+    let key = c
+        .get("/db/_design/app/_view/by_n?reduce=false&key=7")
+        .await
+        .json();
+    assert_eq!(ids(&key), ["d07"]);
+    let keys = c
+        .post(
+            "/db/_design/app/_view/by_n?reduce=false",
+            json!({"keys": [9, 2, 42]}),
+        )
+        .await
+        .json();
+    assert_eq!(ids(&keys), ["d09", "d02"]);
+
+    // Reductions: whole, grouped, by group level.
+    let sum = c.get("/db/_design/app/_view/by_n").await.json();
+    assert_eq!(sum["rows"], json!([{"key": null, "value": 550}]));
+    let grouped = c
+        .get("/db/_design/app/_view/by_tag?group_level=1")
+        .await
+        .json();
+    assert_eq!(
+        grouped["rows"],
+        json!([{"key": ["all"], "value": 10}, {"key": ["even"], "value": 5}, {"key": ["odd"], "value": 5}])
+    );
+    let exact = c
+        .get("/db/_design/app/_view/by_tag?group=true&startkey=%5B%22even%22%5D&endkey=%5B%22even%22,4%5D")
+        .await
+        .json();
+    assert_eq!(
+        exact["rows"],
+        json!([{"key": ["even", 2], "value": 1}, {"key": ["even", 4], "value": 1}])
+    );
+    let stats = c.get("/db/_design/app/_view/stats").await.json();
+    assert_eq!(
+        stats["rows"][0]["value"],
+        json!({"sum": 55, "count": 10, "min": 1, "max": 10, "sumsqr": 385})
+    );
+
+    // include_docs, and documents linked by {"_id": ...} values.
+    c.put("/db/pal", json!({"friend": "d03"})).await;
+    let docs = c
+        .get("/db/_design/app/_view/by_n?reduce=false&key=1&include_docs=true")
+        .await
+        .json();
+    assert_eq!(docs["rows"][0]["doc"]["n"], 1);
+    let linked = c
+        .get("/db/_design/app/_view/linked?include_docs=true")
+        .await
+        .json();
+    assert_eq!(linked["rows"][0]["id"], "pal");
+    assert_eq!(linked["rows"][0]["doc"]["_id"], "d03");
+
+    // Errors as CouchDB answers them.
+    let missing = c.get("/db/_design/app/_view/nope").await;
+    assert_eq!(
+        (missing.status, missing.json()["reason"].clone()),
+        (404, json!("missing_named_view"))
+    );
+    assert_eq!(c.get("/db/_design/nope/_view/by_n").await.status, 404);
+    let map_reduce = c.get("/db/_design/app/_view/names?reduce=true").await;
+    assert_eq!(map_reduce.status, 400, "{}", map_reduce.text);
+}
+
+#[tokio::test]
+async fn strings_collate_as_in_couchdb() {
+    let data = TempDir::new("views-collation");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    seed(&c).await;
+    for (i, name) in ["b", "A", "a", "B", "ä", "1", "~", "é", "e", "E"]
+        .iter()
+        .enumerate()
+    {
+        c.put(&format!("/db/s{i}"), json!({ "name": name })).await;
+    }
+    let names: Vec<Value> = c.get("/db/_design/app/_view/names").await.json()["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].clone())
+        .collect();
+    assert_eq!(
+        names,
+        ["~", "1", "a", "A", "ä", "b", "B", "e", "E", "é"]
+            .iter()
+            .map(|s| json!(s))
+            .collect::<Vec<_>>()
+    );
+    let range = c
+        .get("/db/_design/app/_view/names?startkey=%22a%22&endkey=%22b%22&inclusive_end=false")
+        .await
+        .json();
+    let keys: Vec<&Value> = range["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["key"])
+        .collect();
+    assert_eq!(keys, [&json!("a"), &json!("A"), &json!("ä")]);
+}
+
+#[tokio::test]
+async fn indexes_follow_changes_and_survive_a_restart() {
+    let data = TempDir::new("views-restart");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    seed(&c).await;
+    let first = c.get("/db/_design/app/_view/by_n").await.json();
+    assert_eq!(first["rows"][0]["value"], 550);
+
+    // An edit moves a row, a deletion removes one.
+    let d01 = c.get("/db/d01").await.json();
+    c.put("/db/d01", json!({"_rev": d01["_rev"], "n": 100}))
+        .await;
+    let d02 = c.get("/db/d02").await.json();
+    c.delete(&format!("/db/d02?rev={}", d02["_rev"].as_str().unwrap()))
+        .await;
+    let after = c
+        .get("/db/_design/app/_view/by_n?reduce=false")
+        .await
+        .json();
+    let keys: Vec<i64> = after["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_i64().unwrap())
+        .collect();
+    assert_eq!(keys, [3, 4, 5, 6, 7, 8, 9, 10, 100]);
+    // update=false answers from the index as it is.
+    c.put("/db/d11", json!({"n": 11})).await;
+    let stale = c
+        .get("/db/_design/app/_view/by_n?reduce=false&update=false")
+        .await
+        .json();
+    assert_eq!(stale["total_rows"], 9);
+
+    drop(server);
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    let stale = c
+        .get("/db/_design/app/_view/by_n?reduce=false&update=false")
+        .await
+        .json();
+    assert_eq!(stale["total_rows"], 9, "the index was kept");
+    let fresh = c
+        .get("/db/_design/app/_view/by_n?reduce=false")
+        .await
+        .json();
+    assert_eq!(fresh["total_rows"], 10);
+
+    // A deleted and recreated database does not see the old index.
+    c.delete("/db").await;
+    seed(&c).await;
+    let again = c
+        .get("/db/_design/app/_view/by_n?reduce=false&update=false")
+        .await
+        .json();
+    assert_eq!(again["total_rows"], 0);
+}
