@@ -243,3 +243,71 @@ async fn indexes_follow_changes_and_survive_a_restart() {
         .json();
     assert_eq!(again["total_rows"], 0);
 }
+
+#[tokio::test]
+async fn javascript_reduce_functions_reduce_and_rereduce() {
+    let data = TempDir::new("views-js-reduce");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    c.put(
+        "/db/_design/js",
+        json!({"views": {
+            "total": {
+                "map": "function (doc) { emit(doc.g, doc.n); }",
+                "reduce": "function (keys, values, rereduce) { var s = 0; for (var i = 0; i < values.length; i++) { s += values[i]; } return rereduce ? s : s; }"
+            },
+            "calls": {
+                "map": "function (doc) { emit(doc.g, 1); }",
+                "reduce": "function (keys, values, rereduce) { if (rereduce) { return {rereduced: true, n: values.reduce(function (a, v) { return a + v.n; }, 0)}; } return {rereduced: false, n: keys.length, first_id: keys[0][1]}; }"
+            },
+            "broken": {
+                "map": "function (doc) { emit(doc.g, 1); }",
+                "reduce": "function (keys, values) { throw new Error('nope'); }"
+            },
+            "grows": {
+                "map": "function (doc) { emit(doc.g, doc.pad); }",
+                "reduce": "function (keys, values) { return values.concat(values); }"
+            }
+        }}),
+    )
+    .await;
+    let docs: Vec<Value> = (0..2500)
+        .map(|i| json!({"_id": format!("d{i:05}"), "g": i % 2, "n": i, "pad": "x".repeat(10)}))
+        .collect();
+    c.post("/db/_bulk_docs", json!({ "docs": docs })).await;
+
+    let total = c.get("/db/_design/js/_view/total").await.json();
+    assert_eq!(
+        total["rows"],
+        json!([{"key": null, "value": 2500 * 2499 / 2}])
+    );
+    let grouped = c.get("/db/_design/js/_view/total?group=true").await.json();
+    assert_eq!(
+        grouped["rows"],
+        json!([{"key": 0, "value": 1561250}, {"key": 1, "value": 1562500}])
+    );
+    // 2,500 rows are reduced in chunks, then re-reduced.
+    let calls = c.get("/db/_design/js/_view/calls").await.json();
+    assert_eq!(
+        calls["rows"][0]["value"],
+        json!({"rereduced": true, "n": 2500})
+    );
+    let small = c
+        .get("/db/_design/js/_view/calls?startkey=1&endkey=1&limit=1")
+        .await
+        .json();
+    assert_eq!(small["rows"][0]["value"]["n"], 1250);
+    let one = c
+        .get("/db/_design/js/_view/calls?key=0&group=true")
+        .await
+        .json();
+    assert_eq!(one["rows"][0]["key"], 0);
+    // A reduce function that throws gives null, as in CouchDB.
+    let broken = c.get("/db/_design/js/_view/broken").await.json();
+    assert_eq!(broken["rows"], json!([{"key": null, "value": null}]));
+    // Output that does not shrink is CouchDB's reduce_overflow_error.
+    let grows = c.get("/db/_design/js/_view/grows").await;
+    assert_eq!(grows.status, 500, "{}", grows.text);
+    assert_eq!(grows.json()["error"], "reduce_overflow_error");
+}

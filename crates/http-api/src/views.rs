@@ -78,7 +78,10 @@ pub(crate) async fn view(
             }
         });
     }
-    let answer = group.query(&index, &name, &q).await.map_err(view_error)?;
+    let answer = group
+        .query(state.validators.engine(), &index, &name, &q)
+        .await
+        .map_err(view_error)?;
     let mut out = match answer {
         ViewRows::Reduced(rows) => {
             let rows: Vec<Value> = rows

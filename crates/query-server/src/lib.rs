@@ -190,6 +190,36 @@ impl Engine {
             .collect())
     }
 
+    /// Runs a reduce function (by its source) on `[key, id]` pairs and
+    /// values, or re-reduces values (`keys` `None`).
+    pub async fn reduce(
+        &self,
+        ddoc: DesignDoc,
+        source: &str,
+        keys: Option<String>,
+        values: String,
+    ) -> Result<serde_json::Value, JsError> {
+        let rereduce = keys.is_none();
+        let answer = self
+            .pool
+            .call(
+                ddoc,
+                "reduce",
+                vec![
+                    source.to_string(),
+                    keys.unwrap_or_else(|| "null".into()),
+                    values,
+                    rereduce.to_string(),
+                ],
+            )
+            .await?;
+        match answer {
+            Answer::Ok(value) => Ok(value),
+            Answer::Error(error, reason) => Err(JsError::Runtime { error, reason }),
+            Answer::Thrown(thrown) => Err(thrown_error(thrown)),
+        }
+    }
+
     /// `filter=_view`: whether the view's map function emits anything for
     /// each document.
     pub async fn filter_view(

@@ -222,6 +222,29 @@ var __couch = (function () {
       });
     },
 
+    // A reduce function given by its source, on `[key, id]` pairs and
+    // values (`keys` is null when re-reducing).
+    reduce: function (source, keys, values, rereduce) {
+      return answer(function () {
+        var fun;
+        if (compiled.hasOwnProperty("reduce\u0000" + source)) {
+          fun = compiled["reduce\u0000" + source];
+        } else {
+          fun = compile(source, "reduce");
+          compiled["reduce\u0000" + source] = fun;
+        }
+        var result;
+        try {
+          result = fun.call(ddoc, JSON.parse(keys), JSON.parse(values), rereduce === "true");
+        } catch (e) {
+          // As CouchDB: a reduce function that throws gives null, logged.
+          __couch_log("reduce function raised exception " + (isError(e) ? e.name + ": " + e.message : JSON.stringify(e)));
+          result = null;
+        }
+        return result === undefined ? null : result;
+      });
+    },
+
     emit: function (key, value) {
       if (emitted === null) {
         throw new Error("emit() is only available in a map function");

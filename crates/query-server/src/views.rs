@@ -264,6 +264,7 @@ impl ViewGroup {
     /// Answers a query from an up-to-date index.
     pub async fn query(
         &self,
+        engine: &Engine,
         index: &Index,
         name: &str,
         q: &ViewQuery,
@@ -327,7 +328,12 @@ impl ViewGroup {
                     .iter()
                     .map(|r| serde_json::from_str(&r.value).unwrap_or(Value::Null))
                     .collect();
-                out.push((key, builtin_reduce(reducer, &values, &members)?));
+                let reduced = if reducer.trim_start().starts_with('_') {
+                    builtin_reduce(reducer, &values, &members)?
+                } else {
+                    self.js_reduce(engine, reducer, &members, values).await?
+                };
+                out.push((key, reduced));
             }
             let out: Vec<(Value, Value)> = out
                 .into_iter()
@@ -349,6 +355,84 @@ impl ViewGroup {
             rows,
         })
     }
+}
+
+/// Rows reduced at once by a JavaScript reduce function; more are reduced
+/// in such chunks, then re-reduced.
+const REDUCE_CHUNK: usize = 1000;
+
+/// Reduce output larger than this must shrink (CouchDB's
+/// `reduce_limit_threshold`).
+const REDUCE_LIMIT_THRESHOLD: usize = 5000;
+
+impl ViewGroup {
+    /// A JavaScript reduce function over one group's rows: chunks reduced,
+    /// then their results re-reduced until one is left.
+    async fn js_reduce(
+        &self,
+        engine: &Engine,
+        source: &str,
+        rows: &[&IndexEntry],
+        values: Vec<Value>,
+    ) -> Result<Value, ViewError> {
+        let mut partials = Vec::new();
+        for (chunk, chunk_values) in rows.chunks(REDUCE_CHUNK).zip(values.chunks(REDUCE_CHUNK)) {
+            let keys: Vec<Value> = chunk
+                .iter()
+                .map(|r| {
+                    let key: Value = serde_json::from_str(&r.key).unwrap_or(Value::Null);
+                    json!([key, r.id])
+                })
+                .collect();
+            let input = Value::Array(chunk_values.to_vec()).to_string();
+            let input_len = input.len();
+            let out = engine
+                .reduce(
+                    self.ddoc.clone(),
+                    source,
+                    Some(Value::Array(keys).to_string()),
+                    input,
+                )
+                .await?;
+            check_shrinks(&out, input_len)?;
+            partials.push(out);
+        }
+        while partials.len() > 1 {
+            let mut next = Vec::new();
+            for chunk in partials.chunks(REDUCE_CHUNK) {
+                let input = Value::Array(chunk.to_vec()).to_string();
+                let input_len = input.len();
+                let out = engine
+                    .reduce(self.ddoc.clone(), source, None, input)
+                    .await?;
+                check_shrinks(&out, input_len)?;
+                next.push(out);
+            }
+            partials = next;
+        }
+        match partials.pop() {
+            Some(value) => Ok(value),
+            // No rows: the function re-reduces nothing, as CouchDB asks it.
+            None => Ok(engine
+                .reduce(self.ddoc.clone(), source, None, "[]".into())
+                .await?),
+        }
+    }
+}
+
+/// CouchDB's `reduce_limit`: a reduce function whose output does not
+/// shrink is an error, not an index the size of its input.
+fn check_shrinks(out: &Value, input_len: usize) -> Result<(), ViewError> {
+    let out_len = out.to_string().len();
+    if out_len > REDUCE_LIMIT_THRESHOLD && out_len * 2 > input_len {
+        return Err(ViewError::Script(JsError::Runtime {
+            error: "reduce_overflow_error".into(),
+            reason: format!(
+                "Reduce output must shrink more rapidly: input size: {input_len} output size: {out_len}"
+            ),
+        }));
+    }
+    Ok(())
 }
 
 fn key_bytes(key: &Value) -> Vec<u8> {
@@ -421,8 +505,8 @@ fn builtin_reduce(
             Ok(json!(keys.len()))
         }
         other => Err(ViewError::Script(JsError::Runtime {
-            error: "not_implemented".into(),
-            reason: format!("reduce functions other than the built-in ones do not run yet ({other})"),
+            error: "unknown_builtin_reduce".into(),
+            reason: format!("Builtin reduce function invalid: {other}"),
         })),
     }
 }
