@@ -311,3 +311,110 @@ async fn javascript_reduce_functions_reduce_and_rereduce() {
     assert_eq!(grows.status, 500, "{}", grows.text);
     assert_eq!(grows.json()["error"], "reduce_overflow_error");
 }
+
+#[tokio::test]
+async fn info_queries_cleanup_and_compaction() {
+    let data = TempDir::new("views-ops");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    seed(&c).await;
+    let info = c.get("/db/_design/app/_info").await;
+    assert_eq!(info.status, 200, "{}", info.text);
+    let info = info.json();
+    assert_eq!(info["name"], "app");
+    let signature = info["view_index"]["signature"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(signature.len(), 32);
+    assert_eq!(info["view_index"]["updates_pending"]["total"], 11);
+
+    let results = c
+        .post(
+            "/db/_design/app/_view/by_n/queries",
+            json!({"queries": [{"reduce": false, "limit": 2}, {"keys": [3, 4], "reduce": false}, {}]}),
+        )
+        .await;
+    assert_eq!(results.status, 200, "{}", results.text);
+    let results = results.json();
+    assert_eq!(ids(&results["results"][0]), ["d01", "d02"]);
+    assert_eq!(ids(&results["results"][1]), ["d03", "d04"]);
+    assert_eq!(results["results"][2]["rows"][0]["value"], 550);
+    let after = c.get("/db/_design/app/_info").await.json();
+    assert_eq!(after["view_index"]["updates_pending"]["total"], 0);
+
+    let compacted = c
+        .send_bytes(
+            "POST",
+            "/db/_compact/app",
+            b"{}".to_vec(),
+            "application/json",
+        )
+        .await;
+    assert_eq!(compacted.status, 202, "{}", compacted.text);
+    assert_eq!(
+        c.send_bytes(
+            "POST",
+            "/db/_compact/nope",
+            b"{}".to_vec(),
+            "application/json"
+        )
+        .await
+        .status,
+        404
+    );
+
+    // Changing the views makes a new index; cleanup drops the old file.
+    let index_file = |sig: &str| {
+        let mut found = Vec::new();
+        for entry in walk(data.path()) {
+            if entry.ends_with(format!("{sig}.sqlite")) {
+                found.push(entry);
+            }
+        }
+        found
+    };
+    assert_eq!(index_file(&signature).len(), 1);
+    let ddoc = c.get("/db/_design/app").await.json();
+    let mut changed = ddoc.clone();
+    changed["views"]["names"]["map"] = json!("function (doc) { emit(doc._id, null); }");
+    assert_eq!(c.put("/db/_design/app", changed).await.status, 201);
+    c.get("/db/_design/app/_view/names?limit=1").await;
+    let cleanup = c
+        .send_bytes(
+            "POST",
+            "/db/_view_cleanup",
+            b"{}".to_vec(),
+            "application/json",
+        )
+        .await;
+    assert_eq!(cleanup.status, 202);
+    assert!(index_file(&signature).is_empty(), "the old index is gone");
+    let fresh = c.get("/db/_design/app/_info").await.json();
+    let new_signature = fresh["view_index"]["signature"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(new_signature, signature);
+    assert_eq!(
+        index_file(&new_signature).len(),
+        1,
+        "the index in use stays"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}

@@ -195,14 +195,14 @@ async fn serve(
         Target::Db(db) => db::database(state, db, query, request).await,
         Target::Endpoint { db, name } => endpoint(state, db, name, query, request).await,
         Target::Doc { db, id } => docs::document(state, db, id, query, request).await,
-        // `_compact/{ddoc}` compacts a design document's views: there are
-        // none yet, so the design document is the one thing to find.
+        // `_compact/{ddoc}` compacts a design document's views.
         Target::Attachment { db, id, name } if id == "_compact" => {
+            if request.method() != Method::POST {
+                return Err(ApiError::MethodNotAllowed("POST"));
+            }
+            require_json_content_type(request.headers())?;
             let database = state.store.db(&db).await?;
-            design::load(&database, &name).await?;
-            Err(ApiError::NotImplemented(
-                "view compaction is not supported yet".into(),
-            ))
+            crate::views::compact(state, database, name).await
         }
         Target::Attachment { db, id, name } => {
             attachments::attachment(state, db, id, name, query, request).await
@@ -216,6 +216,25 @@ async fn serve(
             let database = state.store.db(&db).await?;
             let name = rest.into_iter().next().unwrap_or_default();
             crate::views::view(state, database, ddoc, name, query, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
+        } if kind == "_view" && rest.len() == 2 && rest[1] == "queries" => {
+            let database = state.store.db(&db).await?;
+            let name = rest.into_iter().next().unwrap_or_default();
+            crate::views::queries(state, database, ddoc, name, query, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
+        } if kind == "_info" && rest.is_empty() => {
+            let database = state.store.db(&db).await?;
+            crate::views::info(state, database, ddoc, request).await
         }
         Target::DesignFunction {
             db,
@@ -304,12 +323,10 @@ async fn endpoint(
             db::security(state, db, request).await
         }
         "_security" => Err(ApiError::MethodNotAllowed("GET,PUT")),
-        // No views to clean up: what CouchDB answers for a database without
-        // index files.
         "_view_cleanup" if is(&Method::POST) => {
             require_json_content_type(request.headers())?;
-            state.store.db(&db).await?;
-            Ok(json_response(StatusCode::ACCEPTED, &json!({"ok": true})))
+            let database = state.store.db(&db).await?;
+            crate::views::cleanup(state, database).await
         }
         "_view_cleanup" => Err(ApiError::MethodNotAllowed("POST")),
         "_purge" if is(&Method::POST) => crate::purge::purge(state, db, request).await,

@@ -40,14 +40,153 @@ pub(crate) async fn view(
     if map.is_none() {
         return Err(ApiError::not_found("missing_named_view"));
     }
-    let params = Params {
-        query: &query,
-        body: &body,
+    let index = open_index(&state, &database, &group, &query).await?;
+    let out = answer(&state, &database, &group, &index, &name, &query, &body).await?;
+    Ok(json_response(StatusCode::OK, &out))
+}
+
+/// # POST /{db}/_design/{ddoc}/_view/{view}/queries
+/// Several queries of one view, answered together (`{"results": [...]}`).
+pub(crate) async fn queries(
+    state: AppState,
+    database: Database,
+    ddoc: String,
+    name: String,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    if request.method() != Method::POST {
+        return Err(ApiError::MethodNotAllowed("POST"));
+    }
+    let body = crate::json::read_json_object(request.into_body(), &state.config).await?;
+    let Some(Value::Array(queries)) = body.get("queries") else {
+        return Err(query_parse_error(
+            "`queries` member must be an array.".into(),
+        ));
     };
-    let q = params.view_query()?;
-    let include_docs = params.flag("include_docs")?.unwrap_or(false);
-    let conflicts = params.flag("conflicts")?.unwrap_or(false);
-    let update_seq = params.flag("update_seq")?.unwrap_or(false);
+    state.config.limits.check_items(queries.len(), "queries")?;
+    let doc = crate::design::load(&database, &ddoc).await?;
+    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
+    let index = open_index(&state, &database, &group, &query).await?;
+    let mut results = Vec::with_capacity(queries.len());
+    for one in queries {
+        let Value::Object(params) = one else {
+            return Err(query_parse_error("each query must be an object".into()));
+        };
+        results.push(
+            answer(
+                &state,
+                &database,
+                &group,
+                &index,
+                &name,
+                &Query::default(),
+                params,
+            )
+            .await?,
+        );
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({ "results": results }),
+    ))
+}
+
+/// # GET /{db}/_design/{ddoc}/_info
+pub(crate) async fn info(
+    state: AppState,
+    database: Database,
+    ddoc: String,
+    request: Request,
+) -> Result<Response, ApiError> {
+    if request.method() != Method::GET && request.method() != Method::HEAD {
+        return Err(ApiError::MethodNotAllowed("GET"));
+    }
+    let doc = crate::design::load(&database, &ddoc).await?;
+    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
+    let engine = state.validators.engine().clone();
+    let index = state
+        .views
+        .index(&engine, &database, &group, false)
+        .await
+        .map_err(view_error)?;
+    let indexed = index.update_seq().await?;
+    let pending = database.update_seq().saturating_sub(indexed);
+    let file = index.file_size();
+    let out = json!({
+        "name": ddoc,
+        "view_index": {
+            "signature": group.signature(),
+            "language": doc.get("language").cloned().unwrap_or(json!("javascript")),
+            "sizes": {"file": file, "external": 0, "active": file},
+            "update_seq": database.seq_string(indexed),
+            "purge_seq": 0,
+            "updater_running": false,
+            "compact_running": false,
+            "waiting_clients": 0,
+            "waiting_commit": false,
+            "updates_pending": {"minimum": pending, "preferred": pending, "total": pending},
+        }
+    });
+    Ok(json_response(StatusCode::OK, &out))
+}
+
+/// # POST /{db}/_view_cleanup
+/// Deletes the index files of views no design document has any more.
+pub(crate) async fn cleanup(state: AppState, database: Database) -> Result<Response, ApiError> {
+    let page = database
+        .all_docs(store::AllDocsQuery {
+            start: std::ops::Bound::Included("_design/".into()),
+            end: std::ops::Bound::Excluded("_design0".into()),
+            include_docs: true,
+            ..Default::default()
+        })
+        .await?;
+    let mut keep = Vec::new();
+    for row in page.rows {
+        let Some(doc) = row.doc else { continue };
+        if let Ok(group) = ViewGroup::of(database.name(), &doc.to_value()?) {
+            keep.push(group.signature().to_string());
+        }
+    }
+    state
+        .views
+        .cleanup(&database, &keep)
+        .await
+        .map_err(view_error)?;
+    Ok(json_response(StatusCode::ACCEPTED, &json!({"ok": true})))
+}
+
+/// # POST /{db}/_compact/{ddoc}
+/// Compacts the index of a design document's views.
+pub(crate) async fn compact(
+    state: AppState,
+    database: Database,
+    ddoc: String,
+) -> Result<Response, ApiError> {
+    let doc = crate::design::load(&database, &ddoc).await?;
+    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
+    let engine = state.validators.engine().clone();
+    let index = state
+        .views
+        .index(&engine, &database, &group, false)
+        .await
+        .map_err(view_error)?;
+    tokio::spawn(async move {
+        if let Err(e) = index.compact().await {
+            tracing::warn!(error = %e, "compacting a view index failed");
+        }
+    });
+    Ok(json_response(StatusCode::ACCEPTED, &json!({"ok": true})))
+}
+
+/// The group's index, up to date as the query's `update` (or `stale`) asks.
+async fn open_index(
+    state: &AppState,
+    database: &Database,
+    group: &ViewGroup,
+    query: &Query,
+) -> Result<store::Index, ApiError> {
     let (update, after) = match (query.get("update"), query.get("stale")) {
         (Some("false"), _) | (_, Some("ok")) => (false, false),
         (Some("lazy"), _) | (_, Some("update_after")) => (false, true),
@@ -66,7 +205,7 @@ pub(crate) async fn view(
     let engine = state.validators.engine().clone();
     let index = state
         .views
-        .index(&engine, &database, &group, update)
+        .index(&engine, database, group, update)
         .await
         .map_err(view_error)?;
     if after {
@@ -78,8 +217,26 @@ pub(crate) async fn view(
             }
         });
     }
+    Ok(index)
+}
+
+/// One view query's answer, its parameters from `query` over `body`.
+async fn answer(
+    state: &AppState,
+    database: &Database,
+    group: &ViewGroup,
+    index: &store::Index,
+    name: &str,
+    query: &Query,
+    body: &Map<String, Value>,
+) -> Result<Value, ApiError> {
+    let params = Params { query, body };
+    let q = params.view_query()?;
+    let include_docs = params.flag("include_docs")?.unwrap_or(false);
+    let conflicts = params.flag("conflicts")?.unwrap_or(false);
+    let update_seq = params.flag("update_seq")?.unwrap_or(false);
     let answer = group
-        .query(state.validators.engine(), &index, &name, &q)
+        .query(state.validators.engine(), index, name, &q)
         .await
         .map_err(view_error)?;
     let mut out = match answer {
@@ -132,7 +289,7 @@ pub(crate) async fn view(
     if update_seq {
         out["update_seq"] = Value::String(database.seq_string(index.update_seq().await?));
     }
-    Ok(json_response(StatusCode::OK, &out))
+    Ok(out)
 }
 
 fn view_error(e: ViewError) -> ApiError {

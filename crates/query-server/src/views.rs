@@ -165,6 +165,24 @@ impl Views {
     }
 }
 
+impl Views {
+    /// `_view_cleanup`: deletes the database's index files no design
+    /// document names any more (`keep` holds the signatures in use).
+    pub async fn cleanup(&self, database: &Database, keep: &[String]) -> Result<(), ViewError> {
+        for signature in database.index_signatures().await? {
+            if keep.contains(&signature) {
+                continue;
+            }
+            self.open
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&(database.uuid().to_string(), signature.clone()));
+            database.drop_index(&signature).await?;
+        }
+        Ok(())
+    }
+}
+
 /// Maps the changes the index has not seen yet.
 async fn catch_up(
     engine: &Engine,

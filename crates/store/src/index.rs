@@ -128,6 +128,49 @@ impl Database {
         .map_err(|e| StoreError::CommitFailed(format!("opening an index: {e}")))?
     }
 
+    /// The signatures of this database's index files.
+    pub async fn index_signatures(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.index_dir();
+        tokio::task::spawn_blocking(move || {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut found = Vec::new();
+            for entry in entries {
+                let name = entry?.file_name().to_string_lossy().into_owned();
+                if let Some(signature) = name.strip_suffix(".sqlite") {
+                    found.push(signature.to_string());
+                }
+            }
+            found.sort();
+            Ok(found)
+        })
+        .await
+        .map_err(|e| StoreError::CommitFailed(format!("listing indexes: {e}")))?
+    }
+
+    /// Deletes an index file (and its journal), when no design document
+    /// needs it any more.
+    pub async fn drop_index(&self, signature: &str) -> Result<(), StoreError> {
+        let base = self.index_dir().join(format!("{signature}.sqlite"));
+        tokio::task::spawn_blocking(move || {
+            for suffix in ["", "-wal", "-shm"] {
+                let mut file = base.as_os_str().to_owned();
+                file.push(suffix);
+                match std::fs::remove_file(PathBuf::from(file)) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| StoreError::CommitFailed(format!("dropping an index: {e}")))?
+    }
+
     /// Where this database's indexes live: beside its file.
     pub(crate) fn index_dir(&self) -> PathBuf {
         let mut dir = self.path().as_os_str().to_owned();
@@ -290,6 +333,15 @@ impl Index {
                 )?,
             };
             Ok(n as u64)
+        })
+        .await
+    }
+
+    /// Rewrites the index file without its free pages (`_compact/{ddoc}`).
+    pub async fn compact(&self) -> Result<(), StoreError> {
+        self.run(|conn| {
+            conn.execute_batch("VACUUM")?;
+            Ok(())
         })
         .await
     }
