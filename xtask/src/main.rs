@@ -11,6 +11,8 @@
 //!   same run (BENCHMARKS.md).
 //! - `bench replicate`: Recliner's replicator (HTTP, local, attachments)
 //!   against a PouchDB Server pair replicating with PouchDB (BENCHMARKS.md).
+//! - `bench views`: view builds and queries and filtered changes, against
+//!   PouchDB Server (BENCHMARKS.md).
 //! - `bench bodies`: peak memory under many large concurrent request
 //!   bodies, against PouchDB Server (BENCHMARKS.md).
 //! - `fuzz`: the fuzz targets of `tests/tests/fuzz`, each for a while.
@@ -211,6 +213,13 @@ fn bench(args: &[String]) -> Result<(), String> {
             &args[1..],
             true,
         ),
+        Some("views") => bench_against_pouchdb_server(
+            "views_bench",
+            "the views benchmark runs PouchDB Server",
+            "cargo xtask bench views",
+            &args[1..],
+            true,
+        ),
         Some("bodies") => bench_against_pouchdb_server(
             "bodies_bench",
             "the request-body benchmark runs PouchDB Server",
@@ -221,6 +230,7 @@ fn bench(args: &[String]) -> Result<(), String> {
         _ => Err(
             "usage: cargo xtask bench <store|http [--recliner-only] [--docs N]|\
                   replicate [--recliner-only] [--docs N] [--pouchdb-docs N]|\
+                  views [--recliner-only] [--docs N]|\
                   bodies [--recliner-only] [--clients N] [--mib N]>"
                 .into(),
         ),

@@ -82,6 +82,7 @@ CREATE TABLE IF NOT EXISTS rows (
     PRIMARY KEY (view, sort_key, doc_id, n)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS rows_by_doc ON rows (doc_id);
+CREATE TABLE IF NOT EXISTS view_rows (view INTEGER PRIMARY KEY, n INTEGER NOT NULL);
 ";
 
 impl Database {
@@ -111,7 +112,7 @@ impl Database {
                 })
                 .optional()?;
             if owner.as_deref() != Some(uuid.as_str()) {
-                conn.execute_batch("DELETE FROM rows; DELETE FROM meta;")?;
+                conn.execute_batch("DELETE FROM rows; DELETE FROM meta; DELETE FROM view_rows;")?;
                 conn.execute(
                     "INSERT INTO meta (name, value) VALUES ('db_uuid', ?1)",
                     [&uuid],
@@ -219,13 +220,24 @@ impl Index {
         self.run(move |conn| {
             let tx = conn.transaction()?;
             {
+                // Rows per view move with every change: kept counted, so
+                // `total_rows` is a lookup, not a scan.
+                let mut moved: std::collections::BTreeMap<u32, i64> = Default::default();
+                let mut counted = tx.prepare_cached(
+                    "SELECT view, COUNT(*) FROM rows WHERE doc_id = ?1 GROUP BY view",
+                )?;
                 let mut delete = tx.prepare_cached("DELETE FROM rows WHERE doc_id = ?1")?;
                 let mut insert = tx.prepare_cached(
                     "INSERT OR REPLACE INTO rows (view, sort_key, doc_id, n, key, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )?;
                 for doc in &docs {
+                    let mut old = counted.query([&doc.id])?;
+                    while let Some(row) = old.next()? {
+                        *moved.entry(row.get::<_, u32>(0)?).or_default() -= row.get::<_, i64>(1)?;
+                    }
                     delete.execute([&doc.id])?;
                     for (n, row) in doc.rows.iter().enumerate() {
+                        *moved.entry(row.view).or_default() += 1;
                         insert.execute(params![
                             row.view,
                             row.sort_key,
@@ -234,6 +246,14 @@ impl Index {
                             row.key,
                             row.value
                         ])?;
+                    }
+                }
+                let mut add = tx.prepare_cached(
+                    "INSERT INTO view_rows (view, n) VALUES (?1, ?2) ON CONFLICT (view) DO UPDATE SET n = n + excluded.n",
+                )?;
+                for (view, delta) in moved {
+                    if delta != 0 {
+                        add.execute(params![view, delta])?;
                     }
                 }
             }
@@ -275,12 +295,11 @@ impl Index {
             } else {
                 " ORDER BY sort_key, doc_id, n"
             });
-            sql.push_str(&format!(
-                " LIMIT {} OFFSET {}",
-                i64::try_from(range.limit).unwrap_or(i64::MAX),
-                i64::try_from(range.skip).unwrap_or(i64::MAX)
-            ));
-            let mut stmt = conn.prepare(&sql)?;
+            let (l, o) = (args.len() + 1, args.len() + 2);
+            sql.push_str(&format!(" LIMIT ?{l} OFFSET ?{o}"));
+            args.push(i64::try_from(range.limit).unwrap_or(i64::MAX).into());
+            args.push(i64::try_from(range.skip).unwrap_or(i64::MAX).into());
+            let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt
                 .query_map(rusqlite::params_from_iter(args), |r| {
                     Ok(IndexEntry {
@@ -299,12 +318,11 @@ impl Index {
     /// How many rows one view holds.
     pub async fn count(&self, view: u32) -> Result<u64, StoreError> {
         self.run(move |conn| {
-            let n: i64 = conn.query_row(
-                "SELECT COUNT(*) FROM rows WHERE view = ?1",
-                [i64::from(view)],
-                |r| r.get(0),
-            )?;
-            Ok(n as u64)
+            let n: Option<i64> = conn
+                .prepare_cached("SELECT n FROM view_rows WHERE view = ?1")?
+                .query_row([i64::from(view)], |r| r.get(0))
+                .optional()?;
+            Ok(n.unwrap_or(0).max(0) as u64)
         })
         .await
     }
