@@ -243,7 +243,9 @@ impl Writer {
         doc: &mut DocInput,
         new_edits: bool,
     ) -> Result<Result<(), DocFailure>, ApiError> {
-        if self.unrestricted() {
+        let id = doc.id.clone().unwrap_or_default();
+        let design = id.starts_with("_design/");
+        if self.unrestricted() && !design {
             return Ok(Ok(()));
         }
         if !self.user.is_server_admin()
@@ -251,8 +253,10 @@ impl Writer {
         {
             return Ok(Err(failure));
         }
-        let id = doc.id.clone().unwrap_or_default();
-        if id.starts_with("_local/") || id.starts_with("_design/") {
+        if design {
+            return self.check_views(doc).await;
+        }
+        if id.starts_with("_local/") {
             return Ok(Ok(()));
         }
         let checked = if self.replicator_db {
@@ -266,6 +270,76 @@ impl Writer {
             return Ok(checked);
         }
         self.validate(database, doc, new_edits).await
+    }
+
+    /// CouchDB's checks of a design document's views when it is written:
+    /// `views` an object, each view with a map function that compiles, and
+    /// only the built-in reducers that exist.
+    async fn check_views(&self, doc: &DocInput) -> Result<Result<(), DocFailure>, ApiError> {
+        let invalid = |reason: String| {
+            Ok(Err(DocFailure {
+                error: ErrorKind::InvalidDesignDoc,
+                reason,
+            }))
+        };
+        if doc.deleted {
+            return Ok(Ok(()));
+        }
+        let Some(views) = doc.body.get("views") else {
+            return Ok(Ok(()));
+        };
+        let Value::Object(views) = views else {
+            return invalid("`views` field must have object type".into());
+        };
+        let javascript = doc
+            .body
+            .get("language")
+            .and_then(Value::as_str)
+            .is_none_or(|l| l == "javascript");
+        for (name, view) in views {
+            // `views.lib` holds modules map functions may require.
+            if name == "lib" {
+                continue;
+            }
+            let Some(map) = view.get("map") else {
+                return invalid(format!("View `{name}` must contain map function"));
+            };
+            if let Some(reduce) = view.get("reduce").and_then(Value::as_str)
+                && reduce.starts_with('_')
+                && !["_sum", "_count", "_stats", "_approx_count_distinct"].contains(&reduce.trim())
+            {
+                return invalid(format!("`{reduce}` is not a supported reduce function."));
+            }
+            if !javascript {
+                continue;
+            }
+            let source = map.as_str().map_or_else(|| map.to_string(), str::to_string);
+            let scratch = query_server::DesignDoc {
+                db: String::new(),
+                id: doc.id.clone().unwrap_or_default(),
+                rev: "checking".into(),
+                json: "{}".into(),
+            };
+            match self
+                .state
+                .validators
+                .engine()
+                .compile_check(scratch, &source)
+                .await
+            {
+                Ok(()) => {}
+                Err(query_server::JsError::Runtime { reason, .. }) => {
+                    return Ok(Err(DocFailure {
+                        error: ErrorKind::CompilationError,
+                        reason: format!(
+                            "Compilation of the map function in the '{name}' view failed: {reason}"
+                        ),
+                    }));
+                }
+                Err(e) => return Err(crate::design::script_error(e)),
+            }
+        }
+        Ok(Ok(()))
     }
 
     /// The database's `validate_doc_update` functions, on a document about
@@ -422,11 +496,19 @@ impl Writer {
         self.check(database, doc, new_edits)
             .await?
             .map_err(|failure| match failure.error {
-                ErrorKind::Unauthorized | ErrorKind::UnknownError => {
-                    ApiError::refused(failure.error, failure.reason)
-                }
-                _ => ApiError::Forbidden(failure.reason),
+                ErrorKind::Forbidden => ApiError::Forbidden(failure.reason),
+                _ => ApiError::refused(failure.error, failure.reason),
             })
+    }
+
+    /// Whether a document needs [`Writer::check`] (its stored state, or
+    /// the engine) rather than [`Writer::check_streamed`].
+    pub(crate) fn needs_full_check(&self, doc: &DocInput) -> bool {
+        self.needs_stored_state()
+            || doc
+                .id
+                .as_deref()
+                .is_some_and(|id| id.starts_with("_design/"))
     }
 
     /// The design-document check for a document of a streamed bulk write

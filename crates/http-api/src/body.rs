@@ -401,7 +401,7 @@ pub(crate) async fn bulk_docs_from_file(
                     });
                 at += 1;
                 let checked = match doc {
-                    Ok(doc) if writer.needs_stored_state() => {
+                    Ok(doc) if writer.needs_full_check(&doc) => {
                         check_on_runtime(&handle, &writer, &database, doc, survey.new_edits)
                     }
                     Ok(doc) => {

@@ -303,7 +303,10 @@ pub(crate) async fn bulk_docs(
             .map_err(|_| ApiError::bad_request("invalid UTF-8 JSON"))?;
         parse_doc(&state, value)
     };
-    if writer.needs_stored_state() {
+    // Design documents are checked by the engine (their views compile):
+    // a batch holding one goes the checked way.
+    let has_design = docs.iter().any(|raw| raw.get().contains("_design/"));
+    if writer.needs_stored_state() || has_design {
         // `_users`: each document is checked against its stored revision
         // and its password hashed before anything is written.
         let mut accepted = Vec::with_capacity(count);

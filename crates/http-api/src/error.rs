@@ -156,10 +156,12 @@ impl ApiError {
                 error: "unknown_error",
                 reason,
             },
-            IllegalDocId | DocValidation | Error => ApiError::Invalid {
-                error: kind.as_str(),
-                reason,
-            },
+            IllegalDocId | DocValidation | Error | InvalidDesignDoc | CompilationError => {
+                ApiError::Invalid {
+                    error: kind.as_str(),
+                    reason,
+                }
+            }
         }
     }
 }

@@ -190,6 +190,20 @@ impl Engine {
             .collect())
     }
 
+    /// Whether a function's source compiles: `Err` is CouchDB's reason
+    /// (`SyntaxError: ... (source)`).
+    pub async fn compile_check(&self, ddoc: DesignDoc, source: &str) -> Result<(), JsError> {
+        match self
+            .pool
+            .call(ddoc, "compileCheck", vec![source.to_string()])
+            .await?
+        {
+            Answer::Ok(_) => Ok(()),
+            Answer::Error(error, reason) => Err(JsError::Runtime { error, reason }),
+            Answer::Thrown(thrown) => Err(thrown_error(thrown)),
+        }
+    }
+
     /// Runs a reduce function (by its source) on `[key, id]` pairs and
     /// values, or re-reduces values (`keys` `None`).
     pub async fn reduce(

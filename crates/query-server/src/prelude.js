@@ -245,6 +245,15 @@ var __couch = (function () {
       });
     },
 
+    // Whether a function's source compiles (design documents are checked
+    // when written, as CouchDB checks them).
+    compileCheck: function (source) {
+      return answer(function () {
+        compile(source, "function");
+        return true;
+      });
+    },
+
     emit: function (key, value) {
       if (emitted === null) {
         throw new Error("emit() is only available in a map function");

@@ -90,6 +90,10 @@ pub enum ErrorKind {
     /// 500 `unknown_error`: a validation function threw something other
     /// than `{forbidden}` or `{unauthorized}`.
     UnknownError,
+    /// 400 `invalid_design_doc`: a design document CouchDB would refuse.
+    InvalidDesignDoc,
+    /// 400 `compilation_error`: a design document's map function does not compile.
+    CompilationError,
 }
 
 impl ErrorKind {
@@ -105,6 +109,8 @@ impl ErrorKind {
             ErrorKind::Unauthorized => "unauthorized",
             ErrorKind::Error => "error",
             ErrorKind::UnknownError => "unknown_error",
+            ErrorKind::InvalidDesignDoc => "invalid_design_doc",
+            ErrorKind::CompilationError => "compilation_error",
         }
     }
 }
