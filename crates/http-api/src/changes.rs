@@ -248,6 +248,7 @@ pub(crate) async fn changes(
                 query: &query,
                 headers: &request_headers,
                 body: (method == Method::POST).then(|| Value::Object(body.clone()).to_string()),
+                id: None,
             })
             .await?;
             filter = Filter::Script(query_server::DocFilter {

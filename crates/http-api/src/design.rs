@@ -1,7 +1,7 @@
 //! Design documents' functions over HTTP: finding them with CouchDB's
 //! reasons when they are missing, the request object functions receive,
-//! and CouchDB's errors for functions that fail. Filters and views run
-//! (`changes`, `views`); `_show`, `_list` and `_update` do not yet: a
+//! and CouchDB's errors for functions that fail. Filters, views, shows and
+//! updates run (`changes`, `views`, `render`); `_list` does not yet: a
 //! request for one is answered as CouchDB answers when the design document
 //! or the function is missing (404), and with 501 only when it exists.
 
@@ -133,6 +133,8 @@ pub(crate) struct RequestParts<'a> {
     pub headers: &'a axum::http::HeaderMap,
     /// The body's text; `None` for a request without one.
     pub body: Option<String>,
+    /// The document the request names (`_show/name/docid`), if any.
+    pub id: Option<&'a str>,
 }
 
 /// The request object design functions receive (`req`), as CouchDB builds
@@ -147,6 +149,7 @@ pub(crate) async fn request_object(parts: RequestParts<'_>) -> Result<String, Ap
         query,
         headers,
         body,
+        id,
     } = parts;
     let segments: Vec<Value> = path
         .split('/')
@@ -184,10 +187,11 @@ pub(crate) async fn request_object(parts: RequestParts<'_>) -> Result<String, Ap
                 .finish()
         ),
     };
+    let form = form_of(headers, body.as_deref());
     let security = database.security().await?;
     let req = serde_json::json!({
         "info": crate::db::info_json(database).await?,
-        "id": null,
+        "id": id,
         "uuid": uuid::Uuid::new_v4().simple().to_string(),
         "method": method.as_str(),
         "requested_path": segments,
@@ -197,12 +201,28 @@ pub(crate) async fn request_object(parts: RequestParts<'_>) -> Result<String, Ap
         "headers": header_object,
         "body": body.unwrap_or_else(|| "undefined".into()),
         "peer": "127.0.0.1",
-        "form": {},
+        "form": form,
         "cookie": {},
         "userCtx": {"db": database.name(), "name": user.name, "roles": user.roles},
         "secObj": *security,
     });
     Ok(req.to_string())
+}
+
+/// A form body (`application/x-www-form-urlencoded`) as `req.form`.
+fn form_of(headers: &axum::http::HeaderMap, body: Option<&str>) -> Value {
+    let is_form = headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/x-www-form-urlencoded"));
+    match (is_form, body) {
+        (true, Some(body)) => Value::Object(
+            form_urlencoded::parse(body.as_bytes())
+                .map(|(k, v)| (k.into_owned(), Value::String(v.into_owned())))
+                .collect(),
+        ),
+        _ => Value::Object(Default::default()),
+    }
 }
 
 /// `content-type` as CouchDB's request object names it: `Content-Type`.

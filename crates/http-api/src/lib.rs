@@ -26,6 +26,7 @@ mod multipart;
 mod node;
 mod purge;
 mod query;
+mod render;
 mod routes;
 mod server_routes;
 mod session;
@@ -507,13 +508,19 @@ async fn conditional(request: Request, next: Next) -> Response {
     response
 }
 
+/// Marks an answer a design function wrote itself (a show's or an
+/// update's body): its headers are the function's, as in CouchDB.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RenderedByFunction;
+
 /// Headers CouchDB puts on every answer: clients and caches rely on
 /// `Cache-Control: must-revalidate` (unless a handler set its own, and
 /// never on a 304, as CouchDB), and `Server` names who answered.
 async fn couchdb_headers(mut response: Response) -> Response {
     let not_modified = response.status() == axum::http::StatusCode::NOT_MODIFIED;
+    let rendered = response.extensions().get::<RenderedByFunction>().is_some();
     let headers = response.headers_mut();
-    if !not_modified && !headers.contains_key(header::CACHE_CONTROL) {
+    if !not_modified && !rendered && !headers.contains_key(header::CACHE_CONTROL) {
         headers.insert(
             header::CACHE_CONTROL,
             HeaderValue::from_static("must-revalidate"),

@@ -232,6 +232,24 @@ async fn serve(
             ddoc,
             kind,
             rest,
+        } if kind == "_show" && !rest.is_empty() => {
+            let database = state.store.db(&db).await?;
+            crate::render::show(state, database, ddoc, rest, query, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
+        } if kind == "_update" && !rest.is_empty() => {
+            let database = state.store.db(&db).await?;
+            crate::render::update(state, database, ddoc, rest, query, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
         } if kind == "_info" && rest.is_empty() => {
             let database = state.store.db(&db).await?;
             crate::views::info(state, database, ddoc, request).await

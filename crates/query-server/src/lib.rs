@@ -190,6 +190,53 @@ impl Engine {
             .collect())
     }
 
+    /// Runs show function `name` on a document (`null` for none): the
+    /// response object (`body`/`json`/`base64`, `code`, `headers`).
+    pub async fn show(
+        &self,
+        ddoc: DesignDoc,
+        name: &str,
+        doc: String,
+        req: String,
+    ) -> Result<serde_json::Value, JsError> {
+        match self
+            .pool
+            .call(ddoc, "show", vec![name.to_string(), doc, req])
+            .await?
+        {
+            Answer::Ok(value) => Ok(value),
+            Answer::Error(error, reason) => Err(JsError::Runtime { error, reason }),
+            Answer::Thrown(thrown) => Err(thrown_error(thrown)),
+        }
+    }
+
+    /// Runs update function `name`: the document to save (or `null`) and
+    /// the response object.
+    pub async fn update(
+        &self,
+        ddoc: DesignDoc,
+        name: &str,
+        doc: String,
+        req: String,
+    ) -> Result<(serde_json::Value, serde_json::Value), JsError> {
+        match self
+            .pool
+            .call(ddoc, "update", vec![name.to_string(), doc, req])
+            .await?
+        {
+            Answer::Ok(serde_json::Value::Array(mut pair)) if pair.len() == 2 => {
+                let response = pair.pop().unwrap_or_default();
+                let doc = pair.pop().unwrap_or_default();
+                Ok((doc, response))
+            }
+            Answer::Ok(other) => Err(JsError::Internal(format!(
+                "an update function answered {other}"
+            ))),
+            Answer::Error(error, reason) => Err(JsError::Runtime { error, reason }),
+            Answer::Thrown(thrown) => Err(thrown_error(thrown)),
+        }
+    }
+
     /// Whether a function's source compiles: `Err` is CouchDB's reason
     /// (`SyntaxError: ... (source)`).
     pub async fn compile_check(&self, ddoc: DesignDoc, source: &str) -> Result<(), JsError> {

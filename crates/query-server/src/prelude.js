@@ -50,6 +50,53 @@ var __couch = (function () {
     return value;
   }
 
+  var providers = [];
+  var mimeTypes = {
+    all: "*/*", text: "text/plain; charset=utf-8", html: "text/html; charset=utf-8",
+    xhtml: "application/xhtml+xml", xml: "application/xml", js: "text/javascript",
+    css: "text/css", ics: "text/calendar", csv: "text/csv", rss: "application/rss+xml",
+    atom: "application/atom+xml", yaml: "application/x-yaml",
+    multipart_form: "multipart/form-data", url_encoded_form: "application/x-www-form-urlencoded",
+    json: "application/json"
+  };
+
+  // The provider the request asks for: `?format=`, else the first whose
+  // type its Accept header names, else the first registered.
+  function provided(request) {
+    var chosen = null;
+    var format = request.query && request.query.format;
+    var accept = (request.headers && (request.headers.Accept || request.headers.accept)) || "";
+    for (var i = 0; i < providers.length && chosen === null; i++) {
+      if (format ? providers[i][0] === format : accept.indexOf((mimeTypes[providers[i][0]] || providers[i][0]).split(";")[0]) >= 0) {
+        chosen = providers[i];
+      }
+    }
+    if (chosen === null && !format) {
+      chosen = providers[0];
+    }
+    if (chosen === null) {
+      throw ["error", "not_acceptable", "Content-Type " + format + " not supported, try one of: " +
+        providers.map(function (p) { return p[0]; }).join(", ")];
+    }
+    var out = response(chosen[1]());
+    out.headers = out.headers || {};
+    if (!out.headers["Content-Type"]) {
+      out.headers["Content-Type"] = mimeTypes[chosen[0]] || chosen[0];
+    }
+    return out;
+  }
+
+  // A show or update result as a response object.
+  function response(result) {
+    if (result === undefined || result === null) {
+      return { body: "" };
+    }
+    if (typeof result === "string") {
+      return { body: result };
+    }
+    return result;
+  }
+
   function compile(source, label) {
     if (typeof source !== "string") {
       throw ["error", "not_found", "missing function " + label];
@@ -254,6 +301,38 @@ var __couch = (function () {
       });
     },
 
+    // shows.name(doc, req): the response object ({body|json|base64,
+    // code, headers}); a string is the body. `provides(type, fun)` picks
+    // by the request's `format` or Accept header.
+    show: function (name, doc, req) {
+      return answer(function () {
+        var fun = lookup(["shows", name]);
+        var request = JSON.parse(req);
+        providers = [];
+        var result = fun.call(ddoc, JSON.parse(doc), request);
+        if (result === undefined && providers.length > 0) {
+          result = provided(request);
+        }
+        return response(result);
+      });
+    },
+
+    // updates.name(doc, req): [the document to save or null, the response].
+    update: function (name, doc, req) {
+      return answer(function () {
+        var fun = lookup(["updates", name]);
+        var result = fun.call(ddoc, JSON.parse(doc), JSON.parse(req));
+        if (!Array.isArray(result) || result.length !== 2) {
+          throw ["error", "render_error", "undefined response from update function"];
+        }
+        return [result[0] === undefined ? null : result[0], response(result[1])];
+      });
+    },
+
+    provides: function (type, fun) {
+      providers.push([type, fun]);
+    },
+
     emit: function (key, value) {
       if (emitted === null) {
         throw new Error("emit() is only available in a map function");
@@ -293,4 +372,12 @@ function isArray(value) {
 
 function require(name) {
   return __couch.require(name);
+}
+
+function provides(type, fun) {
+  __couch.provides(type, fun);
+}
+
+function registerType(name) {
+  // Known types only: the common ones are registered already.
 }

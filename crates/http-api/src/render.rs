@@ -1,0 +1,238 @@
+//! `_show` and `_update` functions: a design document's function renders a
+//! document (or changes one) and answers with its own response object
+//! (`body`, `json` or `base64`, `code`, `headers`), as CouchDB runs them.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use base64::Engine;
+use serde_json::Value;
+use store::{Database, GetOptions, StoreError};
+
+use crate::AppState;
+use crate::design::{RequestParts, Section};
+use crate::error::ApiError;
+use crate::query::Query;
+
+/// Largest request body a show or update function receives.
+const MAX_BODY: usize = 64 << 20;
+
+/// # GET|POST /{db}/_design/{ddoc}/_show/{name}[/{docid}]
+pub(crate) async fn show(
+    state: AppState,
+    database: Database,
+    ddoc: String,
+    rest: Vec<String>,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let method = request.method().clone();
+    if ![Method::GET, Method::HEAD, Method::POST].contains(&method) {
+        return Err(ApiError::MethodNotAllowed("GET,POST,HEAD"));
+    }
+    let (name, id) = name_and_id(rest);
+    let design = crate::design::runnable(&database, &ddoc, Section::Shows, &name).await?;
+    let doc = match &id {
+        Some(id) => stored(&database, id).await?,
+        None => "null".to_string(),
+    };
+    let user = crate::auth::user_of(&request);
+    let (headers, body) = parts(request).await?;
+    let req = crate::design::request_object(RequestParts {
+        database: &database,
+        user: &user,
+        method: &method,
+        path: &format!("/{}/_design/{ddoc}/_show/{name}", database.name()),
+        query: &query,
+        headers: &headers.headers,
+        body,
+        id: id.as_deref(),
+    })
+    .await?;
+    // As CouchDB: the answer is tagged by the design document, the
+    // document, what the client accepts, who asks and what it asks.
+    let tag = serde_json::json!([
+        design.rev,
+        serde_json::from_str::<Value>(&doc)
+            .ok()
+            .and_then(|d| d.get("_rev").cloned()),
+        headers
+            .headers
+            .get(axum::http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok()),
+        user.name,
+        user.roles,
+        query.pairs(),
+    ]);
+    let etag = format!(
+        "\"{}\"",
+        crate::json::content_etag(tag.to_string().as_bytes())
+    );
+    if crate::json::etag_matches(&headers.headers, &etag) {
+        return Ok(crate::json::not_modified(&etag));
+    }
+    let answer = state
+        .validators
+        .engine()
+        .show(design, &name, doc, req)
+        .await
+        .map_err(crate::design::script_error)?;
+    let mut response = respond(&answer, StatusCode::OK, &[])?;
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        response
+            .headers_mut()
+            .insert(axum::http::header::ETAG, value);
+    }
+    Ok(response)
+}
+
+/// # POST|PUT /{db}/_design/{ddoc}/_update/{name}[/{docid}]
+pub(crate) async fn update(
+    state: AppState,
+    database: Database,
+    ddoc: String,
+    rest: Vec<String>,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let method = request.method().clone();
+    if method != Method::POST && method != Method::PUT {
+        return Err(ApiError::MethodNotAllowed("POST,PUT"));
+    }
+    let (name, id) = name_and_id(rest);
+    let design = crate::design::runnable(&database, &ddoc, Section::Updates, &name).await?;
+    let doc = match &id {
+        Some(id) => stored(&database, id).await?,
+        None => "null".to_string(),
+    };
+    let user = crate::auth::user_of(&request);
+    let writer = crate::access::Writer::of(&state, &database, user.clone()).await?;
+    let (headers, body) = parts(request).await?;
+    let req = crate::design::request_object(RequestParts {
+        database: &database,
+        user: &user,
+        method: &method,
+        path: &format!("/{}/_design/{ddoc}/_update/{name}", database.name()),
+        query: &query,
+        headers: &headers.headers,
+        body,
+        id: id.as_deref(),
+    })
+    .await?;
+    let (new_doc, answer) = state
+        .validators
+        .engine()
+        .update(design, &name, doc, req)
+        .await
+        .map_err(crate::design::script_error)?;
+    if new_doc.is_null() {
+        return respond(&answer, StatusCode::OK, &[]);
+    }
+    let mut input = crate::db::parse_doc(&state, new_doc)?;
+    if input.id.is_none() {
+        return Err(ApiError::bad_request(
+            "Document id must be a string: an update function must give the document an _id",
+        ));
+    }
+    writer.check_one(&database, &mut input, true).await?;
+    let saved_id = input.id.clone().unwrap_or_default();
+    let rev = database.put_doc(input, true).await?;
+    respond(
+        &answer,
+        StatusCode::CREATED,
+        &[("x-couch-id", &saved_id), ("x-couch-update-newrev", &rev)],
+    )
+}
+
+/// `name/doc/id` → the function's name and the document id (which may
+/// hold slashes).
+fn name_and_id(rest: Vec<String>) -> (String, Option<String>) {
+    let mut rest = rest.into_iter();
+    let name = rest.next().unwrap_or_default();
+    let id: Vec<String> = rest.collect();
+    (name, (!id.is_empty()).then(|| id.join("/")))
+}
+
+/// The stored document, or `null` for one that is missing (the function decides).
+async fn stored(database: &Database, id: &str) -> Result<String, ApiError> {
+    match database.get(id, GetOptions::default()).await {
+        Ok(doc) => Ok(doc.into_string()),
+        Err(StoreError::DocNotFound(_)) => Ok("null".into()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The request's headers and body text (bounded).
+async fn parts(request: Request) -> Result<(axum::http::request::Parts, Option<String>), ApiError> {
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| ApiError::RequestTooLarge)?;
+    let text = (!bytes.is_empty()).then(|| String::from_utf8_lossy(&bytes).into_owned());
+    Ok((parts, text))
+}
+
+/// A function's response object as the HTTP answer.
+fn respond(
+    answer: &Value,
+    default: StatusCode,
+    extra: &[(&str, &str)],
+) -> Result<Response, ApiError> {
+    let status = answer
+        .get("code")
+        .and_then(Value::as_u64)
+        .and_then(|c| u16::try_from(c).ok())
+        .and_then(|c| StatusCode::from_u16(c).ok())
+        .unwrap_or(default);
+    let (body, content_type): (Vec<u8>, &str) = if let Some(json) = answer.get("json") {
+        (json.to_string().into_bytes(), "application/json")
+    } else if let Some(encoded) = answer.get("base64").and_then(Value::as_str) {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .map_err(|_| ApiError::Failed {
+                error: "render_error",
+                reason: "the response's base64 is not valid".into(),
+            })?;
+        (bytes, "application/binary")
+    } else {
+        let text = match answer.get("body") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(other) => other.to_string(),
+        };
+        (text.into_bytes(), "text/html; charset=utf-8")
+    };
+    let json = content_type == "application/json";
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    if !json {
+        // CouchDB adds nothing to a body the function wrote.
+        response.extensions_mut().insert(crate::RenderedByFunction);
+    }
+    let headers = response.headers_mut();
+    headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type),
+    );
+    if let Some(Value::Object(given)) = answer.get("headers") {
+        for (name, value) in given {
+            let (Ok(name), Some(Ok(value))) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                value.as_str().map(HeaderValue::from_str),
+            ) else {
+                continue;
+            };
+            headers.insert(name, value);
+        }
+    }
+    for (name, value) in extra {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            headers.insert(name, value);
+        }
+    }
+    Ok(response)
+}
