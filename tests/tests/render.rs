@@ -82,3 +82,38 @@ async fn show_and_update_functions_answer_with_their_response_objects() {
         .await;
     assert_eq!((form.status, form.text.as_str()), (200, "got b c"));
 }
+
+#[tokio::test]
+async fn list_functions_render_a_views_rows() {
+    let data = TempDir::new("render-list");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    c.put(
+        "/db/_design/l",
+        json!({
+            "views": {"by_n": {"map": "function (doc) { emit(doc.n, doc.name); }"}},
+            "lists": {
+                "csv": "function (head, req) { start({headers: {'Content-Type': 'text/csv'}}); send('n,name\\n'); var row; while ((row = getRow())) { send(row.key + ',' + row.value + '\\n'); } return 'rows: ' + head.total_rows; }"
+            }
+        }),
+    )
+    .await;
+    for (n, name) in [(1, "one"), (2, "two"), (3, "three")] {
+        c.put(&format!("/db/d{n}"), json!({"n": n, "name": name}))
+            .await;
+    }
+    let csv = c.get("/db/_design/l/_list/csv/by_n?startkey=2").await;
+    assert_eq!(csv.status, 200, "{}", csv.text);
+    assert_eq!(csv.header("content-type"), Some("text/csv"));
+    assert_eq!(csv.text, "n,name\n2,two\n3,three\nrows: 3");
+    // The view of another design document.
+    c.put(
+        "/db/_design/other",
+        json!({"views": {"names": {"map": "function (doc) { emit(doc.name, doc.n); }"}}}),
+    )
+    .await;
+    let other = c.get("/db/_design/l/_list/csv/other/names?limit=1").await;
+    assert_eq!(other.text, "n,name\none,1\nrows: 3");
+    assert_eq!(c.get("/db/_design/l/_list/nope/by_n").await.status, 404);
+}

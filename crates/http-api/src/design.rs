@@ -1,9 +1,9 @@
 //! Design documents' functions over HTTP: finding them with CouchDB's
 //! reasons when they are missing, the request object functions receive,
-//! and CouchDB's errors for functions that fail. Filters, views, shows and
-//! updates run (`changes`, `views`, `render`); `_list` does not yet: a
-//! request for one is answered as CouchDB answers when the design document
-//! or the function is missing (404), and with 501 only when it exists.
+//! and CouchDB's errors for functions that fail. Filters, views, shows,
+//! lists and updates run (`changes`, `views`, `render`); a request for an
+//! unknown kind of function is answered as CouchDB answers when the design
+//! document is missing (404), and with 501 when it exists.
 
 use serde_json::Value;
 use store::{Database, GetOptions, StoreError};

@@ -145,6 +145,107 @@ pub(crate) async fn update(
     )
 }
 
+/// # GET|POST /{db}/_design/{ddoc}/_list/{list}/[{other ddoc}/]{view}
+/// A list function over a view's rows, with the view's query parameters.
+pub(crate) async fn list(
+    state: AppState,
+    database: Database,
+    ddoc: String,
+    rest: Vec<String>,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let method = request.method().clone();
+    if ![Method::GET, Method::HEAD, Method::POST].contains(&method) {
+        return Err(ApiError::MethodNotAllowed("GET,POST,HEAD"));
+    }
+    let (name, view_ddoc, view) = match rest.as_slice() {
+        [name, view] => (name.clone(), ddoc.clone(), view.clone()),
+        [name, other, view] => (name.clone(), other.clone(), view.clone()),
+        _ => return Err(ApiError::not_found("missing")),
+    };
+    let design = crate::design::runnable(&database, &ddoc, Section::Lists, &name).await?;
+    let view_doc = crate::design::load(&database, &view_ddoc).await?;
+    if view_doc
+        .get("views")
+        .and_then(|v| v.get(&view))
+        .and_then(|v| v.get("map"))
+        .is_none()
+    {
+        return Err(ApiError::not_found("missing_named_view"));
+    }
+    let group = query_server::views::ViewGroup::of(database.name(), &view_doc)
+        .map_err(|_| ApiError::not_found("missing_named_view"))?;
+    let user = crate::auth::user_of(&request);
+    let (headers, body) = parts(request).await?;
+    let params = match (&body, method == Method::POST) {
+        (Some(text), true) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => map,
+            _ => Default::default(),
+        },
+        _ => Default::default(),
+    };
+    let index = crate::views::open_index(&state, &database, &group, &query).await?;
+    let mut answered =
+        crate::views::answer(&state, &database, &group, &index, &view, &query, &params).await?;
+    let rows = answered
+        .get_mut("rows")
+        .map(Value::take)
+        .unwrap_or(Value::Array(Vec::new()));
+    let mut head = serde_json::Map::new();
+    for field in ["total_rows", "offset", "update_seq"] {
+        if let Some(v) = answered.get(field) {
+            head.insert(field.into(), v.clone());
+        }
+    }
+    let req = crate::design::request_object(RequestParts {
+        database: &database,
+        user: &user,
+        method: &method,
+        path: &format!("/{}/_design/{ddoc}/_list/{name}/{view}", database.name()),
+        query: &query,
+        headers: &headers.headers,
+        body,
+        id: None,
+    })
+    .await?;
+    let out = state
+        .validators
+        .engine()
+        .list(
+            design,
+            &name,
+            Value::Object(head).to_string(),
+            rows.to_string(),
+            req,
+        )
+        .await
+        .map_err(crate::design::script_error)?;
+    let start = out.get("start").cloned().unwrap_or_default();
+    let mut answer = serde_json::json!({
+        "body": out.get("body").cloned().unwrap_or(Value::String(String::new())),
+    });
+    if let Some(code) = start.get("code") {
+        answer["code"] = code.clone();
+    }
+    // A list's answer is JSON unless the function says otherwise, as CouchDB's.
+    let mut headers_out = match start.get("headers") {
+        Some(Value::Object(given)) => given.clone(),
+        _ => serde_json::Map::new(),
+    };
+    if !headers_out
+        .keys()
+        .any(|k| k.eq_ignore_ascii_case("content-type"))
+    {
+        headers_out.insert(
+            "Content-Type".into(),
+            Value::String("application/json".into()),
+        );
+    }
+    answer["headers"] = Value::Object(headers_out);
+    respond(&answer, StatusCode::OK, &[])
+}
+
 /// `name/doc/id` → the function's name and the document id (which may
 /// hold slashes).
 fn name_and_id(rest: Vec<String>) -> (String, Option<String>) {

@@ -241,6 +241,15 @@ async fn serve(
             ddoc,
             kind,
             rest,
+        } if kind == "_list" && (rest.len() == 2 || rest.len() == 3) => {
+            let database = state.store.db(&db).await?;
+            crate::render::list(state, database, ddoc, rest, query, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
         } if kind == "_update" && !rest.is_empty() => {
             let database = state.store.db(&db).await?;
             crate::render::update(state, database, ddoc, rest, query, request).await

@@ -181,7 +181,7 @@ pub(crate) async fn compact(
 }
 
 /// The group's index, up to date as the query's `update` (or `stale`) asks.
-async fn open_index(
+pub(crate) async fn open_index(
     state: &AppState,
     database: &Database,
     group: &ViewGroup,
@@ -221,7 +221,7 @@ async fn open_index(
 }
 
 /// One view query's answer, its parameters from `query` over `body`.
-async fn answer(
+pub(crate) async fn answer(
     state: &AppState,
     database: &Database,
     group: &ViewGroup,

@@ -210,6 +210,27 @@ impl Engine {
         }
     }
 
+    /// Runs list function `name` over a view's rows (a JSON array) with
+    /// its head (`total_rows`, `offset`): the head `start()` set and the body.
+    pub async fn list(
+        &self,
+        ddoc: DesignDoc,
+        name: &str,
+        head: String,
+        rows: String,
+        req: String,
+    ) -> Result<serde_json::Value, JsError> {
+        match self
+            .pool
+            .call(ddoc, "list", vec![name.to_string(), head, rows, req])
+            .await?
+        {
+            Answer::Ok(value) => Ok(value),
+            Answer::Error(error, reason) => Err(JsError::Runtime { error, reason }),
+            Answer::Thrown(thrown) => Err(thrown_error(thrown)),
+        }
+    }
+
     /// Runs update function `name`: the document to save (or `null`) and
     /// the response object.
     pub async fn update(

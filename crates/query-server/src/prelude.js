@@ -51,6 +51,10 @@ var __couch = (function () {
   }
 
   var providers = [];
+  var listRows = null;
+  var listAt = 0;
+  var chunks = [];
+  var started = null;
   var mimeTypes = {
     all: "*/*", text: "text/plain; charset=utf-8", html: "text/html; charset=utf-8",
     xhtml: "application/xhtml+xml", xml: "application/xml", js: "text/javascript",
@@ -329,6 +333,51 @@ var __couch = (function () {
       });
     },
 
+    // lists.name(head, req) over a view's rows: getRow() hands them out,
+    // send() and the returned string make the body, start() the head.
+    list: function (name, head, rows, req) {
+      return answer(function () {
+        var fun = lookup(["lists", name]);
+        var request = JSON.parse(req);
+        listRows = JSON.parse(rows);
+        listAt = 0;
+        chunks = [];
+        started = null;
+        providers = [];
+        var tail = fun.call(ddoc, JSON.parse(head), request);
+        if (tail === undefined && providers.length > 0) {
+          var chosen = provided(request);
+          tail = chosen.body;
+          started = started || {};
+          started.headers = started.headers || {};
+          for (var h in chosen.headers) {
+            if (!started.headers[h]) {
+              started.headers[h] = chosen.headers[h];
+            }
+          }
+        }
+        if (typeof tail === "string") {
+          chunks.push(tail);
+        }
+        return { start: started || {}, body: chunks.join("") };
+      });
+    },
+
+    getRow: function () {
+      if (listRows === null || listAt >= listRows.length) {
+        return null;
+      }
+      return listRows[listAt++];
+    },
+
+    send: function (chunk) {
+      chunks.push(String(chunk));
+    },
+
+    start: function (head) {
+      started = head || {};
+    },
+
     provides: function (type, fun) {
       providers.push([type, fun]);
     },
@@ -376,6 +425,18 @@ function require(name) {
 
 function provides(type, fun) {
   __couch.provides(type, fun);
+}
+
+function getRow() {
+  return __couch.getRow();
+}
+
+function send(chunk) {
+  __couch.send(chunk);
+}
+
+function start(head) {
+  __couch.start(head);
 }
 
 function registerType(name) {
