@@ -1,5 +1,6 @@
 'use strict';
-// PouchDB (node) against recliner's design-document functions: replications
+// PouchDB (node) against recliner's design-document functions: views read
+// with query() (ranges, include_docs, grouped reductions), replications
 // pulled through a filter function with query_params and through
 // `filter: '_view'`, a filtered `changes()` on the remote database, and a
 // push that recliner's validate_doc_update refuses in part (PouchDB reports
@@ -23,7 +24,10 @@ runSteps('pouchdb_design', [
     await remote.put({
       _id: '_design/app',
       filters: { by_type: 'function (doc, req) { return doc.type === req.query.type; }' },
-      views: { big: { map: 'function (doc) { if (doc.n > 6) { emit(doc.n); } }' } },
+      views: {
+        big: { map: 'function (doc) { if (doc.n > 6) { emit(doc.n); } }' },
+        count: { map: 'function (doc) { if (doc.type) { emit(doc.type, 1); } }', reduce: '_count' },
+      },
       validate_doc_update: "function (newDoc) { if (newDoc.type === 'banned') { throw({forbidden: 'banned documents are refused'}); } }",
     });
     const docs = [];
@@ -39,6 +43,16 @@ runSteps('pouchdb_design', [
     assert.deepEqual(ids(changes.results), ['d0', 'd3', 'd6', 'd9']);
     const viewed = await remote.changes({ filter: '_view', view: 'app/big' });
     assert.deepEqual(ids(viewed.results), ['d7', 'd8', 'd9']);
+  }],
+
+  ["query() on the remote database's views", async () => {
+    const rows = await remote.query('app/big', { reduce: false, descending: true });
+    assert.deepEqual(rows.rows.map((r) => r.key), [9, 8, 7]);
+    assert.equal(rows.total_rows, 3);
+    const ranged = await remote.query('app/big', { startkey: 8, endkey: 9, include_docs: true, reduce: false });
+    assert.deepEqual(ranged.rows.map((r) => r.doc._id), ['d8', 'd9']);
+    const counted = await remote.query('app/count', { group: true });
+    assert.deepEqual(counted.rows, [{ key: 'fizz', value: 4 }, { key: 'plain', value: 6 }]);
   }],
 
   ['a pull replication through a filter function with query_params', async () => {

@@ -306,3 +306,53 @@ async fn gzip_stored_attachments_reach_every_peer_as_their_content() {
     replicate(&c, back).await;
     assert_eq!(c.get("/back/g/a.txt").await.text, content);
 }
+
+/// Filtered replications with PouchDB Server on either side: Recliner's
+/// filter function with `query_params` as the source, PouchDB Server's as
+/// the source of a pull (it runs the filter itself).
+#[tokio::test]
+async fn filtered_replications_with_query_params_both_ways() {
+    let pouchdb = pouchdb_server().await;
+    let data = TempDir::new("pouchdb-filtered");
+    let server = TestServer::start(data.path(), &[]);
+    let (c, p) = (Client::new(&server), Client::at(&pouchdb.url("")));
+    let ddoc = json!({"filters": {"by_kind": "function (doc, req) { return doc.kind === req.query.kind; }"}});
+    c.put("/src", json!({})).await;
+    c.put("/src/_design/app", ddoc.clone()).await;
+    for i in 0..10 {
+        let kind = if i % 3 == 0 { "keep" } else { "skip" };
+        c.put(&format!("/src/d{i}"), json!({"kind": kind})).await;
+    }
+    let push = json!({"source": "src", "target": pouchdb.url("/dst"), "create_target": true,
+                      "filter": "app/by_kind", "query_params": {"kind": "keep"}});
+    let log = replicate(&c, push).await;
+    assert_eq!(log["history"][0]["docs_written"], 4, "{log}");
+    let pushed = p.get("/dst/_all_docs").await.json();
+    let ids: Vec<&str> = pushed["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["d0", "d3", "d6", "d9"]);
+
+    // PouchDB Server runs the filter for a pull from it.
+    p.put("/psrc", json!({})).await;
+    p.put("/psrc/_design/app", ddoc).await;
+    for i in 0..6 {
+        let kind = if i % 2 == 0 { "keep" } else { "skip" };
+        p.put(&format!("/psrc/p{i}"), json!({"kind": kind})).await;
+    }
+    let pull = json!({"source": pouchdb.url("/psrc"), "target": "pulled", "create_target": true,
+                      "filter": "app/by_kind", "query_params": {"kind": "keep"}});
+    let log = replicate(&c, pull).await;
+    assert_eq!(log["history"][0]["docs_written"], 3, "{log}");
+    let pulled = c.get("/pulled/_all_docs").await.json();
+    let ids: Vec<&str> = pulled["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["p0", "p2", "p4"]);
+}
