@@ -450,6 +450,14 @@ async fn ids(c: &Client, db: &str) -> Vec<String> {
 /// `update_seq` after the first ten.
 async fn twenty(c: &Client, db: &str) -> Value {
     created(&c.put(&format!("/{db}"), json!({})).await, "create the db");
+    let ddoc = json!({
+        "filters": {"every": "function (doc, req) { return doc.n % Number(req.query.m) === 0; }"},
+        "views": {"small": {"map": "function (doc) { if (doc.n < 5) { emit(doc.n, null); } }"}}
+    });
+    created(
+        &c.put(&format!("/{db}/_design/app"), ddoc).await,
+        "the design document",
+    );
     let doc = |n: usize| json!({"_id": format!("d{n:02}"), "n": n, "even": n.is_multiple_of(2)});
     bulk(c, db, (0..10).map(doc).collect()).await;
     let seq = c.get(&format!("/{db}")).await.json()["update_seq"].clone();
@@ -457,8 +465,9 @@ async fn twenty(c: &Client, db: &str) -> Value {
     seq
 }
 
-/// `doc_ids`, `selector` and `since_seq` replications, run by CouchDB from
-/// Recliner and by Recliner from CouchDB: each copies exactly its subset.
+/// `doc_ids`, `selector`, filter function (with `query_params`), `_view`
+/// and `since_seq` replications, run by CouchDB from Recliner and by
+/// Recliner from CouchDB: each copies exactly its subset.
 #[tokio::test]
 async fn filtered_replications_copy_exactly_their_subset_both_ways() {
     let Some(couch) = couchdb("filtered_replications_copy_exactly_their_subset") else {
@@ -479,6 +488,15 @@ async fn filtered_replications_copy_exactly_their_subset_both_ways() {
             names(&[3, 17]),
         ),
         (json!({"selector": {"even": true}}), names(&evens)),
+        // Filter functions, run by the source with the query parameters.
+        (
+            json!({"filter": "app/every", "query_params": {"m": "5"}}),
+            names(&[0, 5, 10, 15]),
+        ),
+        (
+            json!({"filter": "_view", "query_params": {"view": "app/small"}}),
+            names(&[0, 1, 2, 3, 4]),
+        ),
     ];
     let mut made = Vec::new();
     for (filter, want) in cases
