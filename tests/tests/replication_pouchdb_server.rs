@@ -356,3 +356,33 @@ async fn filtered_replications_with_query_params_both_ways() {
         .collect();
     assert_eq!(ids, ["p0", "p2", "p4"]);
 }
+
+/// A design document CouchDB would refuse (a map function that does not
+/// compile) is refused when replicated too, as a write failure; the rest
+/// arrives.
+#[tokio::test]
+async fn a_replicated_design_document_is_checked_as_a_written_one() {
+    let pouchdb = pouchdb_server().await;
+    let data = TempDir::new("pouchdb-bad-ddoc");
+    let server = TestServer::start(data.path(), &[]);
+    let (c, p) = (Client::new(&server), Client::at(&pouchdb.url("")));
+    p.put("/psrc", json!({})).await;
+    p.put(
+        "/psrc/_design/bad",
+        json!({"views": {"v": {"map": "function (doc) { emit(1 }"}}}),
+    )
+    .await;
+    p.put(
+        "/psrc/_design/good",
+        json!({"views": {"v": {"map": "function (doc) { emit(doc._id, null); }"}}}),
+    )
+    .await;
+    p.put("/psrc/plain", json!({"x": 1})).await;
+    let pull = json!({"source": pouchdb.url("/psrc"), "target": "pulled", "create_target": true});
+    let log = replicate(&c, pull).await;
+    let session = &log["history"][0];
+    assert_eq!(session["doc_write_failures"], 1, "{log}");
+    assert_eq!(session["docs_written"], 2, "{log}");
+    assert_eq!(c.get("/pulled/_design/bad").await.status, 404);
+    assert_eq!(c.get("/pulled/_design/good").await.status, 200);
+}

@@ -276,70 +276,19 @@ impl Writer {
     /// `views` an object, each view with a map function that compiles, and
     /// only the built-in reducers that exist.
     async fn check_views(&self, doc: &DocInput) -> Result<Result<(), DocFailure>, ApiError> {
-        let invalid = |reason: String| {
-            Ok(Err(DocFailure {
+        let checked = query_server::check_design_doc(self.state.validators.engine(), doc)
+            .await
+            .map_err(crate::design::script_error)?;
+        Ok(checked.map_err(|refusal| match refusal {
+            query_server::DesignRefusal::Invalid(reason) => DocFailure {
                 error: ErrorKind::InvalidDesignDoc,
                 reason,
-            }))
-        };
-        if doc.deleted {
-            return Ok(Ok(()));
-        }
-        let Some(views) = doc.body.get("views") else {
-            return Ok(Ok(()));
-        };
-        let Value::Object(views) = views else {
-            return invalid("`views` field must have object type".into());
-        };
-        let javascript = doc
-            .body
-            .get("language")
-            .and_then(Value::as_str)
-            .is_none_or(|l| l == "javascript");
-        for (name, view) in views {
-            // `views.lib` holds modules map functions may require.
-            if name == "lib" {
-                continue;
-            }
-            let Some(map) = view.get("map") else {
-                return invalid(format!("View `{name}` must contain map function"));
-            };
-            if let Some(reduce) = view.get("reduce").and_then(Value::as_str)
-                && reduce.starts_with('_')
-                && !["_sum", "_count", "_stats", "_approx_count_distinct"].contains(&reduce.trim())
-            {
-                return invalid(format!("`{reduce}` is not a supported reduce function."));
-            }
-            if !javascript {
-                continue;
-            }
-            let source = map.as_str().map_or_else(|| map.to_string(), str::to_string);
-            let scratch = query_server::DesignDoc {
-                db: String::new(),
-                id: doc.id.clone().unwrap_or_default(),
-                rev: "checking".into(),
-                json: "{}".into(),
-            };
-            match self
-                .state
-                .validators
-                .engine()
-                .compile_check(scratch, &source)
-                .await
-            {
-                Ok(()) => {}
-                Err(query_server::JsError::Runtime { reason, .. }) => {
-                    return Ok(Err(DocFailure {
-                        error: ErrorKind::CompilationError,
-                        reason: format!(
-                            "Compilation of the map function in the '{name}' view failed: {reason}"
-                        ),
-                    }));
-                }
-                Err(e) => return Err(crate::design::script_error(e)),
-            }
-        }
-        Ok(Ok(()))
+            },
+            query_server::DesignRefusal::Compilation(reason) => DocFailure {
+                error: ErrorKind::CompilationError,
+                reason,
+            },
+        }))
     }
 
     /// The database's `validate_doc_update` functions, on a document about

@@ -13,7 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sandbox::Answer;
-pub use validation::{Refusal, ValidationError, Validators, new_doc_json};
+pub use validation::{
+    DesignRefusal, Refusal, ValidationError, Validators, check_design_doc, new_doc_json,
+};
 
 /// Limits of the pool and of every call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

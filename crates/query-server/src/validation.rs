@@ -148,6 +148,79 @@ impl Validators {
     }
 }
 
+/// Why CouchDB refuses a design document (`validate_ddoc`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DesignRefusal {
+    /// 400 `invalid_design_doc`.
+    Invalid(String),
+    /// 400 `compilation_error`.
+    Compilation(String),
+}
+
+/// CouchDB's checks of a design document's views when it is written (by a
+/// client or a replication): `views` an object, each view with a map
+/// function that compiles, and only the built-in reducers that exist.
+pub async fn check_design_doc(
+    engine: &Engine,
+    doc: &DocInput,
+) -> Result<Result<(), DesignRefusal>, JsError> {
+    if doc.deleted {
+        return Ok(Ok(()));
+    }
+    let Some(views) = doc.body.get("views") else {
+        return Ok(Ok(()));
+    };
+    let Value::Object(views) = views else {
+        return Ok(Err(DesignRefusal::Invalid(
+            "`views` field must have object type".into(),
+        )));
+    };
+    let javascript = doc
+        .body
+        .get("language")
+        .and_then(Value::as_str)
+        .is_none_or(|l| l == "javascript");
+    for (name, view) in views {
+        // `views.lib` holds modules map functions may require.
+        if name == "lib" {
+            continue;
+        }
+        let Some(map) = view.get("map") else {
+            return Ok(Err(DesignRefusal::Invalid(format!(
+                "View `{name}` must contain map function"
+            ))));
+        };
+        if let Some(reduce) = view.get("reduce").and_then(Value::as_str)
+            && reduce.starts_with('_')
+            && !["_sum", "_count", "_stats", "_approx_count_distinct"].contains(&reduce.trim())
+        {
+            return Ok(Err(DesignRefusal::Invalid(format!(
+                "`{reduce}` is not a supported reduce function."
+            ))));
+        }
+        if !javascript {
+            continue;
+        }
+        let source = map.as_str().map_or_else(|| map.to_string(), str::to_string);
+        let scratch = DesignDoc {
+            db: String::new(),
+            id: doc.id.clone().unwrap_or_default(),
+            rev: "checking".into(),
+            json: "{}".into(),
+        };
+        match engine.compile_check(scratch, &source).await {
+            Ok(()) => {}
+            Err(JsError::Runtime { reason, .. }) => {
+                return Ok(Err(DesignRefusal::Compilation(format!(
+                    "Compilation of the map function in the '{name}' view failed: {reason}"
+                ))));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Ok(()))
+}
+
 /// Design and local documents are not judged by validation functions.
 fn is_validated(doc: &DocInput) -> bool {
     !doc.id

@@ -460,6 +460,30 @@ impl Endpoint {
         else {
             return Ok(None);
         };
+        let failure_of = |error: &str, reason: String| WriteFailure {
+            id: input.id.clone().unwrap_or_default(),
+            error: error.into(),
+            reason,
+        };
+        // A replicated design document is checked as a written one is.
+        if input
+            .id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("_design/"))
+        {
+            return Ok(
+                match query_server::check_design_doc(validators.engine(), input).await {
+                    Ok(Ok(())) => None,
+                    Ok(Err(query_server::DesignRefusal::Invalid(reason))) => {
+                        Some(failure_of("invalid_design_doc", reason))
+                    }
+                    Ok(Err(query_server::DesignRefusal::Compilation(reason))) => {
+                        Some(failure_of("compilation_error", reason))
+                    }
+                    Err(e) => Some(failure_of("os_process_error", e.to_string())),
+                },
+            );
+        }
         let functions = validators.of(db).await?;
         if functions.is_empty() {
             return Ok(None);
