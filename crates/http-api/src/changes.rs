@@ -440,18 +440,12 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, String> {
         )
     };
     let verdicts = match (&s.run.filter, &page) {
-        (Filter::Script(script), Some(page)) if !page.rows.is_empty() => {
-            let docs: Vec<String> = page
-                .rows
-                .iter()
-                .map(|row| {
-                    row.doc
-                        .as_ref()
-                        .map_or_else(|| "null".to_string(), |d| d.as_str().to_string())
-                })
-                .collect();
-            Some(script.passes(&docs).await.map_err(|e| e.to_string())?)
-        }
+        (Filter::Script(script), Some(page)) if !page.rows.is_empty() => Some(
+            script
+                .passes_rows(&page.rows)
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
         _ => None,
     };
     let mut out = String::new();

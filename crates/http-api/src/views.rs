@@ -102,14 +102,7 @@ pub(crate) async fn info(
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return Err(ApiError::MethodNotAllowed("GET"));
     }
-    let doc = crate::design::load(&database, &ddoc).await?;
-    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
-    let engine = state.validators.engine().clone();
-    let index = state
-        .views
-        .index(&engine, &database, &group, false)
-        .await
-        .map_err(view_error)?;
+    let (doc, group, index) = index_as_is(&state, &database, &ddoc).await?;
     let indexed = index.update_seq().await?;
     let pending = database.update_seq().saturating_sub(indexed);
     let file = index.file_size();
@@ -164,20 +157,29 @@ pub(crate) async fn compact(
     database: Database,
     ddoc: String,
 ) -> Result<Response, ApiError> {
-    let doc = crate::design::load(&database, &ddoc).await?;
-    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
-    let engine = state.validators.engine().clone();
-    let index = state
-        .views
-        .index(&engine, &database, &group, false)
-        .await
-        .map_err(view_error)?;
+    let (_, _, index) = index_as_is(&state, &database, &ddoc).await?;
     tokio::spawn(async move {
         if let Err(e) = index.compact().await {
             tracing::warn!(error = %e, "compacting a view index failed");
         }
     });
     Ok(json_response(StatusCode::ACCEPTED, &json!({"ok": true})))
+}
+
+/// A design document, its views and their index as it is (not updated).
+async fn index_as_is(
+    state: &AppState,
+    database: &Database,
+    ddoc: &str,
+) -> Result<(Value, ViewGroup, store::Index), ApiError> {
+    let doc = crate::design::load(database, ddoc).await?;
+    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
+    let index = state
+        .views
+        .index(state.validators.engine(), database, &group, false)
+        .await
+        .map_err(view_error)?;
+    Ok((doc, group, index))
 }
 
 /// The group's index, up to date as the query's `update` (or `stale`) asks.

@@ -334,6 +334,20 @@ pub struct DocFilter {
 }
 
 impl DocFilter {
+    /// Whether each row of a page of changes passes (rows read with their
+    /// documents; one without is `null` to the function).
+    pub async fn passes_rows(&self, rows: &[store::ChangeRow]) -> Result<Vec<bool>, JsError> {
+        let docs: Vec<String> = rows
+            .iter()
+            .map(|row| {
+                row.doc
+                    .as_ref()
+                    .map_or_else(|| "null".to_string(), |d| d.as_str().to_string())
+            })
+            .collect();
+        self.passes(&docs).await
+    }
+
     /// Whether each document (JSON text) passes.
     pub async fn passes(&self, docs: &[String]) -> Result<Vec<bool>, JsError> {
         match &self.req {

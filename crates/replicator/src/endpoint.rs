@@ -984,23 +984,12 @@ impl Endpoint {
                     .await?;
                 let pending = count_pending.then_some(page.pending);
                 let verdicts = match &script {
-                    Some(script) if !page.rows.is_empty() => {
-                        let docs: Vec<String> = page
-                            .rows
-                            .iter()
-                            .map(|row| {
-                                row.doc
-                                    .as_ref()
-                                    .map_or_else(|| "null".to_string(), |d| d.as_str().to_string())
-                            })
-                            .collect();
-                        Some(
-                            script
-                                .passes(&docs)
-                                .await
-                                .map_err(|e| self.script_error(e))?,
-                        )
-                    }
+                    Some(script) if !page.rows.is_empty() => Some(
+                        script
+                            .passes_rows(&page.rows)
+                            .await
+                            .map_err(|e| self.script_error(e))?,
+                    ),
                     _ => None,
                 };
                 let changes = page
