@@ -38,18 +38,9 @@ pub(crate) async fn show(
         None => "null".to_string(),
     };
     let user = crate::auth::user_of(&request);
-    let (headers, body) = parts(request).await?;
-    let req = crate::design::request_object(RequestParts {
-        database: &database,
-        user: &user,
-        method: &method,
-        path: &format!("/{}/_design/{ddoc}/_show/{name}", database.name()),
-        query: &query,
-        headers: &headers.headers,
-        body,
-        id: id.as_deref(),
-    })
-    .await?;
+    let path = format!("/{}/_design/{ddoc}/_show/{name}", database.name());
+    let (headers, req) =
+        request_for(&database, &user, &path, &query, id.as_deref(), request).await?;
     // As CouchDB: the answer is tagged by the design document, the
     // document, what the client accepts, who asks and what it asks.
     let tag = serde_json::json!([
@@ -108,18 +99,8 @@ pub(crate) async fn update(
     };
     let user = crate::auth::user_of(&request);
     let writer = crate::access::Writer::of(&state, &database, user.clone()).await?;
-    let (headers, body) = parts(request).await?;
-    let req = crate::design::request_object(RequestParts {
-        database: &database,
-        user: &user,
-        method: &method,
-        path: &format!("/{}/_design/{ddoc}/_update/{name}", database.name()),
-        query: &query,
-        headers: &headers.headers,
-        body,
-        id: id.as_deref(),
-    })
-    .await?;
+    let path = format!("/{}/_design/{ddoc}/_update/{name}", database.name());
+    let (_, req) = request_for(&database, &user, &path, &query, id.as_deref(), request).await?;
     let (new_doc, answer) = state
         .validators
         .engine()
@@ -166,16 +147,11 @@ pub(crate) async fn list(
     };
     let design = crate::design::runnable(&database, &ddoc, Section::Lists, &name).await?;
     let view_doc = crate::design::load(&database, &view_ddoc).await?;
-    if view_doc
-        .get("views")
-        .and_then(|v| v.get(&view))
-        .and_then(|v| v.get("map"))
-        .is_none()
-    {
-        return Err(ApiError::not_found("missing_named_view"));
-    }
     let group = query_server::views::ViewGroup::of(database.name(), &view_doc)
         .map_err(|_| ApiError::not_found("missing_named_view"))?;
+    if !group.has_view(&view) {
+        return Err(ApiError::not_found("missing_named_view"));
+    }
     let user = crate::auth::user_of(&request);
     let (headers, body) = parts(request).await?;
     let params = match (&body, method == Method::POST) {
@@ -244,6 +220,32 @@ pub(crate) async fn list(
     }
     answer["headers"] = Value::Object(headers_out);
     respond(&answer, StatusCode::OK, &[])
+}
+
+/// The request's headers and CouchDB's request object for a function
+/// (its body read, bounded).
+async fn request_for(
+    database: &Database,
+    user: &auth::UserCtx,
+    path: &str,
+    query: &Query,
+    id: Option<&str>,
+    request: Request,
+) -> Result<(axum::http::request::Parts, String), ApiError> {
+    let method = request.method().clone();
+    let (headers, body) = parts(request).await?;
+    let req = crate::design::request_object(RequestParts {
+        database,
+        user,
+        method: &method,
+        path,
+        query,
+        headers: &headers.headers,
+        body,
+        id,
+    })
+    .await?;
+    Ok((headers, req))
 }
 
 /// `name/doc/id` → the function's name and the document id (which may

@@ -33,11 +33,7 @@ pub(crate) async fn view(
     };
     let doc = crate::design::load(&database, &ddoc).await?;
     let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
-    let map = doc
-        .get("views")
-        .and_then(|v| v.get(&name))
-        .and_then(|v| v.get("map"));
-    if map.is_none() {
+    if !group.has_view(&name) {
         return Err(ApiError::not_found("missing_named_view"));
     }
     let index = open_index(&state, &database, &group, &query).await?;

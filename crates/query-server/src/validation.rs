@@ -63,12 +63,13 @@ impl Validators {
     /// The design documents of `database` that have a validation function.
     pub async fn of(&self, database: &Database) -> Result<Arc<Vec<DesignDoc>>, StoreError> {
         let generation = database.design_generation();
-        let name = database.name().to_string();
-        if let Some((seen, found)) = self.lock().get(&name)
+        // Every write request comes here: no allocation while cached.
+        if let Some((seen, found)) = self.lock().get(database.name())
             && *seen == generation
         {
             return Ok(found.clone());
         }
+        let name = database.name().to_string();
         let page = database
             .all_docs(AllDocsQuery {
                 start: Bound::Included("_design/".into()),

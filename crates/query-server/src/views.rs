@@ -113,6 +113,11 @@ impl ViewGroup {
             .ok_or_else(|| ViewError::NotFound("missing_named_view".into()))
     }
 
+    /// Whether the group has a view of that name (with a map function).
+    pub fn has_view(&self, name: &str) -> bool {
+        self.names.iter().any(|n| n == name)
+    }
+
     /// The view's reduce function, if it has one.
     pub fn reduce_of(&self, name: &str) -> Option<&str> {
         let i = self.names.iter().position(|n| n == name)?;
