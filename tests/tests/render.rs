@@ -46,8 +46,10 @@ async fn show_and_update_functions_answer_with_their_response_objects() {
     assert_eq!(obj.status, 202);
     assert_eq!(obj.header("x-show"), Some("page"));
     assert_eq!(obj.json(), json!({"id": "page"}));
+    // A provider's `json` is dropped, as CouchDB drops it: only bodies add up.
     let json_fmt = c.get("/db/_design/r/_show/fmt/page?format=json").await;
-    assert_eq!(json_fmt.json(), json!({"t": "Hi"}));
+    assert_eq!(json_fmt.text, "");
+    assert_eq!(json_fmt.header("content-type"), Some("application/json"));
     let html = c
         .send(
             "GET",
@@ -116,4 +118,107 @@ async fn list_functions_render_a_views_rows() {
     let other = c.get("/db/_design/l/_list/csv/other/names?limit=1").await;
     assert_eq!(other.text, "n,name\none,1\nrows: 3");
     assert_eq!(c.get("/db/_design/l/_list/nope/by_n").await.status, 404);
+}
+
+/// A list function streams: its head and first text reach the client
+/// while it still reads rows, the call timeout counts per row (a long list
+/// of quick rows is not cut), an error after the head ends the body with
+/// CouchDB's error object, and a client that leaves frees the engine.
+#[tokio::test]
+async fn list_functions_stream_their_rows() {
+    let data = TempDir::new("render-list-stream");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_OS_PROCESS_TIMEOUT", "1000"),
+            ("RECLINER_QUERY_SERVER_THREADS", "1"),
+        ],
+    );
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let slow_row = "var until = Date.now() + 2; while (Date.now() < until) {}";
+    c.put(
+        "/db/_design/l",
+        json!({
+            "views": {"by_n": {"map": "function (doc) { emit(doc.n, null); }"}},
+            "lists": {
+                "slow": format!("function (head, req) {{ send('first;'); var row, n = 0; while ((row = getRow())) {{ {slow_row} n++; send(row.key + ';'); }} return 'rows ' + n; }}"),
+                "typed": "function (head, req) { provides('text', function () { send('x'); var r; while ((r = getRow())) { send(r.key); } return 'end'; }); }",
+                "late": "function (head, req) { send('a'); getRow(); throw new Error('bad'); }",
+                "early": "function (head, req) { throw new Error('bad'); }"
+            }
+        }),
+    )
+    .await;
+    let docs: Vec<serde_json::Value> = (0..1500).map(|n| json!({"n": n})).collect();
+    assert_eq!(
+        c.post("/db/_bulk_docs", json!({ "docs": docs }))
+            .await
+            .status,
+        201
+    );
+    // Build the index first, so the timings below are the list's own.
+    c.get("/db/_design/l/_view/by_n?limit=1").await;
+
+    let began = std::time::Instant::now();
+    let mut response = c
+        .http()
+        .get(c.url("/db/_design/l/_list/slow/by_n"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let first = response.chunk().await.unwrap().unwrap();
+    let first_at = began.elapsed();
+    assert!(first.starts_with(b"first;"), "{first:?}");
+    let mut body = first.to_vec();
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        body.extend_from_slice(&chunk);
+    }
+    let done_at = began.elapsed();
+    let text = String::from_utf8(body).unwrap();
+    assert!(text.ends_with(";rows 1500"), "{}", &text[text.len() - 40..]);
+    assert!(text.contains(";0;1;2;"));
+    // Longer than one call's timeout in all, yet not cut; and the first
+    // text came long before the last.
+    assert!(
+        done_at > std::time::Duration::from_millis(1000),
+        "{done_at:?}"
+    );
+    assert!(
+        first_at * 4 < done_at,
+        "first {first_at:?}, all {done_at:?}"
+    );
+
+    let typed = c.get("/db/_design/l/_list/typed/by_n?limit=3").await;
+    assert_eq!(typed.text, "x012end");
+    assert_eq!(
+        typed.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
+
+    let late = c.get("/db/_design/l/_list/late/by_n").await;
+    assert_eq!(late.status, 200);
+    assert!(late.text.starts_with('a'), "{}", late.text);
+    let error: serde_json::Value = serde_json::from_str(&late.text[1..]).unwrap();
+    assert_eq!(error["code"], 500);
+    assert!(error["error"].is_string() && error["reason"].is_string());
+
+    let early = c.get("/db/_design/l/_list/early/by_n").await;
+    assert_eq!(early.status, 500, "{}", early.text);
+    assert!(early.json()["error"].is_string());
+
+    // A client that stops reading and leaves: the one engine thread is
+    // free again for the next request.
+    let mut left = c
+        .http()
+        .get(c.url("/db/_design/l/_list/slow/by_n"))
+        .send()
+        .await
+        .unwrap();
+    assert!(left.chunk().await.unwrap().is_some());
+    drop(left);
+    let after = c.get("/db/_design/l/_list/typed/by_n?limit=2").await;
+    assert_eq!(after.text, "x01end");
 }

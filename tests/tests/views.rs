@@ -418,3 +418,119 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// Views larger than one page of the index: skip, limit, descending,
+/// keys and grouping hold across pages, and every row arrives once, in order.
+#[tokio::test]
+async fn large_views_are_read_page_by_page() {
+    let data = TempDir::new("views-large");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    assert_eq!(c.put("/db", json!({})).await.status, 201);
+    c.put(
+        "/db/_design/big",
+        json!({"views": {"mod": {
+            "map": "function (doc) { emit([doc.n % 3, doc.n], doc.n); }",
+            "reduce": "_sum"
+        }}}),
+    )
+    .await;
+    let total = 1_200u64;
+    let docs: Vec<Value> = (0..total)
+        .map(|n| json!({"_id": format!("n{n:05}"), "n": n}))
+        .collect();
+    assert_eq!(
+        c.post("/db/_bulk_docs", json!({ "docs": docs }))
+            .await
+            .status,
+        201
+    );
+    let mut expected: Vec<(u64, u64)> = (0..total).map(|n| (n % 3, n)).collect();
+    expected.sort();
+    let keys = |answer: &Value| -> Vec<(u64, u64)> {
+        answer["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["key"][0].as_u64().unwrap(), r["key"][1].as_u64().unwrap()))
+            .collect()
+    };
+
+    let all = c.get("/db/_design/big/_view/mod?reduce=false").await.json();
+    assert_eq!(all["total_rows"], json!(total));
+    assert_eq!(keys(&all), expected);
+
+    let page = c
+        .get("/db/_design/big/_view/mod?reduce=false&skip=700&limit=600")
+        .await
+        .json();
+    assert_eq!(page["offset"], json!(700));
+    assert_eq!(keys(&page), expected[700..].to_vec());
+
+    let down = c
+        .get("/db/_design/big/_view/mod?reduce=false&descending=true&skip=499&limit=502")
+        .await
+        .json();
+    let mut reversed = expected.clone();
+    reversed.reverse();
+    assert_eq!(keys(&down), reversed[499..1001].to_vec());
+    assert_eq!(down["offset"], json!(499));
+
+    let ranged = c
+        .get("/db/_design/big/_view/mod?reduce=false&startkey=[1,0]&endkey=[1,{}]&skip=10")
+        .await
+        .json();
+    assert_eq!(ranged["offset"], json!(410));
+    let ones: Vec<(u64, u64)> = expected.iter().copied().filter(|k| k.0 == 1).collect();
+    assert_eq!(keys(&ranged), ones[10..].to_vec());
+
+    let picked = c
+        .post(
+            "/db/_design/big/_view/mod?reduce=false&skip=1&limit=2",
+            json!({"keys": [[0, 3], [1, 1], [2, 2], [0, 3]]}),
+        )
+        .await
+        .json();
+    assert_eq!(keys(&picked), vec![(1, 1), (2, 2)]);
+
+    let sum = |m: u64| (0..total).filter(|n| n % 3 == m).sum::<u64>();
+    let whole = c.get("/db/_design/big/_view/mod").await.json();
+    assert_eq!(
+        whole["rows"],
+        json!([{"key": null, "value": total * (total - 1) / 2}])
+    );
+    let by_mod = c
+        .get("/db/_design/big/_view/mod?group_level=1")
+        .await
+        .json();
+    assert_eq!(
+        by_mod["rows"],
+        json!([
+            {"key": [0], "value": sum(0)},
+            {"key": [1], "value": sum(1)},
+            {"key": [2], "value": sum(2)}
+        ])
+    );
+    let grouped = c
+        .get("/db/_design/big/_view/mod?group=true&skip=600&limit=3")
+        .await
+        .json();
+    let want: Vec<Value> = expected[600..603]
+        .iter()
+        .map(|(m, n)| json!({"key": [m, n], "value": n}))
+        .collect();
+    assert_eq!(grouped["rows"], json!(want));
+    // Nothing in range is no row, grouped or not; level 0 is no grouping.
+    for query in ["group=true&startkey=[5]", "startkey=[5]"] {
+        let none = c
+            .get(&format!("/db/_design/big/_view/mod?{query}"))
+            .await
+            .json();
+        assert_eq!(none["rows"], json!([]), "{query}");
+    }
+    let level0 = c
+        .get("/db/_design/big/_view/mod?group_level=0")
+        .await
+        .json();
+    assert_eq!(level0["rows"], whole["rows"]);
+}

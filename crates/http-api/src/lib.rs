@@ -31,6 +31,7 @@ mod routes;
 mod server_routes;
 mod session;
 mod stats;
+mod streamed;
 mod tasks;
 mod uuids;
 mod views;

@@ -1,19 +1,23 @@
-//! `_show` and `_update` functions: a design document's function renders a
-//! document (or changes one) and answers with its own response object
-//! (`body`, `json` or `base64`, `code`, `headers`), as CouchDB runs them.
+//! `_show`, `_list` and `_update` functions: a design document's function
+//! renders a document (or changes one, or a view's rows as they are read)
+//! and answers with its own response object (`body`, `json` or `base64`,
+//! `code`, `headers`), as CouchDB runs them.
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use base64::Engine;
+use query_server::{ListChunk, ListIo};
 use serde_json::Value;
 use store::{Database, GetOptions, StoreError};
+use tokio::sync::mpsc;
 
 use crate::AppState;
 use crate::design::{RequestParts, Section};
 use crate::error::ApiError;
 use crate::query::Query;
+use crate::streamed::{BodyWriter, Gone};
 
 /// Largest request body a show or update function receives.
 const MAX_BODY: usize = 64 << 20;
@@ -162,18 +166,9 @@ pub(crate) async fn list(
         _ => Default::default(),
     };
     let index = crate::views::open_index(&state, &database, &group, &query).await?;
-    let mut answered =
-        crate::views::answer(&state, &database, &group, &index, &view, &query, &params).await?;
-    let rows = answered
-        .get_mut("rows")
-        .map(Value::take)
-        .unwrap_or(Value::Array(Vec::new()));
-    let mut head = serde_json::Map::new();
-    for field in ["total_rows", "offset", "update_seq"] {
-        if let Some(v) = answered.get(field) {
-            head.insert(field.into(), v.clone());
-        }
-    }
+    let opened =
+        crate::views::open_query(&state, &database, &group, &index, &view, &query, &params).await?;
+    let head = Value::Object(opened.head()).to_string();
     let req = crate::design::request_object(RequestParts {
         database: &database,
         user: &user,
@@ -185,22 +180,30 @@ pub(crate) async fn list(
         id: None,
     })
     .await?;
-    let out = state
-        .validators
-        .engine()
-        .list(
-            design,
-            &name,
-            Value::Object(head).to_string(),
-            rows.to_string(),
-            req,
-        )
-        .await
-        .map_err(crate::design::script_error)?;
-    let start = out.get("start").cloned().unwrap_or_default();
-    let mut answer = serde_json::json!({
-        "body": out.get("body").cloned().unwrap_or(Value::String(String::new())),
+    let (rows_in, rows) = mpsc::channel::<String>(LIST_ROWS_IN_FLIGHT);
+    let (chunks_out, mut chunks) = mpsc::channel::<ListChunk>(2);
+    let feeder = tokio::spawn(feed_rows(opened, database.clone(), rows_in));
+    let engine = state.validators.engine().clone();
+    let mut run = tokio::spawn(async move {
+        engine
+            .list(design, &name, head, req, ListIo::new(rows, chunks_out))
+            .await
     });
+    // The answer begins when the function reads its first row (or ends).
+    let Some(first) = chunks.recv().await else {
+        let outcome = (&mut run)
+            .await
+            .map_err(|e| ApiError::Internal(format!("a list function's task failed: {e}")))?;
+        return Err(match outcome {
+            Err(e) => crate::design::script_error(e),
+            Ok(_) => ApiError::Internal("a list function answered without a head".into()),
+        });
+    };
+    let (start, text) = match first {
+        ListChunk::Start(start, text) => (start, text),
+        ListChunk::Text(text) => (Value::Null, text),
+    };
+    let mut answer = serde_json::json!({ "body": "" });
     if let Some(code) = start.get("code") {
         answer["code"] = code.clone();
     }
@@ -219,7 +222,74 @@ pub(crate) async fn list(
         );
     }
     answer["headers"] = Value::Object(headers_out);
-    respond(&answer, StatusCode::OK, &[])
+    let mut response = respond(&answer, StatusCode::OK, &[])?;
+    let (mut writer, streamed) = BodyWriter::channel();
+    *response.body_mut() = streamed;
+    tokio::spawn(async move {
+        let written = async {
+            writer.write(text.as_bytes()).await?;
+            writer.flush().await?;
+            while let Some(chunk) = chunks.recv().await {
+                let (ListChunk::Text(text) | ListChunk::Start(_, text)) = chunk;
+                writer.write(text.as_bytes()).await?;
+                writer.flush().await?;
+            }
+            Ok::<(), Gone>(())
+        }
+        .await;
+        if written.is_err() {
+            return;
+        }
+        let tail = match run.await {
+            Ok(Ok(tail)) => tail,
+            Ok(Err(e)) => {
+                // After the head, CouchDB ends the body with the error object.
+                let (status, error, reason) = crate::design::script_error(e).error_info();
+                let text =
+                    serde_json::json!({"code": status.as_u16(), "error": error, "reason": reason});
+                if writer.write(text.to_string().as_bytes()).await.is_ok() {
+                    let _ = writer.finish().await;
+                }
+                return;
+            }
+            Err(e) => {
+                return writer
+                    .fail(format!("the list function's task failed: {e}"))
+                    .await;
+            }
+        };
+        if let Ok(Err(reason)) = feeder.await {
+            return writer.fail(reason).await;
+        }
+        if writer.write(tail.as_bytes()).await.is_ok() {
+            let _ = writer.finish().await;
+        }
+    });
+    Ok(response)
+}
+
+/// Rows a list function may hold unread.
+const LIST_ROWS_IN_FLIGHT: usize = 64;
+
+/// Hands a view's rows to a list function as it reads them; stops when it
+/// stops reading. A failure to read them fails the answer.
+async fn feed_rows(
+    mut opened: crate::views::OpenedQuery,
+    database: Database,
+    rows: mpsc::Sender<String>,
+) -> Result<(), String> {
+    loop {
+        let page = opened.next_rows(&database).await.map_err(|e| {
+            tracing::warn!(error = ?e, "reading a view for a list function failed");
+            format!("reading the view failed: {e:?}")
+        })?;
+        let Some(page) = page else { return Ok(()) };
+        for row in page {
+            if rows.send(row.to_string()).await.is_err() {
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// The request's headers and CouchDB's request object for a function

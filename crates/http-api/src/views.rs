@@ -4,14 +4,15 @@
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use query_server::views::{ViewError, ViewGroup, ViewQuery, ViewRows};
+use query_server::views::{ViewError, ViewGroup, ViewHead, ViewPage, ViewQuery, ViewReader};
 use serde_json::{Map, Value, json};
-use store::{Database, GetOptions};
+use store::{Database, GetOptions, IndexEntry};
 
 use crate::AppState;
 use crate::error::ApiError;
 use crate::json::json_response;
 use crate::query::{Query, query_parse_error};
+use crate::streamed::{BodyWriter, Gone};
 
 /// # GET|POST /{db}/_design/{ddoc}/_view/{view}
 pub(crate) async fn view(
@@ -37,8 +38,20 @@ pub(crate) async fn view(
         return Err(ApiError::not_found("missing_named_view"));
     }
     let index = open_index(&state, &database, &group, &query).await?;
-    let out = answer(&state, &database, &group, &index, &name, &query, &body).await?;
-    Ok(json_response(StatusCode::OK, &out))
+    let opened = open_query(&state, &database, &group, &index, &name, &query, &body).await?;
+    let (mut writer, body) = BodyWriter::channel();
+    tokio::spawn(async move {
+        match write_query(&mut writer, &database, opened).await {
+            Ok(()) => {
+                if writer.write(b"\n").await.is_ok() {
+                    let _ = writer.finish().await;
+                }
+            }
+            Err(Stop::Gone) => {}
+            Err(Stop::Failed(reason)) => writer.fail(reason).await,
+        }
+    });
+    Ok(streamed_json(body))
 }
 
 /// # POST /{db}/_design/{ddoc}/_view/{view}/queries
@@ -61,16 +74,25 @@ pub(crate) async fn queries(
         ));
     };
     state.config.limits.check_items(queries.len(), "queries")?;
-    let doc = crate::design::load(&database, &ddoc).await?;
-    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
-    let index = open_index(&state, &database, &group, &query).await?;
-    let mut results = Vec::with_capacity(queries.len());
+    let mut each = Vec::with_capacity(queries.len());
     for one in queries {
         let Value::Object(params) = one else {
             return Err(query_parse_error("each query must be an object".into()));
         };
-        results.push(
-            answer(
+        each.push(params.clone());
+    }
+    let doc = crate::design::load(&database, &ddoc).await?;
+    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
+    if !group.has_view(&name) {
+        return Err(ApiError::not_found("missing_named_view"));
+    }
+    let index = open_index(&state, &database, &group, &query).await?;
+    // Every query is opened (its parameters checked, its first rows read)
+    // before the answer starts, so a bad one is a clean error.
+    let mut opened = Vec::with_capacity(each.len());
+    for params in &each {
+        opened.push(
+            open_query(
                 &state,
                 &database,
                 &group,
@@ -82,10 +104,29 @@ pub(crate) async fn queries(
             .await?,
         );
     }
-    Ok(json_response(
-        StatusCode::OK,
-        &json!({ "results": results }),
-    ))
+    let (mut writer, body) = BodyWriter::channel();
+    tokio::spawn(async move {
+        let written = async {
+            writer.write(b"{\"results\":[").await?;
+            for (i, one) in opened.into_iter().enumerate() {
+                if i > 0 {
+                    writer.write(b",\n").await?;
+                }
+                write_query(&mut writer, &database, one).await?;
+            }
+            writer.write(b"]}\n").await?;
+            Ok::<(), Stop>(())
+        }
+        .await;
+        match written {
+            Ok(()) => {
+                let _ = writer.finish().await;
+            }
+            Err(Stop::Gone) => {}
+            Err(Stop::Failed(reason)) => writer.fail(reason).await,
+        }
+    });
+    Ok(streamed_json(body))
 }
 
 /// # GET /{db}/_design/{ddoc}/_info
@@ -218,8 +259,18 @@ pub(crate) async fn open_index(
     Ok(index)
 }
 
-/// One view query's answer, its parameters from `query` over `body`.
-pub(crate) async fn answer(
+/// A view query ready to answer: its reader, with the first rows read
+/// (so errors come before the answer starts) and how rows are written.
+pub(crate) struct OpenedQuery {
+    reader: ViewReader,
+    first: Option<ViewPage>,
+    include_docs: bool,
+    conflicts: bool,
+    update_seq: Option<String>,
+}
+
+/// Opens one view query, its parameters from `query` over `body`.
+pub(crate) async fn open_query(
     state: &AppState,
     database: &Database,
     group: &ViewGroup,
@@ -227,67 +278,156 @@ pub(crate) async fn answer(
     name: &str,
     query: &Query,
     body: &Map<String, Value>,
-) -> Result<Value, ApiError> {
+) -> Result<OpenedQuery, ApiError> {
     let params = Params { query, body };
     let q = params.view_query()?;
     let include_docs = params.flag("include_docs")?.unwrap_or(false);
     let conflicts = params.flag("conflicts")?.unwrap_or(false);
-    let update_seq = params.flag("update_seq")?.unwrap_or(false);
-    let answer = group
-        .query(state.validators.engine(), index, name, &q)
+    let update_seq = match params.flag("update_seq")?.unwrap_or(false) {
+        true => Some(database.seq_string(index.update_seq().await?)),
+        false => None,
+    };
+    let mut reader = group
+        .read(state.validators.engine(), index, name, &q)
         .await
         .map_err(view_error)?;
-    let mut out = match answer {
-        ViewRows::Reduced(rows) => {
-            let rows: Vec<Value> = rows
+    let first = reader.next_page().await.map_err(view_error)?;
+    Ok(OpenedQuery {
+        reader,
+        first,
+        include_docs,
+        conflicts,
+        update_seq,
+    })
+}
+
+impl OpenedQuery {
+    /// What comes before the rows (`total_rows`, `offset`, `update_seq`).
+    pub(crate) fn head(&self) -> Map<String, Value> {
+        let mut head = Map::new();
+        if let ViewHead::Map { total_rows, offset } = self.reader.head() {
+            head.insert("total_rows".into(), json!(total_rows));
+            head.insert("offset".into(), json!(offset));
+        }
+        if let Some(seq) = &self.update_seq {
+            head.insert("update_seq".into(), json!(seq));
+        }
+        head
+    }
+
+    /// The next rows as written out, or `None` after the last.
+    pub(crate) async fn next_rows(
+        &mut self,
+        database: &Database,
+    ) -> Result<Option<Vec<Value>>, ApiError> {
+        let page = match self.first.take() {
+            Some(page) => page,
+            None => match self.reader.next_page().await.map_err(view_error)? {
+                Some(page) => page,
+                None => return Ok(None),
+            },
+        };
+        let rows = match page {
+            ViewPage::Reduced(rows) => rows
                 .into_iter()
                 .map(|(key, value)| json!({"key": key, "value": value}))
-                .collect();
-            json!({ "rows": rows })
-        }
-        ViewRows::Map {
-            total_rows,
-            offset,
-            rows,
-        } => {
-            let mut out_rows = Vec::with_capacity(rows.len());
-            for row in rows {
-                let key: Value = serde_json::from_str(&row.key).unwrap_or(Value::Null);
-                let value: Value = serde_json::from_str(&row.value).unwrap_or(Value::Null);
-                let mut entry = json!({"id": row.id, "key": key, "value": value});
-                if include_docs {
-                    // A value `{"_id": ...}` links another document, as in CouchDB.
-                    let linked = value.get("_id").and_then(Value::as_str).map(str::to_string);
-                    let target = linked.as_deref().unwrap_or(&row.id);
-                    let rev = value
-                        .get("_rev")
-                        .and_then(Value::as_str)
-                        .filter(|_| linked.is_some())
-                        .and_then(|r| r.parse().ok());
-                    let found = database
-                        .get(
-                            target,
-                            GetOptions {
-                                conflicts,
-                                rev,
-                                ..Default::default()
-                            },
-                        )
-                        .await;
-                    entry["doc"] = match found {
-                        Ok(doc) => doc.to_value()?,
-                        Err(_) => Value::Null,
-                    };
+                .collect(),
+            ViewPage::Map(rows) => {
+                let mut out = Vec::with_capacity(rows.len());
+                for row in rows {
+                    out.push(self.map_row(database, row).await?);
                 }
-                out_rows.push(entry);
+                out
             }
-            json!({"total_rows": total_rows, "offset": offset, "rows": out_rows})
-        }
-    };
-    if update_seq {
-        out["update_seq"] = Value::String(database.seq_string(index.update_seq().await?));
+        };
+        Ok(Some(rows))
     }
-    Ok(out)
+
+    async fn map_row(&self, database: &Database, row: IndexEntry) -> Result<Value, ApiError> {
+        let key: Value = serde_json::from_str(&row.key).unwrap_or(Value::Null);
+        let value: Value = serde_json::from_str(&row.value).unwrap_or(Value::Null);
+        if !self.include_docs {
+            return Ok(json!({"id": row.id, "key": key, "value": value}));
+        }
+        // A value `{"_id": ...}` links another document, as in CouchDB.
+        let linked = value.get("_id").and_then(Value::as_str).map(str::to_string);
+        let target = linked.as_deref().unwrap_or(&row.id);
+        let rev = value
+            .get("_rev")
+            .and_then(Value::as_str)
+            .filter(|_| linked.is_some())
+            .and_then(|r| r.parse().ok());
+        let found = database
+            .get(
+                target,
+                GetOptions {
+                    conflicts: self.conflicts,
+                    rev,
+                    ..Default::default()
+                },
+            )
+            .await;
+        let doc = match found {
+            Ok(doc) => doc.to_value()?,
+            Err(_) => Value::Null,
+        };
+        Ok(json!({"id": row.id, "key": key, "value": value, "doc": doc}))
+    }
+}
+
+/// Why writing a streamed answer stopped early.
+pub(crate) enum Stop {
+    Gone,
+    Failed(String),
+}
+
+impl From<Gone> for Stop {
+    fn from(_: Gone) -> Stop {
+        Stop::Gone
+    }
+}
+
+impl From<ApiError> for Stop {
+    fn from(e: ApiError) -> Stop {
+        tracing::warn!(error = ?e, "a view answer failed while it was written");
+        Stop::Failed(format!("{e:?}"))
+    }
+}
+
+/// Writes one query's answer object, its rows as they are read.
+async fn write_query(
+    writer: &mut BodyWriter,
+    database: &Database,
+    mut opened: OpenedQuery,
+) -> Result<(), Stop> {
+    let mut text = String::from("{");
+    for (name, value) in opened.head() {
+        text.push_str(&format!("{}:{value},", Value::String(name)));
+    }
+    text.push_str("\"rows\":[\r\n");
+    writer.write(text.as_bytes()).await?;
+    let mut first = true;
+    while let Some(rows) = opened.next_rows(database).await? {
+        for row in rows {
+            if !first {
+                writer.write(b",\r\n").await?;
+            }
+            first = false;
+            writer.write(row.to_string().as_bytes()).await?;
+        }
+    }
+    writer.write(b"\r\n]}").await?;
+    Ok(())
+}
+
+/// The response for a streamed JSON body.
+fn streamed_json(body: axum::body::Body) -> Response {
+    let mut response = Response::new(body);
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 fn view_error(e: ViewError) -> ApiError {

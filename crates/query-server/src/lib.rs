@@ -5,9 +5,13 @@
 //! loops or exhausts memory becomes an error, never a crash.
 
 mod pool;
+mod reduce;
 mod sandbox;
 mod validation;
+mod view_reader;
 pub mod views;
+
+pub use sandbox::{ListChunk, ListIo};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -212,22 +216,25 @@ impl Engine {
         }
     }
 
-    /// Runs list function `name` over a view's rows (a JSON array) with
-    /// its head (`total_rows`, `offset`): the head `start()` set and the body.
+    /// Runs list function `name` with its head (`total_rows`, `offset`):
+    /// its rows arrive on `io.rows` as it asks for them, and what it sends
+    /// goes out on `io.out` at each row (its head first). Answers the text
+    /// it sent last.
     pub async fn list(
         &self,
         ddoc: DesignDoc,
         name: &str,
         head: String,
-        rows: String,
         req: String,
-    ) -> Result<serde_json::Value, JsError> {
-        match self
+        io: ListIo,
+    ) -> Result<String, JsError> {
+        let answer = self
             .pool
-            .call(ddoc, "list", vec![name.to_string(), head, rows, req])
-            .await?
-        {
-            Answer::Ok(value) => Ok(value),
+            .call_with(ddoc, "list", vec![name.to_string(), head, req], Some(io))
+            .await?;
+        match answer {
+            Answer::Ok(serde_json::Value::String(tail)) => Ok(tail),
+            Answer::Ok(other) => Ok(other.to_string()),
             Answer::Error(error, reason) => Err(JsError::Runtime { error, reason }),
             Answer::Thrown(thrown) => Err(thrown_error(thrown)),
         }

@@ -7,13 +7,14 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
 
-use crate::sandbox::{Answer, Sandbox, THREAD_STACK};
+use crate::sandbox::{Answer, ListIo, Sandbox, THREAD_STACK};
 use crate::{DesignDoc, JsError, Limits};
 
 struct Call {
     ddoc: DesignDoc,
     entry: &'static str,
     args: Vec<String>,
+    io: Option<ListIo>,
     reply: oneshot::Sender<Result<Answer, JsError>>,
 }
 
@@ -53,6 +54,17 @@ impl Pool {
         entry: &'static str,
         args: Vec<String>,
     ) -> Result<Answer, JsError> {
+        self.call_with(ddoc, entry, args, None).await
+    }
+
+    /// A call that talks to the caller while it runs (a list function).
+    pub(crate) async fn call_with(
+        &self,
+        ddoc: DesignDoc,
+        entry: &'static str,
+        args: Vec<String>,
+        io: Option<ListIo>,
+    ) -> Result<Answer, JsError> {
         let (reply, answer) = oneshot::channel();
         let sent = self
             .queue
@@ -65,6 +77,7 @@ impl Pool {
                         ddoc,
                         entry,
                         args,
+                        io,
                         reply,
                     })
                     .is_ok()
@@ -102,7 +115,24 @@ fn work(limits: Limits, calls: &Mutex<Receiver<Call>>) {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .recv();
         let Ok(call) = next else { return };
-        let answer = sandbox.call(&call.ddoc, call.entry, call.args);
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            sandbox.call(&call.ddoc, call.entry, call.args, call.io)
+        }));
+        let answer = match ran {
+            Ok(answer) => answer,
+            Err(_) => {
+                // Our bug, not the function's: the thread goes on with a fresh engine.
+                tracing::error!(ddoc = %call.ddoc.id, "a query server call panicked");
+                match Sandbox::new(limits) {
+                    Ok(fresh) => sandbox = fresh,
+                    Err(e) => {
+                        tracing::error!(error = %e, "a query server thread could not restart its runtime");
+                        return;
+                    }
+                }
+                Err(JsError::Internal("the query server failed".into()))
+            }
+        };
         if let Err(e) = &answer {
             tracing::warn!(ddoc = %call.ddoc.id, db = %call.ddoc.db, error = %e, "a design function failed");
         }

@@ -51,10 +51,14 @@ var __couch = (function () {
   }
 
   var providers = [];
-  var listRows = null;
-  var listAt = 0;
+  // A list function's state: text sent since the last row, the head given
+  // to start(), the provider's content type, whether rows were asked for.
   var chunks = [];
   var started = null;
+  var responseType = null;
+  var inList = false;
+  var gotRow = false;
+  var lastRow = false;
   var mimeTypes = {
     all: "*/*", text: "text/plain; charset=utf-8", html: "text/html; charset=utf-8",
     xhtml: "application/xhtml+xml", xml: "application/xml", js: "text/javascript",
@@ -66,7 +70,7 @@ var __couch = (function () {
 
   // The provider the request asks for: `?format=`, else the first whose
   // type its Accept header names, else the first registered.
-  function provided(request) {
+  function chooseProvider(request) {
     var chosen = null;
     var format = request.query && request.query.format;
     var accept = (request.headers && (request.headers.Accept || request.headers.accept)) || "";
@@ -82,12 +86,21 @@ var __couch = (function () {
       throw ["error", "not_acceptable", "Content-Type " + format + " not supported, try one of: " +
         providers.map(function (p) { return p[0]; }).join(", ")];
     }
-    var out = response(chosen[1]());
-    out.headers = out.headers || {};
-    if (!out.headers["Content-Type"]) {
-      out.headers["Content-Type"] = mimeTypes[chosen[0]] || chosen[0];
+    responseType = mimeTypes[chosen[0]] || chosen[0];
+    return chosen;
+  }
+
+  // A list's head goes out with its first row (or at its end), the
+  // provider's content type in it unless start() named one.
+  function sendStart() {
+    var head = started || {};
+    head.headers = head.headers || {};
+    if (responseType && !head.headers["Content-Type"]) {
+      head.headers["Content-Type"] = responseType;
     }
-    return out;
+    __couch_list_send("start", JSON.stringify(head), chunks.join(""));
+    chunks = [];
+    started = null;
   }
 
   // A show or update result as a response object.
@@ -99,6 +112,25 @@ var __couch = (function () {
       return { body: result };
     }
     return result;
+  }
+
+  function getRowOfList() {
+    if (lastRow) {
+      return null;
+    }
+    if (!gotRow) {
+      gotRow = true;
+      sendStart();
+    } else {
+      __couch_list_send("chunks", "", chunks.join(""));
+      chunks = [];
+    }
+    var row = __couch_list_row();
+    if (row === null || row === undefined) {
+      lastRow = true;
+      return null;
+    }
+    return JSON.parse(row);
   }
 
   function compile(source, label) {
@@ -313,11 +345,37 @@ var __couch = (function () {
         var fun = lookup(["shows", name]);
         var request = JSON.parse(req);
         providers = [];
-        var result = fun.call(ddoc, JSON.parse(doc), request);
-        if (result === undefined && providers.length > 0) {
-          result = provided(request);
+        chunks = [];
+        started = null;
+        responseType = null;
+        try {
+          var resp = response(fun.call(ddoc, JSON.parse(doc), request) || {});
+          // send() and start() work in a show too, as in CouchDB.
+          if (chunks.length > 0) {
+            resp.headers = resp.headers || {};
+            var given = (started && started.headers) || {};
+            for (var h in given) {
+              resp.headers[h] = given[h];
+            }
+            resp.body = chunks.join("") + (resp.body || "");
+            chunks = [];
+          }
+          if (providers.length > 0) {
+            var out = response(chooseProvider(request)[1]());
+            resp.body = (resp.body || "") + chunks.join("") + (out.body || "");
+            resp.headers = resp.headers || {};
+            for (var k in out.headers || {}) {
+              resp.headers[k] = out.headers[k];
+            }
+            if (!resp.headers["Content-Type"]) {
+              resp.headers["Content-Type"] = responseType;
+            }
+          }
+          return resp;
+        } finally {
+          chunks = [];
+          started = null;
         }
-        return response(result);
       });
     },
 
@@ -333,41 +391,43 @@ var __couch = (function () {
       });
     },
 
-    // lists.name(head, req) over a view's rows: getRow() hands them out,
-    // send() and the returned string make the body, start() the head.
-    list: function (name, head, rows, req) {
+    // lists.name(head, req) over a view's rows, which getRow() reads one
+    // at a time from the host; what send() gathered goes out at each row.
+    list: function (name, head, req) {
       return answer(function () {
         var fun = lookup(["lists", name]);
         var request = JSON.parse(req);
-        listRows = JSON.parse(rows);
-        listAt = 0;
         chunks = [];
         started = null;
         providers = [];
-        var tail = fun.call(ddoc, JSON.parse(head), request);
-        if (tail === undefined && providers.length > 0) {
-          var chosen = provided(request);
-          tail = chosen.body;
-          started = started || {};
-          started.headers = started.headers || {};
-          for (var h in chosen.headers) {
-            if (!started.headers[h]) {
-              started.headers[h] = chosen.headers[h];
-            }
+        responseType = null;
+        gotRow = false;
+        lastRow = false;
+        inList = true;
+        try {
+          var tail = fun.call(ddoc, JSON.parse(head), request);
+          if (providers.length > 0) {
+            tail = chooseProvider(request)[1]();
           }
+          if (!gotRow) {
+            getRowOfList();
+          }
+          if (tail !== undefined && tail !== null) {
+            chunks.push(String(tail));
+          }
+          return chunks.join("");
+        } finally {
+          inList = false;
+          chunks = [];
         }
-        if (typeof tail === "string") {
-          chunks.push(tail);
-        }
-        return { start: started || {}, body: chunks.join("") };
       });
     },
 
     getRow: function () {
-      if (listRows === null || listAt >= listRows.length) {
+      if (!inList) {
         return null;
       }
-      return listRows[listAt++];
+      return getRowOfList();
     },
 
     send: function (chunk) {

@@ -3,12 +3,15 @@
 //! globals and nothing of other design documents. Every call runs under a
 //! deadline (the runtime's interrupt handler) and the runtime's memory limit.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use rquickjs::{Context, Ctx, Function, Runtime};
+use rquickjs::{Context, Ctx, Exception, Function, Runtime};
+use tokio::sync::mpsc;
 
 use crate::{DesignDoc, JsError};
 
@@ -23,6 +26,36 @@ pub(crate) enum Answer {
     Thrown(serde_json::Value),
 }
 
+/// What a list function sends while it runs.
+#[derive(Debug)]
+pub enum ListChunk {
+    /// The head `start()` set (with the content type its provider chose)
+    /// and the text sent before its first row: the answer can begin.
+    Start(serde_json::Value, String),
+    /// Text sent since the previous row.
+    Text(String),
+}
+
+/// The channels of a running list function: its rows in, its text out.
+/// The engine's thread waits on them (never longer than the call timeout).
+#[derive(Debug)]
+pub struct ListIo {
+    rows: mpsc::Receiver<String>,
+    out: mpsc::Sender<ListChunk>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl ListIo {
+    /// Made inside the async runtime, whose timers the waits use.
+    pub fn new(rows: mpsc::Receiver<String>, out: mpsc::Sender<ListChunk>) -> ListIo {
+        ListIo {
+            rows,
+            out,
+            runtime: tokio::runtime::Handle::current(),
+        }
+    }
+}
+
 /// The engine of one worker thread.
 pub(crate) struct Sandbox {
     limits: crate::Limits,
@@ -32,6 +65,8 @@ pub(crate) struct Sandbox {
     deadline: Arc<AtomicU64>,
     epoch: Instant,
     uses: u64,
+    /// The running list function's channels, while one runs.
+    list: Rc<RefCell<Option<ListIo>>>,
 }
 
 type ContextKey = (String, String, String);
@@ -53,12 +88,27 @@ impl Sandbox {
             deadline,
             epoch,
             uses: 0,
+            list: Rc::new(RefCell::new(None)),
         })
     }
 
     /// Calls `entry` of the prelude in the design document's context,
     /// with JSON-text arguments.
     pub(crate) fn call(
+        &mut self,
+        ddoc: &DesignDoc,
+        entry: &str,
+        args: Vec<String>,
+        io: Option<ListIo>,
+    ) -> Result<Answer, JsError> {
+        *self.list.borrow_mut() = io;
+        let answer = self.call_in_context(ddoc, entry, args);
+        // Dropping the channels tells the other side the function is done.
+        self.list.borrow_mut().take();
+        answer
+    }
+
+    fn call_in_context(
         &mut self,
         ddoc: &DesignDoc,
         entry: &str,
@@ -135,6 +185,7 @@ impl Sandbox {
                 })
                 .map_err(internal)?;
                 ctx.globals().set("__couch_log", log).map_err(internal)?;
+                self.list_functions(&ctx)?;
                 ctx.eval::<(), _>(PRELUDE).map_err(|e| uncaught(&ctx, e))?;
                 let couch: rquickjs::Object = ctx.globals().get("__couch").map_err(internal)?;
                 let init: Function = couch.get("init").map_err(internal)?;
@@ -155,13 +206,70 @@ impl Sandbox {
         }
     }
 
+    /// `__couch_list_row()` and `__couch_list_send(kind, head, text)`:
+    /// a list function's way to its rows and its client. Each wait is
+    /// bounded by the call timeout, and the deadline starts afresh after
+    /// it (the timeout is per row, as CouchDB's is per message).
+    fn list_functions(&self, ctx: &Ctx<'_>) -> Result<(), JsError> {
+        let timeout = self.limits.timeout;
+        let (list, deadline, epoch) = (self.list.clone(), self.deadline.clone(), self.epoch);
+        let row = Function::new(
+            ctx.clone(),
+            move |ctx: Ctx<'_>| -> rquickjs::Result<Option<String>> {
+                let mut slot = list.borrow_mut();
+                let Some(io) = slot.as_mut() else {
+                    return Ok(None);
+                };
+                let runtime = io.runtime.clone();
+                let next =
+                    runtime.block_on(async { tokio::time::timeout(timeout, io.rows.recv()).await });
+                rearm(&deadline, epoch, timeout);
+                next.map_err(|_| Exception::throw_message(&ctx, "the view's rows did not come"))
+            },
+        )
+        .map_err(internal)?;
+        let (list, deadline) = (self.list.clone(), self.deadline.clone());
+        let send = Function::new(
+            ctx.clone(),
+            move |ctx: Ctx<'_>, kind: String, head: String, text: String| -> rquickjs::Result<()> {
+                let mut slot = list.borrow_mut();
+                let Some(io) = slot.as_mut() else {
+                    return Ok(());
+                };
+                let chunk = if kind == "start" {
+                    ListChunk::Start(serde_json::from_str(&head).unwrap_or_default(), text)
+                } else {
+                    ListChunk::Text(text)
+                };
+                let runtime = io.runtime.clone();
+                let sent = runtime
+                    .block_on(async { tokio::time::timeout(timeout, io.out.send(chunk)).await });
+                rearm(&deadline, epoch, timeout);
+                match sent {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(_)) => Err(Exception::throw_message(&ctx, "the client went away")),
+                    Err(_) => Err(Exception::throw_message(&ctx, "the client stopped reading")),
+                }
+            },
+        )
+        .map_err(internal)?;
+        ctx.globals()
+            .set("__couch_list_row", row)
+            .map_err(internal)?;
+        ctx.globals()
+            .set("__couch_list_send", send)
+            .map_err(internal)?;
+        Ok(())
+    }
+
     /// Runs `work` under the call deadline; an interrupted call is a timeout.
     fn timed<T>(&self, work: impl FnOnce() -> Result<T, JsError>) -> Result<T, JsError> {
         let until = self.epoch.elapsed() + self.limits.timeout;
         self.deadline
             .store(until.as_nanos().max(1) as u64, Ordering::Relaxed);
         let result = work();
-        self.deadline.store(0, Ordering::Relaxed);
+        // A list function's deadline moves on with each row it reads.
+        let until = Duration::from_nanos(self.deadline.swap(0, Ordering::Relaxed));
         match result {
             Err(JsError::Internal(_) | JsError::Runtime { .. })
                 if self.epoch.elapsed() >= until =>
@@ -192,6 +300,12 @@ impl Sandbox {
         self.runtime = new_runtime(&self.limits, self.deadline.clone(), self.epoch)?;
         Ok(())
     }
+}
+
+/// Gives the running call its whole timeout again from now.
+fn rearm(deadline: &AtomicU64, epoch: Instant, timeout: Duration) {
+    let until = epoch.elapsed() + timeout;
+    deadline.store(until.as_nanos().max(1) as u64, Ordering::Relaxed);
 }
 
 fn new_runtime(

@@ -39,7 +39,19 @@ pub struct IndexEntry {
     pub key: String,
     pub id: String,
     pub value: String,
+    /// The row's place among its document's rows at this key.
+    pub n: i64,
 }
+
+impl IndexEntry {
+    /// Where the row sits, to read on after it.
+    pub fn position(&self) -> IndexPosition {
+        (self.sort_key.clone(), self.id.clone(), self.n)
+    }
+}
+
+/// A row's place in its view: (sort key, document id, row number).
+pub type IndexPosition = (Vec<u8>, String, i64);
 
 /// A range of one view: bounds on (sort key, document id), either open.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +66,8 @@ pub struct IndexRange {
     pub descending: bool,
     pub skip: usize,
     pub limit: usize,
+    /// Only rows past this one in the direction of travel: the next page.
+    pub after: Option<IndexPosition>,
 }
 
 /// An open index. Cheap to clone; updates are serialized.
@@ -271,7 +285,7 @@ impl Index {
     pub async fn range(&self, range: IndexRange) -> Result<Vec<IndexEntry>, StoreError> {
         self.run(move |conn| {
             let mut sql =
-                String::from("SELECT sort_key, key, doc_id, value FROM rows WHERE view = ?1");
+                String::from("SELECT sort_key, key, doc_id, value, n FROM rows WHERE view = ?1");
             let mut args: Vec<rusqlite::types::Value> = vec![i64::from(range.view).into()];
             let (lower, upper) = if range.descending {
                 (&range.end, &range.start)
@@ -290,6 +304,18 @@ impl Index {
             };
             bound(&mut sql, &mut args, lower, ">", lower_inclusive);
             bound(&mut sql, &mut args, upper, "<", upper_inclusive);
+            if let Some((key, id, n)) = &range.after {
+                let k = args.len() + 1;
+                let op = if range.descending { "<" } else { ">" };
+                sql.push_str(&format!(
+                    " AND (sort_key, doc_id, n) {op} (?{k}, ?{}, ?{})",
+                    k + 1,
+                    k + 2
+                ));
+                args.push(key.clone().into());
+                args.push(id.clone().into());
+                args.push((*n).into());
+            }
             sql.push_str(if range.descending {
                 " ORDER BY sort_key DESC, doc_id DESC, n DESC"
             } else {
@@ -307,6 +333,7 @@ impl Index {
                         key: r.get(1)?,
                         id: r.get(2)?,
                         value: r.get(3)?,
+                        n: r.get(4)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;

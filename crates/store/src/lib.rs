@@ -57,7 +57,7 @@ pub use doc::{AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id};
 pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;
-pub use index::{Index, IndexEntry, IndexRange, IndexRow, IndexedDoc};
+pub use index::{Index, IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedDoc};
 pub use local::LocalRow;
 pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult};
 pub use read::{

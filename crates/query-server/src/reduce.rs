@@ -1,0 +1,280 @@
+//! Reductions of view rows, fed one row at a time so a group of any size
+//! is reduced in bounded memory: CouchDB's built-in reducers (`_count`,
+//! `_sum`, `_stats`, `_approx_count_distinct`) in Rust, and JavaScript
+//! reduce functions in chunks whose results are re-reduced.
+
+use serde_json::{Map, Value, json};
+use store::IndexEntry;
+
+use crate::views::ViewError;
+use crate::{DesignDoc, Engine, JsError};
+
+/// Rows reduced at once by a JavaScript reduce function; more are reduced
+/// in such chunks, then re-reduced.
+const REDUCE_CHUNK: usize = 1000;
+
+/// Reduce output larger than this must shrink (CouchDB's
+/// `reduce_limit_threshold`).
+const REDUCE_LIMIT_THRESHOLD: usize = 5000;
+
+/// The reduction of one group so far.
+pub(crate) enum Reduction {
+    Count(u64),
+    Sum(Value),
+    Stats(Stats),
+    /// Distinct keys: rows arrive in key order, so counting changes of key is exact.
+    Distinct {
+        count: u64,
+        last: Option<Vec<u8>>,
+    },
+    Js(JsReduction),
+}
+
+pub(crate) struct JsReduction {
+    ddoc: DesignDoc,
+    source: String,
+    /// `[key, id]` pairs and values not reduced yet.
+    keys: Vec<Value>,
+    values: Vec<Value>,
+    /// Results of reduced chunks, re-reduced once there are many.
+    partials: Vec<Value>,
+}
+
+#[derive(Default)]
+pub(crate) struct Stats {
+    sum: f64,
+    count: u64,
+    min: f64,
+    max: f64,
+    sumsqr: f64,
+    integral: bool,
+}
+
+impl Reduction {
+    /// An empty reduction by the view's reduce function (its source).
+    pub(crate) fn new(ddoc: &DesignDoc, source: &str) -> Result<Reduction, ViewError> {
+        let trimmed = source.trim();
+        if !trimmed.starts_with('_') {
+            return Ok(Reduction::Js(JsReduction {
+                ddoc: ddoc.clone(),
+                source: source.to_string(),
+                keys: Vec::new(),
+                values: Vec::new(),
+                partials: Vec::new(),
+            }));
+        }
+        Ok(match trimmed {
+            "_count" => Reduction::Count(0),
+            "_sum" => Reduction::Sum(json!(0)),
+            "_stats" => Reduction::Stats(Stats {
+                integral: true,
+                min: f64::INFINITY,
+                max: f64::NEG_INFINITY,
+                ..Default::default()
+            }),
+            "_approx_count_distinct" => Reduction::Distinct {
+                count: 0,
+                last: None,
+            },
+            other => {
+                return Err(ViewError::Script(JsError::Runtime {
+                    error: "unknown_builtin_reduce".into(),
+                    reason: format!("Builtin reduce function invalid: {other}"),
+                }));
+            }
+        })
+    }
+
+    /// Adds one row.
+    pub(crate) async fn add(&mut self, engine: &Engine, row: &IndexEntry) -> Result<(), ViewError> {
+        match self {
+            Reduction::Count(n) => *n += 1,
+            Reduction::Sum(total) => {
+                let value = parse(&row.value);
+                *total = add(total, &value).ok_or_else(|| {
+                    builtin_error("The _sum function requires that map values be numbers, arrays of numbers, or objects.".into())
+                })?;
+            }
+            Reduction::Stats(stats) => stats.add(&parse(&row.value))?,
+            Reduction::Distinct { count, last } => {
+                if last.as_deref() != Some(row.sort_key.as_slice()) {
+                    *count += 1;
+                    *last = Some(row.sort_key.clone());
+                }
+            }
+            Reduction::Js(js) => {
+                js.keys.push(json!([parse(&row.key), row.id]));
+                js.values.push(parse(&row.value));
+                if js.values.len() >= REDUCE_CHUNK {
+                    js.reduce_pending(engine).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The group's reduced value.
+    pub(crate) async fn finish(self, engine: &Engine) -> Result<Value, ViewError> {
+        match self {
+            Reduction::Count(n) => Ok(json!(n)),
+            Reduction::Sum(total) => Ok(total),
+            Reduction::Stats(stats) => Ok(stats.value()),
+            Reduction::Distinct { count, .. } => Ok(json!(count)),
+            Reduction::Js(mut js) => {
+                if !js.values.is_empty() {
+                    js.reduce_pending(engine).await?;
+                }
+                js.finish(engine).await
+            }
+        }
+    }
+}
+
+impl JsReduction {
+    async fn reduce_pending(&mut self, engine: &Engine) -> Result<(), ViewError> {
+        let keys = Value::Array(std::mem::take(&mut self.keys)).to_string();
+        let input = Value::Array(std::mem::take(&mut self.values)).to_string();
+        let out = self.call(engine, Some(keys), input).await?;
+        self.partials.push(out);
+        if self.partials.len() >= REDUCE_CHUNK {
+            let input = Value::Array(std::mem::take(&mut self.partials)).to_string();
+            let out = self.call(engine, None, input).await?;
+            self.partials.push(out);
+        }
+        Ok(())
+    }
+
+    async fn finish(mut self, engine: &Engine) -> Result<Value, ViewError> {
+        match self.partials.len() {
+            0 | 1 => Ok(self.partials.pop().unwrap_or(Value::Null)),
+            _ => {
+                let input = Value::Array(std::mem::take(&mut self.partials)).to_string();
+                self.call(engine, None, input).await
+            }
+        }
+    }
+
+    async fn call(
+        &self,
+        engine: &Engine,
+        keys: Option<String>,
+        input: String,
+    ) -> Result<Value, ViewError> {
+        let input_len = input.len();
+        let out = engine
+            .reduce(self.ddoc.clone(), &self.source, keys, input)
+            .await?;
+        check_shrinks(&out, input_len)?;
+        Ok(out)
+    }
+}
+
+impl Stats {
+    fn add(&mut self, value: &Value) -> Result<(), ViewError> {
+        let Value::Number(n) = value else {
+            return Err(builtin_error(format!(
+                "The _stats function requires that map values be numbers or arrays of numbers, not '{value}'"
+            )));
+        };
+        let f = n.as_f64().unwrap_or(0.0);
+        self.integral &= n.is_i64();
+        self.sum += f;
+        self.count += 1;
+        self.min = self.min.min(f);
+        self.max = self.max.max(f);
+        self.sumsqr += f * f;
+        Ok(())
+    }
+
+    fn value(&self) -> Value {
+        let empty = self.count == 0;
+        json!({
+            "sum": number(self.sum, self.integral),
+            "count": self.count,
+            "min": if empty { json!(0) } else { number(self.min, self.integral) },
+            "max": if empty { json!(0) } else { number(self.max, self.integral) },
+            "sumsqr": number(self.sumsqr, self.integral),
+        })
+    }
+}
+
+fn parse(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+fn builtin_error(reason: String) -> ViewError {
+    ViewError::Script(JsError::Runtime {
+        error: "builtin_reduce_error".into(),
+        reason,
+    })
+}
+
+/// CouchDB's `reduce_limit`: a reduce function whose output does not
+/// shrink is an error, not an index the size of its input.
+fn check_shrinks(out: &Value, input_len: usize) -> Result<(), ViewError> {
+    let out_len = out.to_string().len();
+    if out_len > REDUCE_LIMIT_THRESHOLD && out_len * 2 > input_len {
+        return Err(ViewError::Script(JsError::Runtime {
+            error: "reduce_overflow_error".into(),
+            reason: format!(
+                "Reduce output must shrink more rapidly: input size: {input_len} output size: {out_len}"
+            ),
+        }));
+    }
+    Ok(())
+}
+
+/// `_sum` of two values: numbers add, arrays add element by element
+/// (the longer one's tail kept), objects member by member.
+fn add(a: &Value, b: &Value) -> Option<Value> {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => Some(number(
+            x.as_f64().unwrap_or(0.0) + y.as_f64().unwrap_or(0.0),
+            x.is_i64() && y.is_i64(),
+        )),
+        (Value::Array(x), Value::Array(y)) => {
+            let n = x.len().max(y.len());
+            (0..n)
+                .map(|i| match (x.get(i), y.get(i)) {
+                    (Some(p), Some(q)) => add(p, q),
+                    (Some(p), None) | (None, Some(p)) => Some(p.clone()),
+                    (None, None) => None,
+                })
+                .collect::<Option<Vec<_>>>()
+                .map(Value::Array)
+        }
+        (Value::Number(_), Value::Array(y)) if is_zero(a) => Some(Value::Array(y.clone())),
+        (Value::Array(x), Value::Number(_)) => {
+            let mut x = x.clone();
+            if let Some(first) = x.first_mut() {
+                *first = add(first, b)?;
+            }
+            Some(Value::Array(x))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            let mut out: Map<String, Value> = x.clone();
+            for (k, v) in y {
+                let merged = match out.get(k) {
+                    Some(existing) => add(existing, v)?,
+                    None => v.clone(),
+                };
+                out.insert(k.clone(), merged);
+            }
+            Some(Value::Object(out))
+        }
+        (Value::Number(_), Value::Object(y)) if is_zero(a) => Some(Value::Object(y.clone())),
+        _ => None,
+    }
+}
+
+fn is_zero(v: &Value) -> bool {
+    v.as_f64() == Some(0.0)
+}
+
+fn number(f: f64, integral: bool) -> Value {
+    if integral && f.fract() == 0.0 && f.abs() < 9.0e15 {
+        json!(f as i64)
+    } else {
+        json!(f)
+    }
+}

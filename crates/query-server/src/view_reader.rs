@@ -1,0 +1,324 @@
+//! A view query's answer read page by page, so a view of any size is
+//! answered (and reduced) in bounded memory and its rows can be streamed
+//! to the client or to a list function as they are read.
+
+use std::collections::VecDeque;
+
+use serde_json::Value;
+use store::{Index, IndexEntry, IndexPosition, IndexRange};
+
+use crate::Engine;
+use crate::reduce::Reduction;
+use crate::views::{ViewError, ViewGroup, ViewQuery, key_bytes};
+
+/// Index rows read at once.
+const PAGE: usize = 500;
+
+/// What comes before a view's rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewHead {
+    /// Map rows: `total_rows` and `offset`.
+    Map { total_rows: u64, offset: u64 },
+    /// Reduced rows: nothing before them.
+    Reduced,
+}
+
+/// A page of a view's answer.
+#[derive(Debug)]
+pub enum ViewPage {
+    Map(Vec<IndexEntry>),
+    /// `(key, value)`; the key is `null` without grouping.
+    Reduced(Vec<(Value, Value)>),
+}
+
+/// One query's answer, read on demand.
+pub struct ViewReader {
+    head: ViewHead,
+    pager: Pager,
+    reducing: Option<Reducing>,
+    engine: Engine,
+}
+
+impl std::fmt::Debug for ViewReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ViewReader")
+            .field("head", &self.head)
+            .finish()
+    }
+}
+
+impl ViewGroup {
+    /// Opens a query of view `name` on an up-to-date index.
+    pub async fn read(
+        &self,
+        engine: &Engine,
+        index: &Index,
+        name: &str,
+        q: &ViewQuery,
+    ) -> Result<ViewReader, ViewError> {
+        let view = self.view_number(name)?;
+        let reducer = self.reduce_of(name);
+        let reduce = match (q.reduce, reducer) {
+            (Some(true), None) => {
+                return Err(ViewError::BadRequest(
+                    "Reduce is invalid for map-only views.".into(),
+                ));
+            }
+            (Some(false), _) | (None, None) => false,
+            (_, Some(_)) => true,
+        };
+        if !reduce && (q.group || q.group_level.is_some()) && reducer.is_none() {
+            return Err(ViewError::BadRequest(
+                "Invalid use of grouping on a map view.".into(),
+            ));
+        }
+        let ranges: VecDeque<IndexRange> = match (&q.keys, &q.key) {
+            (Some(keys), _) => keys.iter().map(|k| exact(view, k, q)).collect(),
+            (None, Some(key)) => [exact(view, key, q)].into(),
+            (None, None) => [IndexRange {
+                view,
+                start: q
+                    .start_key
+                    .as_ref()
+                    .map(|k| (key_bytes(k), q.start_docid.clone())),
+                end: q
+                    .end_key
+                    .as_ref()
+                    .map(|k| (key_bytes(k), q.end_docid.clone())),
+                inclusive_end: q.inclusive_end,
+                descending: q.descending,
+                ..Default::default()
+            }]
+            .into(),
+        };
+        if let Some(reducer) = reducer.filter(|_| reduce) {
+            let level = match (q.group, q.group_level) {
+                // Level 0 is one group of everything, as no grouping.
+                (_, Some(0)) => None,
+                (_, Some(level)) => Some(level),
+                (true, None) => Some(usize::MAX),
+                (false, None) => None,
+            };
+            return Ok(ViewReader {
+                head: ViewHead::Reduced,
+                pager: Pager::new(index.clone(), ranges, 0, usize::MAX),
+                reducing: Some(Reducing {
+                    reducer: reducer.to_string(),
+                    ddoc: self.ddoc.clone(),
+                    level,
+                    current: None,
+                    skip: q.skip,
+                    limit: q.limit.unwrap_or(usize::MAX),
+                    done: false,
+                }),
+                engine: engine.clone(),
+            });
+        }
+        // CouchDB's offset: the rows before the first range (the first key's).
+        let before = match ranges.front() {
+            Some(first) => index.rows_before(first).await?,
+            None => 0,
+        };
+        let total_rows = index.count(view).await?;
+        let offset = (before + q.skip as u64).min(total_rows);
+        Ok(ViewReader {
+            head: ViewHead::Map { total_rows, offset },
+            pager: Pager::new(index.clone(), ranges, q.skip, q.limit.unwrap_or(usize::MAX)),
+            reducing: None,
+            engine: engine.clone(),
+        })
+    }
+}
+
+impl ViewReader {
+    pub fn head(&self) -> ViewHead {
+        self.head
+    }
+
+    /// The next rows, or `None` once all are read.
+    pub async fn next_page(&mut self) -> Result<Option<ViewPage>, ViewError> {
+        match &mut self.reducing {
+            None => Ok(self.pager.next().await?.map(ViewPage::Map)),
+            Some(reducing) => {
+                let rows = reducing.next(&self.engine, &mut self.pager).await?;
+                Ok(rows.map(ViewPage::Reduced))
+            }
+        }
+    }
+}
+
+/// Reads a query's ranges in order, a page at a time, skipping and
+/// limiting across all of them.
+struct Pager {
+    index: Index,
+    ranges: VecDeque<IndexRange>,
+    after: Option<IndexPosition>,
+    skip: usize,
+    limit: usize,
+}
+
+impl Pager {
+    fn new(index: Index, ranges: VecDeque<IndexRange>, skip: usize, limit: usize) -> Pager {
+        Pager {
+            index,
+            ranges,
+            after: None,
+            skip,
+            limit,
+        }
+    }
+
+    async fn next(&mut self) -> Result<Option<Vec<IndexEntry>>, ViewError> {
+        while self.limit > 0 {
+            let Some(range) = self.ranges.front() else {
+                return Ok(None);
+            };
+            // One range left: the index skips for us.
+            let skip_here = if self.ranges.len() == 1 {
+                std::mem::take(&mut self.skip)
+            } else {
+                0
+            };
+            let want = PAGE.min(self.limit);
+            let mut rows = self
+                .index
+                .range(IndexRange {
+                    after: self.after.take(),
+                    skip: skip_here,
+                    limit: want,
+                    ..range.clone()
+                })
+                .await?;
+            if rows.len() < want {
+                self.ranges.pop_front();
+            } else if let Some(last) = rows.last() {
+                self.after = Some(last.position());
+            }
+            if self.skip > 0 {
+                let dropped = self.skip.min(rows.len());
+                rows.drain(..dropped);
+                self.skip -= dropped;
+            }
+            rows.truncate(self.limit);
+            self.limit -= rows.len();
+            if !rows.is_empty() {
+                return Ok(Some(rows));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Rows grouped as asked (all together, by whole key, or by the first
+/// `level` elements of array keys) and reduced group by group.
+struct Reducing {
+    reducer: String,
+    ddoc: crate::DesignDoc,
+    level: Option<usize>,
+    current: Option<Group>,
+    skip: usize,
+    limit: usize,
+    done: bool,
+}
+
+struct Group {
+    key: Value,
+    bytes: Vec<u8>,
+    reduction: Reduction,
+}
+
+impl Reducing {
+    /// The next reduced rows: at least one, unless all are given.
+    async fn next(
+        &mut self,
+        engine: &Engine,
+        pager: &mut Pager,
+    ) -> Result<Option<Vec<(Value, Value)>>, ViewError> {
+        let mut out = Vec::new();
+        while !self.done && self.limit > 0 && out.is_empty() {
+            let Some(rows) = pager.next().await? else {
+                self.done = true;
+                // Nothing in range is no row at all, grouped or not (as CouchDB).
+                if let Some(group) = self.current.take() {
+                    self.give(&mut out, engine, group).await?;
+                }
+                break;
+            };
+            for row in &rows {
+                if self.limit == 0 {
+                    break;
+                }
+                let (key, bytes) = self.group_key(row);
+                let same = self.current.as_ref().is_some_and(|g| g.bytes == bytes);
+                if !same {
+                    let next = self.group(key, bytes)?;
+                    if let Some(done) = self.current.replace(next) {
+                        self.give(&mut out, engine, done).await?;
+                    }
+                }
+                if let Some(group) = &mut self.current {
+                    group.reduction.add(engine, row).await?;
+                }
+            }
+        }
+        Ok((!out.is_empty()).then_some(out))
+    }
+
+    fn group(&self, key: Value, bytes: Vec<u8>) -> Result<Group, ViewError> {
+        Ok(Group {
+            key,
+            bytes,
+            reduction: Reduction::new(&self.ddoc, &self.reducer)?,
+        })
+    }
+
+    /// A finished group: skipped, or reduced into `out` within the limit.
+    async fn give(
+        &mut self,
+        out: &mut Vec<(Value, Value)>,
+        engine: &Engine,
+        group: Group,
+    ) -> Result<(), ViewError> {
+        if self.skip > 0 {
+            self.skip -= 1;
+            return Ok(());
+        }
+        if self.limit == 0 {
+            return Ok(());
+        }
+        self.limit -= 1;
+        out.push((group.key, group.reduction.finish(engine).await?));
+        Ok(())
+    }
+
+    /// The row's group key and its sort key.
+    fn group_key(&self, row: &IndexEntry) -> (Value, Vec<u8>) {
+        match self.level {
+            None => (Value::Null, Vec::new()),
+            Some(usize::MAX) => (
+                serde_json::from_str(&row.key).unwrap_or(Value::Null),
+                row.sort_key.clone(),
+            ),
+            Some(level) => match serde_json::from_str(&row.key).unwrap_or(Value::Null) {
+                Value::Array(items) => {
+                    let grouped = Value::Array(items.into_iter().take(level).collect());
+                    let bytes = key_bytes(&grouped);
+                    (grouped, bytes)
+                }
+                other => (other, row.sort_key.clone()),
+            },
+        }
+    }
+}
+
+fn exact(view: u32, key: &Value, q: &ViewQuery) -> IndexRange {
+    let bytes = key_bytes(key);
+    IndexRange {
+        view,
+        start: Some((bytes.clone(), None)),
+        end: Some((bytes, None)),
+        inclusive_end: true,
+        descending: q.descending,
+        ..Default::default()
+    }
+}
