@@ -230,15 +230,11 @@ pub(crate) async fn open_index(
         (Some("false"), _) | (_, Some("ok")) => (false, false),
         (Some("lazy"), _) | (_, Some("update_after")) => (false, true),
         (None | Some("true"), None) => (true, false),
-        (Some(other), _) => {
-            return Err(query_parse_error(format!(
-                "Invalid value for `update`: {other:?}"
-            )));
+        (Some(_), _) => {
+            return Err(query_parse_error("Invalid value for `update`.".into()));
         }
-        (None, Some(other)) => {
-            return Err(query_parse_error(format!(
-                "Invalid value for `stale`: {other:?}"
-            )));
+        (None, Some(_)) => {
+            return Err(query_parse_error("Invalid value for `stale`.".into()));
         }
     };
     let engine = state.validators.engine().clone();
@@ -513,6 +509,12 @@ impl Params<'_> {
             ));
         }
         let group_level = self.number("group_level")?.map(|n| n as usize);
+        // One node answers in order and from one copy: `sorted=false` and
+        // `stable` change nothing, but are checked as CouchDB checks them.
+        self.flag("sorted")?;
+        if self.flag("stable").is_err() {
+            return Err(query_parse_error("Invalid value for `stable`.".into()));
+        }
         Ok(ViewQuery {
             key: self.json("key", "key")?,
             keys,

@@ -45,6 +45,10 @@ pub struct ViewGroup {
     names: Vec<String>,
     reduces: Vec<Option<String>>,
     signature: String,
+    /// `options.include_design`: design documents are mapped too.
+    include_design: bool,
+    /// `options.local_seq`: documents carry `_local_seq` into the map.
+    local_seq: bool,
 }
 
 impl ViewGroup {
@@ -55,6 +59,11 @@ impl ViewGroup {
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string()
+        };
+        let option = |k: &str| {
+            ddoc.pointer(&format!("/options/{k}"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false)
         };
         let Some(views) = ddoc.get("views").and_then(Value::as_object) else {
             return Err(ViewError::NotFound("missing_named_view".into()));
@@ -99,6 +108,8 @@ impl ViewGroup {
             names,
             reduces,
             signature,
+            include_design: option("include_design"),
+            local_seq: option("local_seq"),
         })
     }
 
@@ -222,12 +233,17 @@ async fn catch_up(
                 id: row.id.clone(),
                 rows: Vec::new(),
             });
-            // Design documents are not in views; deleted ones leave them.
-            if row.deleted || row.id.starts_with("_design/") {
+            // Design documents are not in views unless the options say so;
+            // deleted documents leave them.
+            if row.deleted || (row.id.starts_with("_design/") && !group.include_design) {
                 continue;
             }
             if let Some(doc) = &row.doc {
-                texts.push(doc.as_str().to_string());
+                let text = doc.as_str();
+                texts.push(match text.strip_suffix('}') {
+                    Some(open) if group.local_seq => format!("{open},\"_local_seq\":{}}}", row.seq),
+                    _ => text.to_string(),
+                });
                 mapped_at.push(docs.len() - 1);
             }
         }
