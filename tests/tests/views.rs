@@ -534,3 +534,108 @@ async fn large_views_are_read_page_by_page() {
         .json();
     assert_eq!(level0["rows"], whole["rows"]);
 }
+
+/// Reductions of long ranges come from cached block reductions: they
+/// stay right as documents change under them, for built-in and
+/// JavaScript reducers, over whole views and over ranges cutting blocks.
+#[tokio::test]
+async fn reductions_stay_right_as_documents_change() {
+    let data = TempDir::new("views-reduce-cache");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    assert_eq!(c.put("/db", json!({})).await.status, 201);
+    c.put(
+        "/db/_design/r",
+        json!({"views": {
+            "stats": {"map": "function (doc) { emit(doc._id, doc.v); }", "reduce": "_stats"},
+            "js": {"map": "function (doc) { emit(doc._id, doc.v); }", "reduce": "function (keys, values, rereduce) { return sum(values); }"},
+            "count": {"map": "function (doc) { emit(doc._id, null); }", "reduce": "_count"}
+        }}),
+    )
+    .await;
+    let n = 3000usize;
+    let mut values: Vec<i64> = (0..n as i64).map(|i| (i * 7) % 101).collect();
+    let docs: Vec<Value> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| json!({"_id": format!("k{i:05}"), "v": v}))
+        .collect();
+    let written = c
+        .post("/db/_bulk_docs", json!({ "docs": docs }))
+        .await
+        .json();
+    let mut revs: Vec<String> = written
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rev"].as_str().unwrap().to_string())
+        .collect();
+    let mut present = vec![true; n];
+
+    async fn check(c: &Client, values: &[i64], present: &[bool]) {
+        for (from, to) in [(0usize, 2999usize), (17, 2411), (1500, 1502), (1030, 2900)] {
+            let range: Vec<i64> = (from..=to)
+                .filter(|i| present[*i])
+                .map(|i| values[i])
+                .collect();
+            let q = format!("startkey=%22k{from:05}%22&endkey=%22k{to:05}%22");
+            let stats = c
+                .get(&format!("/db/_design/r/_view/stats?{q}"))
+                .await
+                .json();
+            let s = &stats["rows"][0]["value"];
+            assert_eq!(s["sum"], json!(range.iter().sum::<i64>()), "{q}");
+            assert_eq!(s["count"], json!(range.len()), "{q}");
+            assert_eq!(s["min"], json!(range.iter().min().unwrap()), "{q}");
+            assert_eq!(s["max"], json!(range.iter().max().unwrap()), "{q}");
+            assert_eq!(
+                s["sumsqr"],
+                json!(range.iter().map(|v| v * v).sum::<i64>()),
+                "{q}"
+            );
+            let js = c.get(&format!("/db/_design/r/_view/js?{q}")).await.json();
+            assert_eq!(
+                js["rows"][0]["value"],
+                json!(range.iter().sum::<i64>()),
+                "{q}"
+            );
+            let count = c
+                .get(&format!("/db/_design/r/_view/count?{q}"))
+                .await
+                .json();
+            assert_eq!(count["rows"][0]["value"], json!(range.len()), "{q}");
+            let down = c
+                .get(&format!(
+                    "/db/_design/r/_view/count?descending=true&startkey=%22k{to:05}%22&endkey=%22k{from:05}%22"
+                ))
+                .await
+                .json();
+            assert_eq!(
+                down["rows"][0]["value"],
+                json!(range.len()),
+                "{q} descending"
+            );
+        }
+    }
+    check(&c, &values, &present).await;
+    // Change some values and delete some documents across the blocks.
+    let mut edits = Vec::new();
+    for i in (0..n).step_by(37) {
+        if i % 2 == 0 {
+            values[i] += 1000;
+            edits.push(json!({"_id": format!("k{i:05}"), "_rev": revs[i], "v": values[i]}));
+        } else {
+            present[i] = false;
+            edits.push(json!({"_id": format!("k{i:05}"), "_rev": revs[i], "_deleted": true}));
+        }
+    }
+    let answers = c
+        .post("/db/_bulk_docs", json!({ "docs": edits }))
+        .await
+        .json();
+    for a in answers.as_array().unwrap() {
+        let i: usize = a["id"].as_str().unwrap()[1..].parse().unwrap();
+        revs[i] = a["rev"].as_str().unwrap().to_string();
+    }
+    check(&c, &values, &present).await;
+}

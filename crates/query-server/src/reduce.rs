@@ -113,6 +113,35 @@ impl Reduction {
         Ok(())
     }
 
+    /// Adds the reduction of other rows (a block's, cached), as a
+    /// re-reduce would. Not for `_approx_count_distinct`, whose counts of
+    /// separate rows do not add up.
+    pub(crate) async fn merge(&mut self, engine: &Engine, other: Value) -> Result<(), ViewError> {
+        match self {
+            Reduction::Count(n) => *n += other.as_u64().unwrap_or(0),
+            Reduction::Sum(total) => {
+                *total = add(total, &other).ok_or_else(|| {
+                    builtin_error("The _sum function requires that map values be numbers, arrays of numbers, or objects.".into())
+                })?;
+            }
+            Reduction::Stats(stats) => stats.merge(&other),
+            Reduction::Distinct { .. } => {
+                return Err(ViewError::Script(JsError::Internal(
+                    "distinct counts do not merge".into(),
+                )));
+            }
+            Reduction::Js(js) => {
+                js.partials.push(other);
+                if js.partials.len() >= REDUCE_CHUNK {
+                    let input = Value::Array(std::mem::take(&mut js.partials)).to_string();
+                    let out = js.call(engine, None, input).await?;
+                    js.partials.push(out);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The group's reduced value.
     pub(crate) async fn finish(self, engine: &Engine) -> Result<Value, ViewError> {
         match self {
@@ -184,6 +213,22 @@ impl Stats {
         self.max = self.max.max(f);
         self.sumsqr += f * f;
         Ok(())
+    }
+
+    fn merge(&mut self, other: &Value) {
+        let field = |k: &str| other.get(k).and_then(Value::as_f64).unwrap_or(0.0);
+        let count = other.get("count").and_then(Value::as_u64).unwrap_or(0);
+        if count == 0 {
+            return;
+        }
+        self.integral &= ["sum", "min", "max", "sumsqr"]
+            .iter()
+            .all(|k| other.get(*k).is_some_and(Value::is_i64));
+        self.sum += field("sum");
+        self.count += count;
+        self.min = self.min.min(field("min"));
+        self.max = self.max.max(field("max"));
+        self.sumsqr += field("sumsqr");
     }
 
     fn value(&self) -> Value {

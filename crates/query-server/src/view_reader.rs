@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 
 use serde_json::Value;
-use store::{Index, IndexEntry, IndexPosition, IndexRange};
+use store::{Index, IndexEntry, IndexPosition, IndexRange, ReducePart};
 
 use crate::Engine;
 use crate::reduce::Reduction;
@@ -36,6 +36,8 @@ pub struct ViewReader {
     head: ViewHead,
     pager: Pager,
     reducing: Option<Reducing>,
+    /// Rows computed when the query was opened (an ungrouped reduction).
+    ready: Option<Vec<(Value, Value)>>,
     engine: Engine,
 }
 
@@ -99,20 +101,43 @@ impl ViewGroup {
                 (true, None) => Some(usize::MAX),
                 (false, None) => None,
             };
-            return Ok(ViewReader {
+            if q.keys.is_some() && !q.group {
+                return Err(ViewError::BadRequest(
+                    "Multi-key fetches for reduce views must use `group=true`".into(),
+                ));
+            }
+            let mut reader = ViewReader {
                 head: ViewHead::Reduced,
                 pager: Pager::new(index.clone(), ranges, 0, usize::MAX),
-                reducing: Some(Reducing {
-                    reducer: reducer.to_string(),
-                    ddoc: self.ddoc.clone(),
-                    level,
-                    current: None,
-                    skip: q.skip,
-                    limit: q.limit.unwrap_or(usize::MAX),
-                    done: false,
-                }),
+                reducing: None,
+                ready: None,
                 engine: engine.clone(),
+            };
+            if level.is_none() && reducer.trim() != "_approx_count_distinct" {
+                // One row of the whole range: from the blocks' reductions.
+                let Some(range) = reader.pager.ranges.pop_front() else {
+                    return Ok(reader);
+                };
+                let value = reduce_range(engine, &self.ddoc, index, range, reducer).await?;
+                let rows: Vec<(Value, Value)> = value
+                    .map(|v| (Value::Null, v))
+                    .into_iter()
+                    .skip(q.skip)
+                    .take(q.limit.unwrap_or(usize::MAX))
+                    .collect();
+                reader.ready = Some(rows);
+                return Ok(reader);
+            }
+            reader.reducing = Some(Reducing {
+                reducer: reducer.to_string(),
+                ddoc: self.ddoc.clone(),
+                level,
+                current: None,
+                skip: q.skip,
+                limit: q.limit.unwrap_or(usize::MAX),
+                done: false,
             });
+            return Ok(reader);
         }
         // CouchDB's offset: the rows before the first range (the first key's).
         let before = match ranges.front() {
@@ -125,9 +150,116 @@ impl ViewGroup {
             head: ViewHead::Map { total_rows, offset },
             pager: Pager::new(index.clone(), ranges, q.skip, q.limit.unwrap_or(usize::MAX)),
             reducing: None,
+            ready: None,
             engine: engine.clone(),
         })
     }
+}
+
+/// Tries before a reduction gives up on a consistent reading of the
+/// blocks (each try fails only if a write changed a block under it).
+const BLOCK_TRIES: usize = 3;
+
+/// The reduction of a whole range, or `None` when it holds no row: whole
+/// blocks by their cached reductions (computed and kept when missing),
+/// and only the rows at the two ends read.
+async fn reduce_range(
+    engine: &Engine,
+    ddoc: &crate::DesignDoc,
+    index: &Index,
+    range: IndexRange,
+    reducer: &str,
+) -> Result<Option<Value>, ViewError> {
+    let reducer_id = reducer_id(reducer);
+    'tries: for _ in 0..BLOCK_TRIES {
+        let parts = index
+            .reduce_parts(range.clone(), reducer_id.clone())
+            .await?;
+        let mut total = Reduction::new(ddoc, reducer)?;
+        let mut any = false;
+        for part in parts {
+            match part {
+                ReducePart::Rows(rows) => {
+                    for row in &rows {
+                        total.add(engine, row).await?;
+                    }
+                    any |= !rows.is_empty();
+                }
+                ReducePart::Block {
+                    reduction: Some(text),
+                    ..
+                } => {
+                    total
+                        .merge(engine, serde_json::from_str(&text).unwrap_or(Value::Null))
+                        .await?;
+                    any = true;
+                }
+                ReducePart::Block {
+                    start,
+                    generation,
+                    reduction: None,
+                } => {
+                    let (now, rows) = index.block_rows(range.view, start.clone()).await?;
+                    if now != generation {
+                        continue 'tries;
+                    }
+                    if rows.is_empty() {
+                        continue;
+                    }
+                    let mut block = Reduction::new(ddoc, reducer)?;
+                    for row in &rows {
+                        block.add(engine, row).await?;
+                    }
+                    let value = block.finish(engine).await?;
+                    index
+                        .cache_reduction(
+                            range.view,
+                            start,
+                            generation,
+                            reducer_id.clone(),
+                            value.to_string(),
+                        )
+                        .await?;
+                    total.merge(engine, value).await?;
+                    any = true;
+                }
+            }
+        }
+        return Ok(if any {
+            Some(total.finish(engine).await?)
+        } else {
+            None
+        });
+    }
+    // Writes kept changing the blocks: read the range row by row.
+    let mut pager = Pager::new(index.clone(), [range].into(), 0, usize::MAX);
+    let mut total = Reduction::new(ddoc, reducer)?;
+    let mut any = false;
+    while let Some(rows) = pager.next().await? {
+        for row in &rows {
+            total.add(engine, row).await?;
+        }
+        any = true;
+    }
+    Ok(if any {
+        Some(total.finish(engine).await?)
+    } else {
+        None
+    })
+}
+
+/// What names a reduce function among cached reductions: a built-in's
+/// name, or a digest of the function's source.
+fn reducer_id(reducer: &str) -> String {
+    use md5::{Digest, Md5};
+    let trimmed = reducer.trim();
+    if trimmed.starts_with('_') {
+        return trimmed.to_string();
+    }
+    Md5::digest(reducer.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 impl ViewReader {
@@ -137,6 +269,11 @@ impl ViewReader {
 
     /// The next rows, or `None` once all are read.
     pub async fn next_page(&mut self) -> Result<Option<ViewPage>, ViewError> {
+        if let Some(rows) = self.ready.take() {
+            // Given once, then the end.
+            self.pager.ranges.clear();
+            return Ok((!rows.is_empty()).then_some(ViewPage::Reduced(rows)));
+        }
         match &mut self.reducing {
             None => Ok(self.pager.next().await?.map(ViewPage::Map)),
             Some(reducing) => {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::index_blocks::{self, ReducePart};
 use crate::{Database, StoreError};
 
 /// One emitted row, as written.
@@ -120,16 +121,33 @@ impl Database {
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;",
             )?;
             conn.execute_batch(SCHEMA)?;
+            conn.execute_batch(index_blocks::SCHEMA)?;
             let owner: Option<String> = conn
                 .query_row("SELECT value FROM meta WHERE name = 'db_uuid'", [], |r| {
                     r.get(0)
                 })
                 .optional()?;
             if owner.as_deref() != Some(uuid.as_str()) {
-                conn.execute_batch("DELETE FROM rows; DELETE FROM meta; DELETE FROM view_rows;")?;
+                conn.execute_batch(
+                    "DELETE FROM rows; DELETE FROM meta; DELETE FROM view_rows; DELETE FROM blocks;",
+                )?;
                 conn.execute(
                     "INSERT INTO meta (name, value) VALUES ('db_uuid', ?1)",
                     [&uuid],
+                )?;
+            }
+            let blocked: Option<String> = conn
+                .query_row("SELECT value FROM meta WHERE name = 'blocks'", [], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if blocked.is_none() {
+                // An index written before rows were counted in blocks is
+                // built again.
+                conn.execute_batch(
+                    "BEGIN; DELETE FROM rows; DELETE FROM view_rows; DELETE FROM blocks;
+                     DELETE FROM meta WHERE name = 'update_seq';
+                     INSERT INTO meta (name, value) VALUES ('blocks', '1'); COMMIT;",
                 )?;
             }
             Ok(Index {
@@ -237,21 +255,26 @@ impl Index {
                 // Rows per view move with every change: kept counted, so
                 // `total_rows` is a lookup, not a scan.
                 let mut moved: std::collections::BTreeMap<u32, i64> = Default::default();
-                let mut counted = tx.prepare_cached(
-                    "SELECT view, COUNT(*) FROM rows WHERE doc_id = ?1 GROUP BY view",
-                )?;
+                let mut blocks = index_blocks::Deltas::default();
+                let mut old_rows =
+                    tx.prepare_cached("SELECT view, sort_key, n FROM rows WHERE doc_id = ?1")?;
                 let mut delete = tx.prepare_cached("DELETE FROM rows WHERE doc_id = ?1")?;
                 let mut insert = tx.prepare_cached(
                     "INSERT OR REPLACE INTO rows (view, sort_key, doc_id, n, key, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 )?;
                 for doc in &docs {
-                    let mut old = counted.query([&doc.id])?;
+                    let mut old = old_rows.query([&doc.id])?;
                     while let Some(row) = old.next()? {
-                        *moved.entry(row.get::<_, u32>(0)?).or_default() -= row.get::<_, i64>(1)?;
+                        let view: u32 = row.get(0)?;
+                        *moved.entry(view).or_default() -= 1;
+                        let at = (row.get(1)?, doc.id.clone(), row.get(2)?);
+                        blocks.row(&tx, view, &at, -1)?;
                     }
                     delete.execute([&doc.id])?;
                     for (n, row) in doc.rows.iter().enumerate() {
                         *moved.entry(row.view).or_default() += 1;
+                        let at = (row.sort_key.clone(), doc.id.clone(), n as i64);
+                        blocks.row(&tx, row.view, &at, 1)?;
                         insert.execute(params![
                             row.view,
                             row.sort_key,
@@ -270,6 +293,7 @@ impl Index {
                         add.execute(params![view, delta])?;
                     }
                 }
+                blocks.apply(&tx)?;
             }
             tx.execute(
                 "INSERT OR REPLACE INTO meta (name, value) VALUES ('update_seq', ?1)",
@@ -284,26 +308,8 @@ impl Index {
     /// Rows of a range, in key order (then document id), or the reverse.
     pub async fn range(&self, range: IndexRange) -> Result<Vec<IndexEntry>, StoreError> {
         self.run(move |conn| {
-            let mut sql =
-                String::from("SELECT sort_key, key, doc_id, value, n FROM rows WHERE view = ?1");
-            let mut args: Vec<rusqlite::types::Value> = vec![i64::from(range.view).into()];
-            let (lower, upper) = if range.descending {
-                (&range.end, &range.start)
-            } else {
-                (&range.start, &range.end)
-            };
-            let lower_inclusive = if range.descending {
-                range.inclusive_end
-            } else {
-                true
-            };
-            let upper_inclusive = if range.descending {
-                true
-            } else {
-                range.inclusive_end
-            };
-            bound(&mut sql, &mut args, lower, ">", lower_inclusive);
-            bound(&mut sql, &mut args, upper, "<", upper_inclusive);
+            let (cond, mut args) = range_condition(&range);
+            let mut sql = format!("SELECT sort_key, key, doc_id, value, n FROM rows WHERE {cond}");
             if let Some((key, id, n)) = &range.after {
                 let k = args.len() + 1;
                 let op = if range.descending { "<" } else { ">" };
@@ -327,15 +333,7 @@ impl Index {
             args.push(i64::try_from(range.skip).unwrap_or(i64::MAX).into());
             let mut stmt = conn.prepare_cached(&sql)?;
             let rows = stmt
-                .query_map(rusqlite::params_from_iter(args), |r| {
-                    Ok(IndexEntry {
-                        sort_key: r.get(0)?,
-                        key: r.get(1)?,
-                        id: r.get(2)?,
-                        value: r.get(3)?,
-                        n: r.get(4)?,
-                    })
-                })?
+                .query_map(rusqlite::params_from_iter(args), read_entry)?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })
@@ -360,24 +358,111 @@ impl Index {
         let Some((key, doc_id)) = range.start.clone() else {
             return Ok(0);
         };
-        let view = range.view;
-        let op = if range.descending { ">" } else { "<" };
+        let (view, descending) = (range.view, range.descending);
         self.run(move |conn| {
-            let n: i64 = match doc_id {
-                None => conn.query_row(
-                    &format!("SELECT COUNT(*) FROM rows WHERE view = ?1 AND sort_key {op} ?2"),
-                    params![i64::from(view), key],
-                    |r| r.get(0),
-                )?,
-                Some(id) => conn.query_row(
-                    &format!(
-                        "SELECT COUNT(*) FROM rows WHERE view = ?1 AND (sort_key {op} ?2 OR (sort_key = ?2 AND doc_id {op} ?3))"
-                    ),
-                    params![i64::from(view), key, id],
-                    |r| r.get(0),
-                )?,
+            let tx = conn.transaction()?;
+            // Ascending, the rows before the start; descending, the rows
+            // after it: all but those up to and including it.
+            let (cond, args): (&str, Vec<rusqlite::types::Value>) = match (&doc_id, descending) {
+                (None, false) => ("sort_key < ?2", vec![key.into()]),
+                (None, true) => ("sort_key <= ?2", vec![key.into()]),
+                (Some(id), false) => (
+                    "(sort_key < ?2 OR (sort_key = ?2 AND doc_id < ?3))",
+                    vec![key.into(), id.clone().into()],
+                ),
+                (Some(id), true) => (
+                    "(sort_key < ?2 OR (sort_key = ?2 AND doc_id <= ?3))",
+                    vec![key.into(), id.clone().into()],
+                ),
             };
-            Ok(n as u64)
+            let prefix = index_blocks::count_prefix(&tx, view, cond, &args)?;
+            if !descending {
+                return Ok(prefix);
+            }
+            let total: Option<i64> = tx
+                .prepare_cached("SELECT n FROM view_rows WHERE view = ?1")?
+                .query_row([i64::from(view)], |r| r.get(0))
+                .optional()?;
+            Ok((total.unwrap_or(0).max(0) as u64).saturating_sub(prefix))
+        })
+        .await
+    }
+
+    /// A range split for a reduction: the rows at its ends, and between
+    /// them whole blocks with their reduction by `reducer` when cached.
+    /// Read at one moment: the parts fit together.
+    pub async fn reduce_parts(
+        &self,
+        range: IndexRange,
+        reducer: String,
+    ) -> Result<Vec<ReducePart>, StoreError> {
+        self.run(move |conn| {
+            let tx = conn.transaction()?;
+            let (cond, args) = range_condition(&range);
+            let blocks = index_blocks::blocks_inside(&tx, range.view, &cond, &args[1..], &reducer)?;
+            let read =
+                |extra: &str, at: Option<&IndexPosition>| -> Result<Vec<IndexEntry>, StoreError> {
+                    let mut args = args.clone();
+                    let mut sql =
+                        format!("SELECT sort_key, key, doc_id, value, n FROM rows WHERE {cond}");
+                    if let Some(at) = at {
+                        let k = args.len() + 1;
+                        sql.push_str(&format!(
+                            " AND (sort_key, doc_id, n) {extra} (?{k}, ?{}, ?{})",
+                            k + 1,
+                            k + 2
+                        ));
+                        args.push(at.0.clone().into());
+                        args.push(at.1.clone().into());
+                        args.push(at.2.into());
+                    }
+                    sql.push_str(" ORDER BY sort_key, doc_id, n");
+                    let mut stmt = tx.prepare_cached(&sql)?;
+                    let rows = stmt
+                        .query_map(rusqlite::params_from_iter(args.iter()), read_entry)?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(rows)
+                };
+            let (Some(first), Some(last)) = (blocks.first(), blocks.last()) else {
+                // Inside one block: few rows.
+                return Ok(vec![ReducePart::Rows(read("", None)?)]);
+            };
+            let mut parts = vec![ReducePart::Rows(read("<", Some(&first.0))?)];
+            for (start, generation, reduction) in &blocks[..blocks.len() - 1] {
+                parts.push(ReducePart::Block {
+                    start: start.clone(),
+                    generation: *generation,
+                    reduction: reduction.clone(),
+                });
+            }
+            parts.push(ReducePart::Rows(read(">=", Some(&last.0))?));
+            Ok(parts)
+        })
+        .await
+    }
+
+    /// Every row of one block (see [`ReducePart::Block`]) and its generation.
+    pub async fn block_rows(
+        &self,
+        view: u32,
+        start: IndexPosition,
+    ) -> Result<(i64, Vec<IndexEntry>), StoreError> {
+        self.run(move |conn| index_blocks::block_rows(conn, view, &start))
+            .await
+    }
+
+    /// Keeps a block's reduction by `reducer`, unless the block changed
+    /// since generation `generation`.
+    pub async fn cache_reduction(
+        &self,
+        view: u32,
+        start: IndexPosition,
+        generation: i64,
+        reducer: String,
+        reduction: String,
+    ) -> Result<(), StoreError> {
+        self.run(move |conn| {
+            index_blocks::cache_reduction(conn, view, &start, generation, &reducer, &reduction)
         })
         .await
     }
@@ -397,6 +482,32 @@ impl Index {
             .map(|m| m.len())
             .unwrap_or(0)
     }
+}
+
+fn read_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexEntry> {
+    Ok(IndexEntry {
+        sort_key: r.get(0)?,
+        key: r.get(1)?,
+        id: r.get(2)?,
+        value: r.get(3)?,
+        n: r.get(4)?,
+    })
+}
+
+/// The SQL condition of a range's rows (`view = ?1 AND ...`) and its parameters.
+fn range_condition(range: &IndexRange) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = String::from("view = ?1");
+    let mut args: Vec<rusqlite::types::Value> = vec![i64::from(range.view).into()];
+    let (lower, upper) = if range.descending {
+        (&range.end, &range.start)
+    } else {
+        (&range.start, &range.end)
+    };
+    let lower_inclusive = !range.descending || range.inclusive_end;
+    let upper_inclusive = range.descending || range.inclusive_end;
+    bound(&mut sql, &mut args, lower, ">", lower_inclusive);
+    bound(&mut sql, &mut args, upper, "<", upper_inclusive);
+    (sql, args)
 }
 
 /// Adds `(sort_key, doc_id) > / >= bound` (or `<`) to a query.

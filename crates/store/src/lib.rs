@@ -31,6 +31,7 @@ mod error;
 mod feeds;
 mod health;
 mod index;
+mod index_blocks;
 mod local;
 pub mod name;
 mod purge;
@@ -58,6 +59,7 @@ pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;
 pub use index::{Index, IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedDoc};
+pub use index_blocks::ReducePart;
 pub use local::LocalRow;
 pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult};
 pub use read::{
