@@ -100,6 +100,9 @@ CREATE INDEX IF NOT EXISTS rows_by_doc ON rows (doc_id);
 CREATE TABLE IF NOT EXISTS view_rows (view INTEGER PRIMARY KEY, n INTEGER NOT NULL);
 ";
 
+/// Prepared statements kept per index connection.
+const STATEMENT_CACHE: usize = 128;
+
 impl Database {
     /// The index of this database named `signature` (a design document's
     /// views, say), created empty when new. An index made for an earlier
@@ -122,6 +125,9 @@ impl Database {
             )?;
             conn.execute_batch(SCHEMA)?;
             conn.execute_batch(index_blocks::SCHEMA)?;
+            // Updates and reads cycle through more statements than the
+            // default cache holds: without room, each is parsed anew.
+            conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
             let owner: Option<String> = conn
                 .query_row("SELECT value FROM meta WHERE name = 'db_uuid'", [], |r| {
                     r.get(0)
@@ -255,7 +261,7 @@ impl Index {
                 // Rows per view move with every change: kept counted, so
                 // `total_rows` is a lookup, not a scan.
                 let mut moved: std::collections::BTreeMap<u32, i64> = Default::default();
-                let mut blocks = index_blocks::Deltas::default();
+                let mut blocks = index_blocks::Deltas::new(&tx)?;
                 let mut old_rows =
                     tx.prepare_cached("SELECT view, sort_key, n FROM rows WHERE doc_id = ?1")?;
                 let mut delete = tx.prepare_cached("DELETE FROM rows WHERE doc_id = ?1")?;
@@ -268,13 +274,13 @@ impl Index {
                         let view: u32 = row.get(0)?;
                         *moved.entry(view).or_default() -= 1;
                         let at = (row.get(1)?, doc.id.clone(), row.get(2)?);
-                        blocks.row(&tx, view, &at, -1)?;
+                        blocks.row(view, &at, -1)?;
                     }
                     delete.execute([&doc.id])?;
                     for (n, row) in doc.rows.iter().enumerate() {
                         *moved.entry(row.view).or_default() += 1;
                         let at = (row.sort_key.clone(), doc.id.clone(), n as i64);
-                        blocks.row(&tx, row.view, &at, 1)?;
+                        blocks.row(row.view, &at, 1)?;
                         insert.execute(params![
                             row.view,
                             row.sort_key,
@@ -293,7 +299,7 @@ impl Index {
                         add.execute(params![view, delta])?;
                     }
                 }
-                blocks.apply(&tx)?;
+                blocks.apply()?;
             }
             tx.execute(
                 "INSERT OR REPLACE INTO meta (name, value) VALUES ('update_seq', ?1)",

@@ -43,51 +43,62 @@ fn first_start() -> IndexPosition {
     (Vec::new(), String::new(), -1)
 }
 
-/// The start of the block holding `at` in `view`, made when the view has none.
-fn block_of(conn: &Connection, view: u32, at: &IndexPosition) -> Result<IndexPosition, StoreError> {
-    let found = conn
-        .prepare_cached(
-            "SELECT sort_key, doc_id, n FROM blocks WHERE view = ?1 AND (sort_key, doc_id, n) <= (?2, ?3, ?4)
-             ORDER BY sort_key DESC, doc_id DESC, n DESC LIMIT 1",
-        )?
-        .query_row(params![view, at.0, at.1, at.2], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })
-        .optional()?;
-    if let Some(start) = found {
-        return Ok(start);
-    }
-    let start = first_start();
-    conn.execute(
-        "INSERT INTO blocks (view, sort_key, doc_id, n, rows) VALUES (?1, ?2, ?3, ?4, 0)",
-        params![view, start.0, start.1, start.2],
-    )?;
-    Ok(start)
-}
+/// Finds the block holding `at` in `view` (making the view's first block
+/// when it has none).
+const BLOCK_OF: &str = "SELECT sort_key, doc_id, n FROM blocks WHERE view = ?1 AND (sort_key, doc_id, n) <= (?2, ?3, ?4)
+     ORDER BY sort_key DESC, doc_id DESC, n DESC LIMIT 1";
 
 /// Row count changes of one write, per block, applied together.
-#[derive(Default)]
-pub(crate) struct Deltas {
+pub(crate) struct Deltas<'c> {
+    conn: &'c Connection,
+    /// Prepared once per write and kept: SQLite prepares this statement
+    /// again whenever its bindings are cleared (as a statement cache does),
+    /// and it runs once per row written.
+    block_of: rusqlite::Statement<'c>,
     by_block: HashMap<(u32, IndexPosition), i64>,
 }
 
-impl Deltas {
+impl<'c> Deltas<'c> {
+    pub(crate) fn new(conn: &'c Connection) -> Result<Deltas<'c>, StoreError> {
+        Ok(Deltas {
+            conn,
+            block_of: conn.prepare(BLOCK_OF)?,
+            by_block: HashMap::new(),
+        })
+    }
+
     /// A row added (`+1`) or removed (`-1`).
     pub(crate) fn row(
         &mut self,
-        conn: &Connection,
         view: u32,
         at: &IndexPosition,
         delta: i64,
     ) -> Result<(), StoreError> {
-        let start = block_of(conn, view, at)?;
+        let found = self
+            .block_of
+            .query_row(params![view, at.0, at.1, at.2], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()?;
+        let start = match found {
+            Some(start) => start,
+            None => {
+                let start = first_start();
+                self.conn.execute(
+                    "INSERT INTO blocks (view, sort_key, doc_id, n, rows) VALUES (?1, ?2, ?3, ?4, 0)",
+                    params![view, start.0, start.1, start.2],
+                )?;
+                start
+            }
+        };
         *self.by_block.entry((view, start)).or_default() += delta;
         Ok(())
     }
 
     /// Writes the counts, drops the reductions of the blocks touched, then
     /// splits and joins blocks whose size left the bounds.
-    pub(crate) fn apply(self, conn: &Connection) -> Result<(), StoreError> {
+    pub(crate) fn apply(self) -> Result<(), StoreError> {
+        let conn = self.conn;
         if self.by_block.is_empty() {
             return Ok(());
         }
