@@ -148,14 +148,22 @@ pub(crate) async fn authorize(
     }
     match second.as_deref() {
         Some("_purge" | "_purged_infos_limit" | "_sync_shards") => require_admin(user),
-        Some("_compact" | "_view_cleanup") => match security_of(state, &db).await? {
-            Some(sec) if !sec.is_member(user) => Err(not_member(user)),
-            Some(sec) if !sec.is_admin(user) => Err(ApiError::Unauthorized(
-                "You are not a server or db admin.".into(),
-            )),
-            _ => Ok(()),
-        },
+        // Mango's indexes are design documents: written by database admins.
+        Some("_index") if *method != Method::GET && *method != Method::HEAD => {
+            db_admin(state, &db, user).await
+        }
+        Some("_compact" | "_view_cleanup") => db_admin(state, &db, user).await,
         _ => check_member(state, &db, user).await,
+    }
+}
+
+async fn db_admin(state: &AppState, db: &str, user: &UserCtx) -> Result<(), ApiError> {
+    match security_of(state, db).await? {
+        Some(sec) if !sec.is_member(user) => Err(not_member(user)),
+        Some(sec) if !sec.is_admin(user) => Err(ApiError::Unauthorized(
+            "You are not a server or db admin.".into(),
+        )),
+        _ => Ok(()),
     }
 }
 

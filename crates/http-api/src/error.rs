@@ -51,6 +51,13 @@ pub enum ApiError {
     /// 500 with a named error and a reason safe to show (no credentials,
     /// no internals): a replication that failed, for instance.
     Failed { error: &'static str, reason: String },
+    /// Any status with a named error: Mango's answers (400s, 503 for an
+    /// absent text search service, CouchDB's few 500s).
+    Status {
+        status: StatusCode,
+        error: &'static str,
+        reason: String,
+    },
     /// 500 `unknown_error`: a fault of ours. The details are logged, not sent.
     Internal(String),
 }
@@ -121,6 +128,11 @@ impl ApiError {
                 "Requested range not satisfiable".into(),
             ),
             Failed { error, reason } => (StatusCode::INTERNAL_SERVER_ERROR, error, reason.clone()),
+            Status {
+                status,
+                error,
+                reason,
+            } => (*status, error, reason.clone()),
             MissingRevConflict => (StatusCode::CONFLICT, "not_found", "missing_rev".into()),
             NotImplemented(reason) => (
                 StatusCode::NOT_IMPLEMENTED,

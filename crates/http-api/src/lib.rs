@@ -18,6 +18,7 @@ mod design;
 mod design_docs;
 mod docs;
 pub mod error;
+mod find;
 mod form_upload;
 mod http_rules;
 pub mod json;

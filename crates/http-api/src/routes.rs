@@ -8,10 +8,9 @@ use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
-use serde_json::json;
 
 use crate::error::ApiError;
-use crate::json::{json_response, require_json_content_type};
+use crate::json::require_json_content_type;
 use crate::query::Query;
 use crate::stats::{self, DocAccess};
 use crate::{AppState, attachments, changes, db, design, docs};
@@ -204,6 +203,11 @@ async fn serve(
             let database = state.store.db(&db).await?;
             crate::views::compact(state, database, name).await
         }
+        // `_index/{ddoc}/json/{name}` and `_index/_bulk_delete`: Mango's indexes.
+        Target::Attachment { db, id, name } if id == "_index" => {
+            let database = state.store.db(&db).await?;
+            crate::find::index_path(state, database, name, request).await
+        }
         Target::Attachment { db, id, name } => {
             attachments::attachment(state, db, id, name, query, request).await
         }
@@ -373,36 +377,14 @@ async fn endpoint(
             crate::purge::purged_infos(state, db).await
         }
         "_purged_infos" => Err(ApiError::MethodNotAllowed("GET")),
-        // Mango (`_find`, `_explain`, `_index`) is not built yet: its
-        // methods and content type are checked as CouchDB checks them, then
-        // it says so.
-        "_find" | "_explain" if is(&Method::POST) => {
-            require_json_content_type(request.headers())?;
-            state.store.db(&db).await?;
-            crate::json::read_json_object(request.into_body(), &state.config).await?;
-            Err(ApiError::NotImplemented(format!(
-                "{name} is not supported yet"
-            )))
+        "_find" | "_explain" => {
+            let database = state.store.db(&db).await?;
+            crate::find::find(state, database, request, name == "_explain").await
         }
-        "_find" | "_explain" => Err(ApiError::MethodNotAllowed("POST")),
-        "_index" if is(&Method::GET) => {
-            state.store.db(&db).await?;
-            // Every database has the primary index and, here, no other.
-            Ok(json_response(
-                StatusCode::OK,
-                &json!({"total_rows": 1, "indexes": [{"ddoc": null, "name": "_all_docs",
-                    "type": "special", "def": {"fields": [{"_id": "asc"}]}}]}),
-            ))
+        "_index" => {
+            let database = state.store.db(&db).await?;
+            crate::find::indexes(state, database, query, request).await
         }
-        "_index" if is(&Method::POST) => {
-            require_json_content_type(request.headers())?;
-            state.store.db(&db).await?;
-            crate::json::read_json_object(request.into_body(), &state.config).await?;
-            Err(ApiError::NotImplemented(
-                "_index is not supported yet".into(),
-            ))
-        }
-        "_index" => Err(ApiError::MethodNotAllowed("GET,POST")),
         "_local" | "_design" => Err(ApiError::Invalid {
             error: "illegal_docid",
             reason: "Only reserved document ids may start with underscore.".into(),

@@ -49,6 +49,54 @@ pub struct ViewGroup {
     include_design: bool,
     /// `options.local_seq`: documents carry `_local_seq` into the map.
     local_seq: bool,
+    /// Mango's JSON indexes (`language: "query"`), mapped in Rust, one
+    /// per view; `None` for JavaScript views.
+    mango: Option<Vec<MangoMap>>,
+}
+
+/// A Mango JSON index's map: the key is the array of the fields' values,
+/// for documents that have them all and pass the partial filter.
+#[derive(Debug, Clone)]
+struct MangoMap {
+    fields: Vec<Vec<String>>,
+    partial: Option<query::selector::Selector>,
+}
+
+impl MangoMap {
+    fn of(map: &Value) -> MangoMap {
+        let fields = map
+            .get("fields")
+            .and_then(Value::as_object)
+            .map(|f| f.keys().map(|k| query::mango::fields::split(k)).collect())
+            .unwrap_or_default();
+        let partial = map
+            .get("partial_filter_selector")
+            .filter(|p| p.as_object().is_some_and(|m| !m.is_empty()))
+            .and_then(|p| query::selector::Selector::parse(p).ok());
+        MangoMap { fields, partial }
+    }
+
+    /// The key a document is indexed under, if it is.
+    fn key(&self, doc: &Value) -> Option<Value> {
+        if let Some(partial) = &self.partial
+            && !partial.matches(doc)
+        {
+            return None;
+        }
+        let mut key = Vec::with_capacity(self.fields.len());
+        for path in &self.fields {
+            let mut at = doc;
+            for segment in path {
+                at = match at {
+                    Value::Object(map) => map.get(segment)?,
+                    Value::Array(items) => items.get(segment.parse::<usize>().ok()?)?,
+                    _ => return None,
+                };
+            }
+            key.push(at.clone());
+        }
+        Some(Value::Array(key))
+    }
 }
 
 impl ViewGroup {
@@ -68,9 +116,13 @@ impl ViewGroup {
         let Some(views) = ddoc.get("views").and_then(Value::as_object) else {
             return Err(ViewError::NotFound("missing_named_view".into()));
         };
+        let query = ddoc.get("language").and_then(Value::as_str) == Some("query");
         let mut names: Vec<String> = views
             .iter()
-            .filter(|(_, v)| v.get("map").is_some_and(Value::is_string))
+            .filter(|(_, v)| {
+                v.get("map")
+                    .is_some_and(|m| if query { m.is_object() } else { m.is_string() })
+            })
             .map(|(k, _)| k.clone())
             .collect();
         names.sort();
@@ -98,6 +150,12 @@ impl ViewGroup {
             .iter()
             .map(|b| format!("{b:02x}"))
             .collect();
+        let mango = query.then(|| {
+            names
+                .iter()
+                .map(|n| MangoMap::of(&views[n]["map"]))
+                .collect()
+        });
         Ok(ViewGroup {
             ddoc: DesignDoc {
                 db: db.to_string(),
@@ -110,6 +168,7 @@ impl ViewGroup {
             signature,
             include_design: option("include_design"),
             local_seq: option("local_seq"),
+            mango,
         })
     }
 
@@ -118,7 +177,8 @@ impl ViewGroup {
         &self.signature
     }
 
-    pub(crate) fn view_number(&self, name: &str) -> Result<u32, ViewError> {
+    /// A view's number in the index (its place among the names).
+    pub fn view_number(&self, name: &str) -> Result<u32, ViewError> {
         self.names
             .iter()
             .position(|n| n == name)
@@ -247,7 +307,25 @@ async fn catch_up(
                 mapped_at.push(docs.len() - 1);
             }
         }
-        if !texts.is_empty() {
+        if let Some(mango) = &group.mango {
+            for (at, text) in mapped_at.iter().zip(&texts) {
+                let Ok(doc) = serde_json::from_str::<Value>(text) else {
+                    continue;
+                };
+                for (view, map) in mango.iter().enumerate() {
+                    if let Some(key) = map.key(&doc) {
+                        let mut sort_key = Vec::new();
+                        query::collation::sort_key(&key, &mut sort_key);
+                        docs[*at].rows.push(IndexRow {
+                            view: view as u32,
+                            sort_key,
+                            key: key.to_string(),
+                            value: "null".into(),
+                        });
+                    }
+                }
+            }
+        } else if !texts.is_empty() {
             let emitted = engine.map(group.ddoc.clone(), &group.names, &texts).await?;
             for (at, per_view) in mapped_at.into_iter().zip(emitted) {
                 let rows = &mut docs[at].rows;

@@ -2,4 +2,5 @@
 //! replicator, views and Mango: CouchDB's collation and Mango selectors.
 
 pub mod collation;
+pub mod mango;
 pub mod selector;

@@ -1878,3 +1878,200 @@ mod tests {
 {"_id": "c78c529f-0b07-4947-90a6-d6b7ca81da62", "user_id": 14, "name": {"first": "Faith", "last": "Hess"}, "age": 51, "location": {"state": "North Dakota", "city": "Axis"}, "foo": "bar car apple", "favorites": ["Erlang", "Python", "Lisp"], "ordered": "aa"}
 ]"##;
 }
+
+/// One end of a field's range, as an index can use it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RangeEnd {
+    /// No bound on this side.
+    Open,
+    Inclusive(Value),
+    Exclusive(Value),
+}
+
+/// The values a field may take by the selector's indexable conditions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldRange {
+    pub low: RangeEnd,
+    pub high: RangeEnd,
+}
+
+impl FieldRange {
+    fn all() -> FieldRange {
+        FieldRange {
+            low: RangeEnd::Open,
+            high: RangeEnd::Open,
+        }
+    }
+
+    /// Whether no value can lie inside.
+    pub fn is_empty(&self) -> bool {
+        let (lo, lo_in) = match &self.low {
+            RangeEnd::Open => return false,
+            RangeEnd::Inclusive(v) => (v, true),
+            RangeEnd::Exclusive(v) => (v, false),
+        };
+        let (hi, hi_in) = match &self.high {
+            RangeEnd::Open => return false,
+            RangeEnd::Inclusive(v) => (v, true),
+            RangeEnd::Exclusive(v) => (v, false),
+        };
+        match collate(lo, hi) {
+            Ordering::Greater => true,
+            Ordering::Equal => !(lo_in && hi_in),
+            Ordering::Less => false,
+        }
+    }
+
+    fn narrow(&mut self, op: CompareOp, value: &Value) {
+        let raise = |low: &mut RangeEnd, new: RangeEnd| {
+            let replace = match (&*low, &new) {
+                (RangeEnd::Open, _) => true,
+                (
+                    RangeEnd::Inclusive(a) | RangeEnd::Exclusive(a),
+                    RangeEnd::Inclusive(b) | RangeEnd::Exclusive(b),
+                ) => match collate(b, a) {
+                    Ordering::Greater => true,
+                    Ordering::Equal => matches!(new, RangeEnd::Exclusive(_)),
+                    Ordering::Less => false,
+                },
+                (_, RangeEnd::Open) => false,
+            };
+            if replace {
+                *low = new;
+            }
+        };
+        let lower = |high: &mut RangeEnd, new: RangeEnd| {
+            let replace = match (&*high, &new) {
+                (RangeEnd::Open, _) => true,
+                (
+                    RangeEnd::Inclusive(a) | RangeEnd::Exclusive(a),
+                    RangeEnd::Inclusive(b) | RangeEnd::Exclusive(b),
+                ) => match collate(b, a) {
+                    Ordering::Less => true,
+                    Ordering::Equal => matches!(new, RangeEnd::Exclusive(_)),
+                    Ordering::Greater => false,
+                },
+                (_, RangeEnd::Open) => false,
+            };
+            if replace {
+                *high = new;
+            }
+        };
+        match op {
+            CompareOp::Eq => {
+                raise(&mut self.low, RangeEnd::Inclusive(value.clone()));
+                lower(&mut self.high, RangeEnd::Inclusive(value.clone()));
+            }
+            CompareOp::Gt => raise(&mut self.low, RangeEnd::Exclusive(value.clone())),
+            CompareOp::Gte => raise(&mut self.low, RangeEnd::Inclusive(value.clone())),
+            CompareOp::Lt => lower(&mut self.high, RangeEnd::Exclusive(value.clone())),
+            CompareOp::Lte => lower(&mut self.high, RangeEnd::Inclusive(value.clone())),
+            CompareOp::Ne => {}
+        }
+    }
+}
+
+/// A field path as Mango writes it: segments joined by `.`, dots inside a
+/// segment escaped.
+fn path_name(path: &[String]) -> String {
+    path.iter()
+        .map(|s| s.replace('.', "\\."))
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+impl Selector {
+    /// The ranges of the fields an index can narrow: conditions reached
+    /// through `$and` alone whose operator is a comparison (not `$ne`),
+    /// `$beginsWith` or `$exists` (which leaves the range whole), each
+    /// field's conditions intersected. As CouchDB's `field_ranges`.
+    pub fn field_ranges(&self) -> std::collections::BTreeMap<String, FieldRange> {
+        fn walk(node: &Node, out: &mut std::collections::BTreeMap<String, FieldRange>) {
+            match node {
+                Node::And(items) => items.iter().for_each(|n| walk(n, out)),
+                Node::Field { path, cond } if !path.is_empty() => {
+                    let name = path_name(path);
+                    match cond {
+                        Cond::Compare(op, value) if *op != CompareOp::Ne => {
+                            out.entry(name)
+                                .or_insert_with(FieldRange::all)
+                                .narrow(*op, value);
+                        }
+                        Cond::BeginsWith(prefix) => {
+                            let range = out.entry(name).or_insert_with(FieldRange::all);
+                            range.narrow(CompareOp::Gte, &Value::String(prefix.clone()));
+                            range.narrow(
+                                CompareOp::Lte,
+                                &Value::String(format!("{prefix}\u{FFFF}")),
+                            );
+                        }
+                        Cond::Exists(true) => {
+                            out.entry(name).or_insert_with(FieldRange::all);
+                        }
+                        _ => {}
+                    }
+                }
+                _ => {}
+            }
+        }
+        let mut out = Default::default();
+        walk(&self.root, &mut out);
+        out
+    }
+
+    /// Whether the selector has a condition on `field` that a document
+    /// lacking the field cannot pass (any but `$exists: false`), through
+    /// `$and`, or in every branch of an `$or`: CouchDB's test of whether
+    /// an index on the field holds every match.
+    pub fn requires_field(&self, field: &str) -> bool {
+        fn has(node: &Node, field: &str) -> bool {
+            match node {
+                Node::And(items) => items.iter().any(|n| has(n, field)),
+                Node::Or(items) => !items.is_empty() && items.iter().all(|n| has(n, field)),
+                Node::Field { path, cond } => {
+                    !path.is_empty()
+                        && path_name(path) == field
+                        && !matches!(cond, Cond::Exists(false))
+                }
+                Node::Not(_) | Node::Nor(_) => false,
+            }
+        }
+        has(&self.root, field)
+    }
+
+    /// Fields the selector fixes to one value (`$eq` through `$and`).
+    pub fn equal_fields(&self) -> Vec<String> {
+        fn walk(node: &Node, out: &mut Vec<String>) {
+            match node {
+                Node::And(items) => items.iter().for_each(|n| walk(n, out)),
+                Node::Field {
+                    path,
+                    cond: Cond::Compare(CompareOp::Eq, _),
+                } if !path.is_empty() => out.push(path_name(path)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.root, &mut out);
+        out
+    }
+
+    /// Every field the selector looks at (sorted, once each).
+    pub fn fields(&self) -> Vec<String> {
+        fn walk(node: &Node, out: &mut std::collections::BTreeSet<String>) {
+            match node {
+                Node::And(items) | Node::Or(items) | Node::Nor(items) => {
+                    items.iter().for_each(|n| walk(n, out))
+                }
+                Node::Not(inner) => walk(inner, out),
+                Node::Field { path, .. } if !path.is_empty() => {
+                    out.insert(path_name(path));
+                }
+                Node::Field { .. } => {}
+            }
+        }
+        let mut out = Default::default();
+        walk(&self.root, &mut out);
+        out.into_iter().collect()
+    }
+}

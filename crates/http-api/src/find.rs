@@ -1,0 +1,785 @@
+//! Mango over HTTP: `POST /{db}/_find` and `_explain`, and the indexes
+//! (`GET|POST /{db}/_index`, `DELETE /{db}/_index/{ddoc}/json/{name}`,
+//! `POST /{db}/_index/_bulk_delete`). The plan comes from `query::mango`;
+//! JSON indexes are design-document views built by `query_server::views`.
+
+use std::ops::Bound as Edge;
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use query::mango::MangoError;
+use query::mango::bookmark::Bookmark;
+use query::mango::find::FindRequest;
+use query::mango::index_def::{IndexDef, all_docs_description, parse_new_index};
+use query::mango::plan::{Bound, Chosen, Plan, plan};
+use query_server::views::ViewGroup;
+use serde_json::{Map, Value, json};
+use store::{AllDocsQuery, Database, DocInput, GetOptions, IndexRange, StoreError};
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::json::{json_response, read_json_body, require_json_content_type};
+use crate::streamed::{BodyWriter, Gone};
+
+/// Index rows or documents read at once.
+const PAGE: usize = 200;
+
+/// CouchDB's `mango.index_scan_warning_threshold`.
+const SCAN_WARNING_RATIO: u64 = 10;
+
+const NO_INDEX_WARNING: &str = "No matching index found, create an index to optimize query time.";
+const SCAN_WARNING: &str = "The number of documents examined is high in proportion to the number of results returned. Consider adding a more specific index to improve this.";
+
+/// Mango's error names, as the static words answers carry.
+fn mango_error(e: MangoError) -> ApiError {
+    const KNOWN: &[&str] = &[
+        "bad_request",
+        "invalid_key",
+        "missing_required_key",
+        "invalid_selector_json",
+        "invalid_selector",
+        "invalid_operator",
+        "not_supported",
+        "bad_arg",
+        "invalid_non_neg_integer",
+        "invalid_pos_integer",
+        "invalid_boolean",
+        "unknown_error",
+        "invalid_fields",
+        "invalid_field",
+        "invalid_field_name",
+        "invalid_index_name",
+        "invalid_sort_json",
+        "invalid_sort_field",
+        "unsupported_mixed_sort",
+        "invalid_bookmark",
+        "no_usable_index",
+        "invalid_index",
+        "invalid_string",
+        "invalid_empty_string",
+        "invalid_partition",
+        "required index service unavailable",
+        "invalid_bulk_docs",
+        "invalid_ddoc_lang",
+    ];
+    let error = KNOWN
+        .iter()
+        .find(|k| **k == e.error)
+        .copied()
+        .unwrap_or("bad_request");
+    ApiError::Status {
+        status: StatusCode::from_u16(e.status).unwrap_or(StatusCode::BAD_REQUEST),
+        error,
+        reason: e.reason,
+    }
+}
+
+/// A Mango request body: JSON (415 otherwise), an object (400 otherwise).
+async fn body_of(state: &AppState, request: Request) -> Result<Value, ApiError> {
+    require_json_content_type(request.headers())?;
+    match read_json_body(request.into_body(), &state.config).await? {
+        Some(value @ Value::Object(_)) => Ok(value),
+        None => Err(ApiError::bad_request("Missing request body")),
+        Some(_) => Err(ApiError::bad_request("Request body must be a JSON object")),
+    }
+}
+
+/// The database's JSON indexes, in CouchDB's listing order.
+async fn json_indexes(database: &Database) -> Result<Vec<IndexDef>, ApiError> {
+    let page = database
+        .all_docs(AllDocsQuery {
+            start: Edge::Included("_design/".into()),
+            end: Edge::Excluded("_design0".into()),
+            include_docs: true,
+            ..Default::default()
+        })
+        .await?;
+    let mut out = Vec::new();
+    for row in page.rows {
+        if let Some(doc) = row.doc {
+            out.extend(IndexDef::of_design_doc(&doc.to_value()?, false));
+        }
+    }
+    out.sort_by(|a, b| (&a.ddoc, &a.name).cmp(&(&b.ddoc, &b.name)));
+    Ok(out)
+}
+
+/// # POST /{db}/_find and /{db}/_explain
+pub(crate) async fn find(
+    state: AppState,
+    database: Database,
+    request: Request,
+    explain: bool,
+) -> Result<Response, ApiError> {
+    if request.method() != Method::POST {
+        return Err(ApiError::Status {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            error: "method_not_allowed",
+            reason: "Only POST allowed".into(),
+        });
+    }
+    let body = body_of(&state, request).await?;
+    let req = FindRequest::parse(&body).map_err(mango_error)?;
+    if req.partition.is_some() {
+        return Err(ApiError::Status {
+            status: StatusCode::BAD_REQUEST,
+            error: "query_parse_error",
+            reason: "`partition` parameter is not supported on this db".into(),
+        });
+    }
+    let indexes = json_indexes(&database).await?;
+    if explain {
+        return explain_answer(&database, &req, &indexes);
+    }
+    let plan = plan(&req, &indexes).map_err(mango_error)?;
+    let (mut writer, body) = BodyWriter::channel();
+    let mut run = Run {
+        state,
+        database,
+        req,
+        plan,
+        started: Instant::now(),
+        keys_examined: 0,
+        docs_examined: 0,
+        returned: 0,
+        skipped: 0,
+        last: None,
+        first: true,
+    };
+    // Reading starts before the answer does, so a store error is a clean one.
+    let noop = is_noop(&run.req.selector_json) || run.plan.empty;
+    let index = match (&run.plan.index, noop) {
+        (Chosen::Json(def), false) => Some(run.open_index(def).await?),
+        _ => None,
+    };
+    tokio::spawn(async move {
+        let outcome = async {
+            writer.write(b"{\"docs\":[\r\n").await?;
+            if noop {
+                writer.write(b"\r\n]}\r\n").await?;
+                return Ok(());
+            }
+            match index {
+                Some((index, view)) => run.read_index(&mut writer, index, view).await?,
+                None => run.read_all_docs(&mut writer).await?,
+            }
+            writer.write(run.tail().as_bytes()).await?;
+            Ok::<(), Stop>(())
+        }
+        .await;
+        match outcome {
+            Ok(()) => {
+                let _ = writer.finish().await;
+            }
+            Err(Stop::Gone) => {}
+            Err(Stop::Failed(reason)) => writer.fail(reason).await,
+        }
+    });
+    let mut response = Response::new(body);
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
+}
+
+/// Selectors CouchDB answers without running: a top-level empty `$or`,
+/// `$and`, `$in` or `$all`.
+fn is_noop(selector: &Value) -> bool {
+    selector.as_object().is_some_and(|m| {
+        m.len() == 1
+            && m.iter().any(|(k, v)| {
+                ["$or", "$and", "$in", "$all"].contains(&k.as_str())
+                    && v.as_array().is_some_and(Vec::is_empty)
+            })
+    })
+}
+
+enum Stop {
+    Gone,
+    Failed(String),
+}
+
+impl From<Gone> for Stop {
+    fn from(_: Gone) -> Stop {
+        Stop::Gone
+    }
+}
+
+impl From<ApiError> for Stop {
+    fn from(e: ApiError) -> Stop {
+        tracing::warn!(error = ?e, "a _find answer failed while it was written");
+        Stop::Failed(format!("{e:?}"))
+    }
+}
+
+impl From<StoreError> for Stop {
+    fn from(e: StoreError) -> Stop {
+        Stop::from(ApiError::from(e))
+    }
+}
+
+/// One `_find` being answered.
+struct Run {
+    state: AppState,
+    database: Database,
+    req: FindRequest,
+    plan: Plan,
+    started: Instant,
+    keys_examined: u64,
+    docs_examined: u64,
+    returned: u64,
+    skipped: u64,
+    /// The last matching row: where the next page starts.
+    last: Option<Bookmark>,
+    first: bool,
+}
+
+impl Run {
+    async fn open_index(&self, def: &IndexDef) -> Result<(store::Index, u32), ApiError> {
+        let ddoc = def.ddoc.strip_prefix("_design/").unwrap_or(&def.ddoc);
+        let doc = crate::design::load(&self.database, ddoc).await?;
+        let group = ViewGroup::of(self.database.name(), &doc)
+            .map_err(|_| ApiError::not_found("missing"))?;
+        let view = group
+            .view_number(&def.name)
+            .map_err(|_| ApiError::not_found("missing"))?;
+        let update = self.req.update && !self.req.stale;
+        let index = self
+            .state
+            .views
+            .index(
+                self.state.validators.engine(),
+                &self.database,
+                &group,
+                update,
+            )
+            .await
+            .map_err(|e| ApiError::Internal(format!("building a Mango index: {e:?}")))?;
+        Ok((index, view))
+    }
+
+    fn done(&self) -> bool {
+        self.returned >= self.req.limit
+    }
+
+    /// Judges one candidate document: matched, past the skip, written.
+    async fn offer(
+        &mut self,
+        writer: &mut BodyWriter,
+        doc: &Value,
+        key: Value,
+        id: &str,
+    ) -> Result<(), Stop> {
+        if !self.req.selector.matches(doc) {
+            return Ok(());
+        }
+        self.last = Some(Bookmark {
+            key,
+            doc_id: id.to_string(),
+        });
+        // Past a bookmark, its own row comes first again: skipped too.
+        let skip = self.req.skip + u64::from(self.req.bookmark.is_some());
+        if self.skipped < skip {
+            self.skipped += 1;
+            return Ok(());
+        }
+        let shown = query::mango::fields::project(doc, &self.req.fields);
+        if !self.first {
+            writer.write(b",\r\n").await?;
+        }
+        self.first = false;
+        writer.write(shown.to_string().as_bytes()).await?;
+        self.returned += 1;
+        Ok(())
+    }
+
+    async fn fetch(&mut self, id: &str) -> Result<Option<Value>, Stop> {
+        self.docs_examined += 1;
+        match self
+            .database
+            .get(
+                id,
+                GetOptions {
+                    conflicts: self.req.conflicts,
+                    ..Default::default()
+                },
+            )
+            .await
+        {
+            Ok(doc) => Ok(Some(doc.to_value()?)),
+            Err(StoreError::DocNotFound(_)) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn read_index(
+        &mut self,
+        writer: &mut BodyWriter,
+        index: store::Index,
+        view: u32,
+    ) -> Result<(), Stop> {
+        let Chosen::Json(def) = self.plan.index.clone() else {
+            return Ok(());
+        };
+        let key_bytes = |b: &Option<Bound>| match b {
+            Some(Bound::Key(bytes)) => Some(bytes.clone()),
+            _ => None,
+        };
+        let (low, high) = (key_bytes(&self.plan.low), key_bytes(&self.plan.high));
+        let resume = self.req.bookmark.as_ref().map(|b| {
+            let mut bytes = Vec::new();
+            query::collation::sort_key(&b.key, &mut bytes);
+            (bytes, Some(b.doc_id.clone()))
+        });
+        let (start, end) = if self.plan.descending {
+            (resume.or(high.map(|h| (h, None))), low.map(|l| (l, None)))
+        } else {
+            (resume.or(low.map(|l| (l, None))), high.map(|h| (h, None)))
+        };
+        let mut after = None;
+        while !self.done() {
+            let rows = index
+                .range(IndexRange {
+                    view,
+                    start: start.clone(),
+                    end: end.clone(),
+                    inclusive_end: true,
+                    descending: self.plan.descending,
+                    skip: 0,
+                    limit: PAGE,
+                    after: after.take(),
+                })
+                .await?;
+            let exhausted = rows.len() < PAGE;
+            if let Some(last) = rows.last() {
+                after = Some(last.position());
+            }
+            for row in rows {
+                if self.done() {
+                    break;
+                }
+                self.keys_examined += 1;
+                let key: Value = serde_json::from_str(&row.key).unwrap_or(Value::Null);
+                let doc = if self.plan.covering {
+                    covered_doc(&def, &key, &row.id)
+                } else {
+                    match self.fetch(&row.id).await? {
+                        Some(doc) => doc,
+                        None => continue,
+                    }
+                };
+                self.offer(writer, &doc, key, &row.id).await?;
+            }
+            if exhausted {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn read_all_docs(&mut self, writer: &mut BodyWriter) -> Result<(), Stop> {
+        let id_of = |b: &Option<Bound>| match b {
+            Some(Bound::Id(id)) => Some(id.clone()),
+            _ => None,
+        };
+        let (low, high) = (id_of(&self.plan.low), id_of(&self.plan.high));
+        let resume = self.req.bookmark.as_ref().map(|b| b.doc_id.clone());
+        let (mut start, end) = if self.plan.descending {
+            (resume.or(high), low)
+        } else {
+            (resume.or(low), high)
+        };
+        let mut first_page = true;
+        while !self.done() {
+            let page = self
+                .database
+                .all_docs(AllDocsQuery {
+                    start: match start.take() {
+                        Some(id) if first_page => Edge::Included(id),
+                        Some(id) => Edge::Excluded(id),
+                        None => Edge::Unbounded,
+                    },
+                    end: end.clone().map_or(Edge::Unbounded, Edge::Included),
+                    descending: self.plan.descending,
+                    limit: PAGE,
+                    include_docs: true,
+                    conflicts: self.req.conflicts,
+                    ..Default::default()
+                })
+                .await?;
+            first_page = false;
+            let exhausted = page.rows.len() < PAGE;
+            start = page.rows.last().map(|r| r.id.clone());
+            for row in page.rows {
+                if self.done() {
+                    break;
+                }
+                self.keys_examined += 1;
+                let Some(doc) = row.doc else { continue };
+                self.docs_examined += 1;
+                // Design documents are examined, never returned.
+                if row.id.starts_with("_design/") {
+                    continue;
+                }
+                let doc = doc.to_value()?;
+                self.offer(writer, &doc, Value::String(row.id.clone()), &row.id)
+                    .await?;
+            }
+            if exhausted {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// What follows the documents: the bookmark, the statistics, the warnings.
+    fn tail(&self) -> String {
+        let bookmark = match (&self.last, &self.req.bookmark_text) {
+            (Some(mark), _) => mark.encode(),
+            (None, Some(text)) => text.clone(),
+            (None, None) => "nil".into(),
+        };
+        let mut out = format!("\r\n],\r\n\"bookmark\": {}", Value::String(bookmark));
+        if self.req.execution_stats {
+            let stats = json!({
+                "total_keys_examined": self.keys_examined,
+                "total_docs_examined": self.docs_examined,
+                "total_quorum_docs_examined": 0,
+                "results_returned": self.returned,
+                "execution_time_ms": self.started.elapsed().as_secs_f64() * 1000.0,
+            });
+            out.push_str(&format!(",\r\n\"execution_stats\": {stats}"));
+        }
+        let mut warnings = self.plan.warnings.clone();
+        if self.plan.index == Chosen::AllDocs {
+            warnings.push(NO_INDEX_WARNING.into());
+        }
+        let ratio = self.docs_examined / self.returned.max(1);
+        if ratio > SCAN_WARNING_RATIO {
+            warnings.push(SCAN_WARNING.into());
+        }
+        if !warnings.is_empty() {
+            out.push_str(&format!(
+                ",\r\n\"warning\": {}",
+                Value::String(warnings.join("\n"))
+            ));
+        }
+        out.push_str("}\r\n");
+        out
+    }
+}
+
+/// A document rebuilt from a covering index's row: its id and the indexed fields.
+fn covered_doc(def: &IndexDef, key: &Value, id: &str) -> Value {
+    let mut doc = Map::new();
+    doc.insert("_id".into(), Value::String(id.to_string()));
+    let mut doc = Value::Object(doc);
+    let values = key.as_array().cloned().unwrap_or_default();
+    for (field, value) in def.fields.iter().zip(values) {
+        let path = query::mango::fields::split(field);
+        let mut at = &mut doc;
+        for (i, segment) in path.iter().enumerate() {
+            let Value::Object(map) = at else { break };
+            if i + 1 == path.len() {
+                map.insert(segment.clone(), value.clone());
+                break;
+            }
+            at = map
+                .entry(segment.clone())
+                .or_insert_with(|| Value::Object(Map::new()));
+        }
+    }
+    doc
+}
+
+fn explain_answer(
+    database: &Database,
+    req: &FindRequest,
+    indexes: &[IndexDef],
+) -> Result<Response, ApiError> {
+    let chosen = match plan(req, indexes) {
+        Ok(plan) => Some(plan),
+        // _explain shows a query no index can sort rather than refusing it.
+        Err(e) if e.error == "no_usable_index" => None,
+        Err(e) => return Err(mango_error(e)),
+    };
+    let indexable: Vec<String> = req.selector.field_ranges().into_keys().collect();
+    let unindexable: Vec<String> = req
+        .selector
+        .fields()
+        .into_iter()
+        .filter(|f| !indexable.contains(f))
+        .collect();
+    let mut out = json!({
+        "dbname": database.name(),
+        "index": Value::Null,
+        "partitioned": false,
+        "selector": query::mango::normal::normalize(&req.selector_json),
+        "opts": req.explain_opts(),
+        "limit": req.limit,
+        "skip": req.skip,
+        "fields": req.fields,
+    });
+    let Some(plan) = chosen else {
+        out["index_candidates"] = json!([]);
+        out["selector_hints"] = json!([{"type": "json", "indexable_fields": indexable, "unindexable_fields": unindexable}]);
+        return Ok(json_response(StatusCode::OK, &out));
+    };
+    out["index"] = match &plan.index {
+        Chosen::AllDocs => all_docs_description(),
+        Chosen::Json(def) => def.describe(),
+    };
+    out["index_candidates"] = Value::Array(plan.candidates.clone());
+    out["selector_hints"] =
+        json!([{"type": "json", "indexable_fields": indexable, "unindexable_fields": unindexable}]);
+    out["mrargs"] = json!({
+        "include_docs": !plan.covering,
+        "view_type": "map",
+        "reduce": false,
+        "partition": null,
+        "start_key": plan.start_key,
+        "end_key": plan.end_key,
+        "direction": if plan.descending { "rev" } else { "fwd" },
+        "stable": req.stable || req.stale,
+        "update": req.update && !req.stale,
+        "conflicts": if req.conflicts { json!(true) } else { json!("undefined") },
+    });
+    out["covering"] = Value::Bool(plan.covering);
+    Ok(json_response(StatusCode::OK, &out))
+}
+
+/// # GET|POST /{db}/_index
+pub(crate) async fn indexes(
+    state: AppState,
+    database: Database,
+    query: crate::query::Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let method = request.method().clone();
+    if method == Method::GET || method == Method::HEAD {
+        let all = json_indexes(&database).await?;
+        let mut listed = vec![all_docs_description()];
+        listed.extend(all.iter().map(IndexDef::describe));
+        let total = listed.len();
+        let bad = || ApiError::Status {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            error: "invalid_list_index_params",
+            reason: "Index parameter ranges: limit > 1, skip > 0".into(),
+        };
+        let number = |key: &str| -> Result<Option<i64>, ApiError> {
+            query
+                .get(key)
+                .map(|v| v.parse::<i64>().map_err(|_| bad()))
+                .transpose()
+        };
+        let skip = number("skip")?.unwrap_or(0);
+        let limit = number("limit")?.unwrap_or(i64::MAX);
+        if skip < 0 || limit < 1 {
+            return Err(bad());
+        }
+        let listed: Vec<Value> = listed
+            .into_iter()
+            .skip(skip as usize)
+            .take(limit as usize)
+            .collect();
+        return Ok(json_response(
+            StatusCode::OK,
+            &json!({"total_rows": total, "indexes": listed}),
+        ));
+    }
+    if method != Method::POST {
+        return Err(ApiError::Status {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            error: "method_not_allowed",
+            reason: "Only GET,POST allowed".into(),
+        });
+    }
+    let body = body_of(&state, request).await?;
+    let new = parse_new_index(&body).map_err(mango_error)?;
+    let existing = match database.get(&new.ddoc, GetOptions::default()).await {
+        Ok(doc) => Some(doc.to_value()?),
+        Err(StoreError::DocNotFound(_)) => None,
+        Err(e) => return Err(e.into()),
+    };
+    let mut doc = match existing {
+        Some(doc) => {
+            let language = doc.get("language").cloned().unwrap_or(Value::Bool(false));
+            if language != "query" {
+                return Err(ApiError::Status {
+                    status: StatusCode::BAD_REQUEST,
+                    error: "invalid_ddoc_lang",
+                    reason: format!(
+                        "Existing design doc has an invalid language: {}",
+                        match &language {
+                            Value::String(s) => s.clone(),
+                            other => other.to_string(),
+                        }
+                    ),
+                });
+            }
+            doc
+        }
+        None => json!({"_id": new.ddoc, "language": "query", "views": {}}),
+    };
+    if doc.pointer(&format!("/views/{}", pointer_escape(&new.name))) == Some(&new.view) {
+        return Ok(json_response(
+            StatusCode::OK,
+            &json!({"result": "exists", "id": new.ddoc, "name": new.name}),
+        ));
+    }
+    if !doc.get("views").is_some_and(Value::is_object) {
+        doc["views"] = json!({});
+    }
+    doc["views"][&new.name] = new.view.clone();
+    if let Some(partitioned) = new.partitioned
+        && doc.get("_rev").is_none()
+    {
+        doc["options"] = json!({ "partitioned": partitioned });
+    }
+    let input = DocInput::from_json(doc)?;
+    database.put_doc(input, true).await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"result": "created", "id": new.ddoc, "name": new.name}),
+    ))
+}
+
+fn pointer_escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+/// # DELETE /{db}/_index/{ddoc}/json/{name} and POST /{db}/_index/_bulk_delete
+pub(crate) async fn index_path(
+    state: AppState,
+    database: Database,
+    path: String,
+    request: Request,
+) -> Result<Response, ApiError> {
+    if path == "_bulk_delete" {
+        if request.method() != Method::POST {
+            return Err(ApiError::Status {
+                status: StatusCode::METHOD_NOT_ALLOWED,
+                error: "method_not_allowed",
+                reason: "Only POST allowed".into(),
+            });
+        }
+        let body = body_of(&state, request).await?;
+        let Some(ids) = body.get("docids") else {
+            return Err(mango_error(MangoError::bad(
+                "missing_required_key",
+                "Missing required key: docids".into(),
+            )));
+        };
+        let Value::Array(ids) = ids else {
+            return Err(mango_error(MangoError::bad(
+                "invalid_bulk_docs",
+                format!(
+                    "Bulk Delete requires an array of non-null docids. Docids: {}",
+                    erlang_bytes(ids)
+                ),
+            )));
+        };
+        let mut success = Vec::new();
+        let mut fail = Vec::new();
+        for id in ids {
+            let Value::String(id) = id else {
+                return Err(mango_error(MangoError::bad(
+                    "invalid_index_name",
+                    format!("Invalid index name: {id}"),
+                )));
+            };
+            let full = if id.starts_with("_design/") {
+                id.clone()
+            } else {
+                format!("_design/{id}")
+            };
+            match delete_json_views(&database, &full, None).await {
+                Ok(()) => success.push(json!({"id": full, "ok": true})),
+                Err(_) => fail.push(json!({"id": full, "error": "not_found"})),
+            }
+        }
+        success.reverse();
+        fail.reverse();
+        return Ok(json_response(
+            StatusCode::OK,
+            &json!({"success": success, "fail": fail}),
+        ));
+    }
+    if request.method() != Method::DELETE {
+        return Err(ApiError::Status {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            error: "method_not_allowed",
+            reason: "Only DELETE allowed".into(),
+        });
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    let (ddoc, kind, name) = match parts.as_slice() {
+        ["_design", d, k, n] => (*d, *k, *n),
+        [d, k, n] => (*d, *k, *n),
+        _ => return Err(ApiError::not_found("missing")),
+    };
+    if kind != "json" {
+        return Err(ApiError::not_found("missing"));
+    }
+    delete_json_views(&database, &format!("_design/{ddoc}"), Some(name)).await?;
+    Ok(json_response(StatusCode::OK, &json!({"ok": true})))
+}
+
+/// Removes one view (or every view) of a Mango design document; the
+/// document goes when nothing else is left in it.
+async fn delete_json_views(
+    database: &Database,
+    id: &str,
+    name: Option<&str>,
+) -> Result<(), ApiError> {
+    let doc = match database.get(id, GetOptions::default()).await {
+        Ok(doc) => doc.to_value()?,
+        Err(StoreError::DocNotFound(_)) => return Err(ApiError::not_found("missing")),
+        Err(e) => return Err(e.into()),
+    };
+    if doc.get("language").and_then(Value::as_str) != Some("query") {
+        return Err(ApiError::not_found("missing"));
+    }
+    let mut doc = doc;
+    let Some(Value::Object(views)) = doc.get_mut("views") else {
+        return Err(ApiError::not_found("missing"));
+    };
+    match name {
+        Some(name) => {
+            if views.remove(name).is_none() {
+                return Err(ApiError::not_found("missing"));
+            }
+        }
+        None => views.clear(),
+    }
+    let empty = views.is_empty();
+    let bare = empty
+        && doc.as_object().is_some_and(|m| {
+            m.keys()
+                .all(|k| ["_id", "_rev", "language", "views"].contains(&k.as_str()))
+        });
+    if bare {
+        doc = json!({"_id": doc["_id"], "_rev": doc["_rev"], "_deleted": true});
+    } else if empty && let Some(map) = doc.as_object_mut() {
+        map.remove("views");
+    }
+    database.put_doc(DocInput::from_json(doc)?, true).await?;
+    Ok(())
+}
+
+/// A value in CouchDB's `~w` words (strings as byte lists).
+fn erlang_bytes(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!(
+            "<<{}>>",
+            s.bytes()
+                .map(|b| b.to_string())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+        other => other.to_string(),
+    }
+}
