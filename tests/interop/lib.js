@@ -156,7 +156,8 @@ function pouchdb() {
     .plugin(require('pouchdb-adapter-memory'))
     .plugin(require('pouchdb-adapter-http'))
     .plugin(require('pouchdb-replication'))
-    .plugin(require('pouchdb-mapreduce'));
+    .plugin(require('pouchdb-mapreduce'))
+    .plugin(require('pouchdb-find'));
 }
 
 /**

@@ -145,6 +145,13 @@ fn pouchdb_filters_and_validation() {
     run_script("pouchdb_design.js");
 }
 
+/// pouchdb-find against Recliner's Mango: createIndex, getIndexes,
+/// find with sort, fields and bookmarks, explain, deleteIndex.
+#[test]
+fn pouchdb_find_queries_with_mango() {
+    run_script("pouchdb_find.js");
+}
+
 /// PouchDB's HTTP adapter used directly: CRUD, bulkDocs conflicts, allDocs
 /// with keys, changes (one-shot, doc_ids, live), attachments, revsDiff,
 /// bulkGet, `_local` docs.
