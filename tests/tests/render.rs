@@ -19,7 +19,8 @@ async fn show_and_update_functions_answer_with_their_response_objects() {
                 "shows": {
                     "hello": "function (doc, req) { return '<p>' + (doc ? doc.title : 'none') + ' ' + req.query.x + '</p>'; }",
                     "obj": "function (doc, req) { return {code: 202, headers: {'X-Show': req.id || 'no id'}, json: {id: doc && doc._id}}; }",
-                    "fmt": "function (doc, req) { provides('json', function () { return {json: {t: doc.title}}; }); provides('html', function () { return '<b>' + doc.title + '</b>'; }); }"
+                    "fmt": "function (doc, req) { provides('json', function () { return {json: {t: doc.title}}; }); provides('html', function () { return '<b>' + doc.title + '</b>'; }); }",
+                    "card": "function (doc, req) { registerType('vcard', 'text/x-vcard', 'text/vcard'); provides('html', function () { return '<p>card</p>'; }); provides('vcard', function () { return 'BEGIN:VCARD ' + doc.title; }); }"
                 },
                 "updates": {
                     "bump": "function (doc, req) { if (!doc) { return [{_id: req.id || req.uuid, n: 1}, 'created']; } doc.n = (doc.n || 0) + 1; return [doc, {json: {n: doc.n}}]; }",
@@ -59,6 +60,17 @@ async fn show_and_update_functions_answer_with_their_response_objects() {
         )
         .await;
     assert_eq!(html.text, "<b>Hi</b>");
+    // A type the function registers is chosen by the Accept header.
+    let card = c
+        .send(
+            "GET",
+            "/db/_design/r/_show/card/page",
+            None,
+            &[("accept", "text/vcard")],
+        )
+        .await;
+    assert_eq!(card.text, "BEGIN:VCARD Hi");
+    assert_eq!(card.header("content-type"), Some("text/x-vcard"));
     assert_eq!(c.get("/db/_design/r/_show/nope/page").await.status, 404);
 
     let bumped = c

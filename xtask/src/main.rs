@@ -13,6 +13,8 @@
 //!   against a PouchDB Server pair replicating with PouchDB (BENCHMARKS.md).
 //! - `bench views`: view builds and queries and filtered changes, against
 //!   PouchDB Server (BENCHMARKS.md).
+//! - `bench find`: Mango `_find` with and without an index, and the
+//!   index build, against PouchDB Server (BENCHMARKS.md).
 //! - `bench bodies`: peak memory under many large concurrent request
 //!   bodies, against PouchDB Server (BENCHMARKS.md).
 //! - `fuzz`: the fuzz targets of `tests/tests/fuzz`, each for a while.
@@ -220,6 +222,13 @@ fn bench(args: &[String]) -> Result<(), String> {
             &args[1..],
             true,
         ),
+        Some("find") => bench_against_pouchdb_server(
+            "find_bench",
+            "the Mango benchmark runs PouchDB Server",
+            "cargo xtask bench find",
+            &args[1..],
+            true,
+        ),
         Some("bodies") => bench_against_pouchdb_server(
             "bodies_bench",
             "the request-body benchmark runs PouchDB Server",
@@ -231,6 +240,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             "usage: cargo xtask bench <store|http [--recliner-only] [--docs N]|\
                   replicate [--recliner-only] [--docs N] [--pouchdb-docs N]|\
                   views [--recliner-only] [--docs N]|\
+                  find [--recliner-only] [--docs N]|\
                   bodies [--recliner-only] [--clients N] [--mib N]>"
                 .into(),
         ),

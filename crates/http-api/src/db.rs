@@ -32,7 +32,12 @@ pub(crate) async fn database(
     match *request.method() {
         Method::GET | Method::HEAD => info(&state, &db).await,
         Method::PUT => {
-            state.store.create_db(&db).await?;
+            let partitioned = match query.get("partitioned") {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(_) => return Err(ApiError::bad_request("Invalid `partitioned` parameter")),
+            };
+            state.store.create_db_with(&db, partitioned).await?;
             let mut response = json_response(StatusCode::CREATED, &json!({"ok": true}));
             set_location(&mut response, &format!("/{}", encode_segment(&db)));
             Ok(response)
@@ -61,7 +66,7 @@ pub(crate) async fn info_json(db: &Database) -> Result<Value, ApiError> {
         "purge_seq": db.seq_string(info.purge_seq),
         "update_seq": db.seq_string(info.update_seq),
         "sizes": {"file": info.file_size, "external": info.external_size, "active": info.active_size},
-        "props": {},
+        "props": if db.is_partitioned() { json!({"partitioned": true}) } else { json!({}) },
         "doc_del_count": info.doc_del_count,
         "doc_count": info.doc_count,
         "disk_format_version": 8,
@@ -927,6 +932,56 @@ pub(crate) fn listing_response(head: &str, rows: &[String]) -> Response {
     raw_json_response(StatusCode::OK, out)
 }
 
+/// Narrows a listing to a partition's ids: its live documents, and how
+/// many live documents come before the partition in the listing's
+/// direction (taken off `offset`).
+async fn clamp_to_partition(
+    database: &Database,
+    query: &mut AllDocsQuery,
+    partition: &str,
+) -> Result<(u64, u64), ApiError> {
+    let (low, high) = store::partition_range(partition);
+    let (low, high) = (Bound::Included(low), Bound::Excluded(high));
+    let later = |a: &Bound<String>, b: &Bound<String>| bound_key(a) >= bound_key(b);
+    let open = |b: &Bound<String>| *b == Bound::Unbounded;
+    if query.descending {
+        if open(&query.start) || later(&query.start, &high) {
+            query.start = high.clone();
+        }
+        if open(&query.end) || !later(&query.end, &low) {
+            query.end = low.clone();
+        }
+    } else {
+        if open(&query.start) || !later(&query.start, &low) {
+            query.start = low.clone();
+        }
+        if open(&query.end) || later(&query.end, &high) {
+            query.end = high.clone();
+        }
+    }
+    let edge = if query.descending { high } else { low };
+    let outside = database
+        .all_docs(AllDocsQuery {
+            start: edge,
+            descending: query.descending,
+            limit: 0,
+            count_offset: true,
+            ..Default::default()
+        })
+        .await?
+        .offset
+        .unwrap_or(0);
+    Ok((database.partition_info(partition).await?.doc_count, outside))
+}
+
+/// A bound's id for comparing bounds (unbounded sorts first).
+fn bound_key(bound: &Bound<String>) -> Option<&str> {
+    match bound {
+        Bound::Included(s) | Bound::Excluded(s) => Some(s),
+        Bound::Unbounded => None,
+    }
+}
+
 /// # GET|POST /{db}/_all_docs
 /// Streams the rows page by page: memory stays flat however large the database.
 pub(crate) async fn all_docs(
@@ -935,10 +990,26 @@ pub(crate) async fn all_docs(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (database, options) = listing(&state, &db, &query, request).await?;
+    all_docs_in(state, db, query, request, None).await
+}
+
+/// `_all_docs` of the whole database, or of one partition
+/// (`/{db}/_partition/{p}/_all_docs`): its ids only, counted on their own.
+pub(crate) async fn all_docs_in(
+    state: AppState,
+    db: String,
+    query: Query,
+    request: Request,
+    partition: Option<String>,
+) -> Result<Response, ApiError> {
+    let (database, mut options) = listing(&state, &db, &query, request).await?;
     if let Some(keys) = options.keys {
         return all_docs_by_keys(database, keys, &options.query, options.update_seq).await;
     }
+    let scope = match &partition {
+        Some(p) => Some(clamp_to_partition(&database, &mut options.query, p).await?),
+        None => None,
+    };
     let mut first = options.query.clone();
     first.limit = first.limit.min(PAGE_ROWS);
     let mut remaining = options.query.limit;
@@ -949,11 +1020,11 @@ pub(crate) async fn all_docs(
     } else {
         database.all_docs(first.clone()).await?
     };
-    let mut head = format!(
-        "{{\"total_rows\":{},\"offset\":{},",
-        page.total_rows,
-        page.offset.unwrap_or(0)
-    );
+    let (total_rows, offset) = match scope {
+        Some((count, outside)) => (count, page.offset.unwrap_or(0).saturating_sub(outside)),
+        None => (page.total_rows, page.offset.unwrap_or(0)),
+    };
+    let mut head = format!("{{\"total_rows\":{total_rows},\"offset\":{offset},");
     if options.update_seq {
         head.push_str(&format!(
             "\"update_seq\":{},",

@@ -168,12 +168,11 @@ impl ApiError {
                 error: "unknown_error",
                 reason,
             },
-            IllegalDocId | DocValidation | Error | InvalidDesignDoc | CompilationError => {
-                ApiError::Invalid {
-                    error: kind.as_str(),
-                    reason,
-                }
-            }
+            IllegalDocId | DocValidation | Error | InvalidDesignDoc | CompilationError
+            | IllegalPartition => ApiError::Invalid {
+                error: kind.as_str(),
+                reason,
+            },
         }
     }
 }

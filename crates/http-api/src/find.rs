@@ -86,8 +86,36 @@ async fn body_of(state: &AppState, request: Request) -> Result<Value, ApiError> 
     }
 }
 
+/// CouchDB's words for a sort no index in scope can serve.
+fn scope_error(e: MangoError, partitioned: bool, scoped: bool) -> ApiError {
+    if e.error != "no_usable_index" || !partitioned {
+        return mango_error(e);
+    }
+    let kind = if scoped { "partitioned" } else { "global" };
+    mango_error(MangoError::bad(
+        "no_usable_index",
+        format!("No {kind} index exists for this sort, try indexing by the sort fields."),
+    ))
+}
+
+/// A partition query over `_all_docs` reads the partition's ids only.
+fn narrow_to_partition(plan: &mut Plan, partition: &str) {
+    if plan.index != Chosen::AllDocs {
+        return;
+    }
+    let (low, high) = store::partition_range(partition);
+    let id = |b: &Option<Bound>| match b {
+        Some(Bound::Id(id)) => Some(id.clone()),
+        _ => None,
+    };
+    let start = id(&plan.low).filter(|l| *l > low).unwrap_or(low);
+    let end = id(&plan.high).filter(|h| *h < high).unwrap_or(high);
+    plan.low = Some(Bound::Id(start));
+    plan.high = Some(Bound::Id(end));
+}
+
 /// The database's JSON indexes, in CouchDB's listing order.
-async fn json_indexes(database: &Database) -> Result<Vec<IndexDef>, ApiError> {
+async fn json_indexes(database: &Database, partitioned: bool) -> Result<Vec<IndexDef>, ApiError> {
     let page = database
         .all_docs(AllDocsQuery {
             start: Edge::Included("_design/".into()),
@@ -99,7 +127,7 @@ async fn json_indexes(database: &Database) -> Result<Vec<IndexDef>, ApiError> {
     let mut out = Vec::new();
     for row in page.rows {
         if let Some(doc) = row.doc {
-            out.extend(IndexDef::of_design_doc(&doc.to_value()?, false));
+            out.extend(IndexDef::of_design_doc(&doc.to_value()?, partitioned));
         }
     }
     out.sort_by(|a, b| (&a.ddoc, &a.name).cmp(&(&b.ddoc, &b.name)));
@@ -113,6 +141,19 @@ pub(crate) async fn find(
     request: Request,
     explain: bool,
 ) -> Result<Response, ApiError> {
+    find_in(state, database, request, explain, None).await
+}
+
+/// `_find` and `_explain` of a database, or of one of its partitions
+/// (`/{db}/_partition/{p}/_find`): a partition query uses the partitioned
+/// indexes, a global one the others.
+pub(crate) async fn find_in(
+    state: AppState,
+    database: Database,
+    request: Request,
+    explain: bool,
+    partition: Option<String>,
+) -> Result<Response, ApiError> {
     if request.method() != Method::POST {
         return Err(ApiError::Status {
             status: StatusCode::METHOD_NOT_ALLOWED,
@@ -121,19 +162,40 @@ pub(crate) async fn find(
         });
     }
     let body = body_of(&state, request).await?;
-    let req = FindRequest::parse(&body).map_err(mango_error)?;
-    if req.partition.is_some() {
+    let mut req = FindRequest::parse(&body).map_err(mango_error)?;
+    let partitioned = database.is_partitioned();
+    if req.partition.is_some() && !partitioned {
         return Err(ApiError::Status {
             status: StatusCode::BAD_REQUEST,
             error: "query_parse_error",
             reason: "`partition` parameter is not supported on this db".into(),
         });
     }
-    let indexes = json_indexes(&database).await?;
+    if let Some(p) = &partition {
+        if req.partition.as_ref().is_some_and(|given| given != p) {
+            return Err(ApiError::Failed {
+                error: "unknown_error",
+                reason: format!(
+                    "Unknown Error: mango_httpd :: {{bad_partition,{}}}",
+                    erlang_bytes(&Value::String(req.partition.clone().unwrap_or_default()))
+                ),
+            });
+        }
+        req.partition = Some(p.clone());
+    }
+    let scoped = req.partition.is_some();
+    let indexes: Vec<IndexDef> = json_indexes(&database, partitioned)
+        .await?
+        .into_iter()
+        .filter(|i| i.partitioned == scoped)
+        .collect();
     if explain {
         return explain_answer(&database, &req, &indexes);
     }
-    let plan = plan(&req, &indexes).map_err(mango_error)?;
+    let mut plan = plan(&req, &indexes).map_err(|e| scope_error(e, partitioned, scoped))?;
+    if let Some(p) = &req.partition {
+        narrow_to_partition(&mut plan, p);
+    }
     let (mut writer, body) = BodyWriter::channel();
     let mut run = Run {
         state,
@@ -147,7 +209,9 @@ pub(crate) async fn find(
         skipped: 0,
         last: None,
         first: true,
+        partition_prefix: None,
     };
+    run.partition_prefix = run.req.partition.as_ref().map(|p| format!("{p}:"));
     // Reading starts before the answer does, so a store error is a clean one.
     let noop = is_noop(&run.req.selector_json) || run.plan.empty;
     let index = match (&run.plan.index, noop) {
@@ -235,6 +299,8 @@ struct Run {
     /// The last matching row: where the next page starts.
     last: Option<Bookmark>,
     first: bool,
+    /// `partition:` when the query is one partition's.
+    partition_prefix: Option<String>,
 }
 
 impl Run {
@@ -360,6 +426,12 @@ impl Run {
             for row in rows {
                 if self.done() {
                     break;
+                }
+                // A partitioned index holds every partition: only this one's rows count.
+                if let Some(prefix) = &self.partition_prefix
+                    && !row.id.starts_with(prefix.as_str())
+                {
+                    continue;
                 }
                 self.keys_examined += 1;
                 let key: Value = serde_json::from_str(&row.key).unwrap_or(Value::Null);
@@ -516,7 +588,7 @@ fn explain_answer(
     let mut out = json!({
         "dbname": database.name(),
         "index": Value::Null,
-        "partitioned": false,
+        "partitioned": database.is_partitioned(),
         "selector": query::mango::normal::normalize(&req.selector_json),
         "opts": req.explain_opts(),
         "limit": req.limit,
@@ -539,7 +611,7 @@ fn explain_answer(
         "include_docs": !plan.covering,
         "view_type": "map",
         "reduce": false,
-        "partition": null,
+        "partition": req.partition,
         "start_key": plan.start_key,
         "end_key": plan.end_key,
         "direction": if plan.descending { "rev" } else { "fwd" },
@@ -560,7 +632,7 @@ pub(crate) async fn indexes(
 ) -> Result<Response, ApiError> {
     let method = request.method().clone();
     if method == Method::GET || method == Method::HEAD {
-        let all = json_indexes(&database).await?;
+        let all = json_indexes(&database, database.is_partitioned()).await?;
         let mut listed = vec![all_docs_description()];
         listed.extend(all.iter().map(IndexDef::describe));
         let total = listed.len();

@@ -25,6 +25,7 @@ pub mod json;
 mod local_docs;
 mod multipart;
 mod node;
+mod partition;
 mod purge;
 mod query;
 mod render;

@@ -203,6 +203,9 @@ async fn serve(
             let database = state.store.db(&db).await?;
             crate::views::compact(state, database, name).await
         }
+        Target::Attachment { db, id, name } if id == "_partition" => {
+            crate::partition::partition(state, db, name, query, request).await
+        }
         // `_index/{ddoc}/json/{name}` and `_index/_bulk_delete`: Mango's indexes.
         Target::Attachment { db, id, name } if id == "_index" => {
             let database = state.store.db(&db).await?;

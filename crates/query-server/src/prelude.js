@@ -74,8 +74,16 @@ var __couch = (function () {
     var chosen = null;
     var format = request.query && request.query.format;
     var accept = (request.headers && (request.headers.Accept || request.headers.accept)) || "";
+    var named = function (types) {
+      for (var t = 0; t < types.length; t++) {
+        if (accept.indexOf(types[t].split(";")[0]) >= 0) {
+          return true;
+        }
+      }
+      return false;
+    };
     for (var i = 0; i < providers.length && chosen === null; i++) {
-      if (format ? providers[i][0] === format : accept.indexOf((mimeTypes[providers[i][0]] || providers[i][0]).split(";")[0]) >= 0) {
+      if (format ? providers[i][0] === format : named(typesOf(providers[i][0]))) {
         chosen = providers[i];
       }
     }
@@ -86,8 +94,17 @@ var __couch = (function () {
       throw ["error", "not_acceptable", "Content-Type " + format + " not supported, try one of: " +
         providers.map(function (p) { return p[0]; }).join(", ")];
     }
-    responseType = mimeTypes[chosen[0]] || chosen[0];
+    responseType = typesOf(chosen[0])[0];
     return chosen;
+  }
+
+  // The MIME types a provider's name stands for (registerType adds names).
+  function typesOf(name) {
+    var types = mimeTypes[name];
+    if (types === undefined) {
+      return [name];
+    }
+    return Array.isArray(types) ? types : [types];
   }
 
   // A list's head goes out with its first row (or at its end), the
@@ -438,6 +455,10 @@ var __couch = (function () {
       started = head || {};
     },
 
+    registerType: function (name, types) {
+      mimeTypes[name] = types;
+    },
+
     provides: function (type, fun) {
       providers.push([type, fun]);
     },
@@ -500,5 +521,5 @@ function start(head) {
 }
 
 function registerType(name) {
-  // Known types only: the common ones are registered already.
+  __couch.registerType(name, Array.prototype.slice.call(arguments, 1));
 }

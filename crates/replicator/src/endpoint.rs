@@ -957,10 +957,7 @@ impl Endpoint {
                     _ => None,
                 };
                 let selector = match filter {
-                    ChangesFilter::Selector(sel) => Some(
-                        query::selector::Selector::parse(sel)
-                            .map_err(|e| self.malformed(e.to_string()))?,
-                    ),
+                    ChangesFilter::Selector(sel) => Some(sel.parsed.clone()),
                     _ => None,
                 };
                 let design_only =
@@ -1045,7 +1042,7 @@ impl Endpoint {
                     }
                     ChangesFilter::Selector(sel) => {
                         path.push_str("&filter=_selector");
-                        (Method::POST, Some(encode(&json!({"selector": sel}))?))
+                        (Method::POST, Some(encode(&json!({"selector": sel.json}))?))
                     }
                     ChangesFilter::Named { name, query_params } => {
                         path.push_str(&format!("&filter={}", form_encode(name)));

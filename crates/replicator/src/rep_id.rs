@@ -43,7 +43,7 @@ fn filter_info(filter: &ChangesFilter, code: Option<&str>) -> Value {
     match filter {
         ChangesFilter::All => Value::Null,
         ChangesFilter::DocIds(ids) => json!({"doc_ids": ids}),
-        ChangesFilter::Selector(selector) => json!({"selector": selector}),
+        ChangesFilter::Selector(selector) => json!({"selector": selector.json}),
         ChangesFilter::Named { name, query_params } => match code {
             Some(code) => json!({"filter": name, "code": code, "query_params": query_params}),
             None => json!({"filter": name, "query_params": query_params}),

@@ -58,13 +58,27 @@ impl std::fmt::Display for Peer {
     }
 }
 
+/// A replication's selector: as sent (for the replication id and remote
+/// sources) and parsed once (for a local source, every batch).
+#[derive(Debug, Clone)]
+pub struct SelectorFilter {
+    pub json: Value,
+    pub parsed: std::sync::Arc<query::selector::Selector>,
+}
+
+impl PartialEq for SelectorFilter {
+    fn eq(&self, other: &SelectorFilter) -> bool {
+        self.json == other.json
+    }
+}
+
 /// Which changes a replication carries.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ChangesFilter {
     All,
     DocIds(Vec<String>),
     /// A Mango selector, evaluated by the source (`filter=_selector`).
-    Selector(Value),
+    Selector(SelectorFilter),
     /// A design-document filter function `ddoc/name`, run by the source.
     Named {
         name: String,
@@ -326,9 +340,12 @@ impl ReplicationSpec {
         let selector = match map.get("selector") {
             None | Some(Value::Null) => None,
             Some(sel @ Value::Object(_)) => {
-                query::selector::Selector::parse(sel)
+                let parsed = query::selector::Selector::parse(sel)
                     .map_err(|e| bad(format!("`selector` is invalid: {e}")))?;
-                Some(sel.clone())
+                Some(SelectorFilter {
+                    json: sel.clone(),
+                    parsed: std::sync::Arc::new(parsed),
+                })
             }
             Some(_) => return Err(bad("`selector` must be an object")),
         };

@@ -47,6 +47,8 @@ struct DbInner {
     pins: Arc<crate::attachments::Pins>,
     /// The `_security` object, read once: every request checks it.
     security: Mutex<Option<Arc<Value>>>,
+    /// Created with `?partitioned=true`: ids are `partition:id`.
+    partitioned: bool,
 }
 
 impl std::fmt::Debug for Database {
@@ -111,7 +113,7 @@ impl Database {
         options: StoreOptions,
     ) -> Result<Database, StoreError> {
         let live = Arc::new(crate::LiveSettings::new(&options));
-        Database::create_in(name, path, options, live)
+        Database::create_in(name, path, options, live, false)
     }
 
     /// Creates a new database file and opens it, with the store's settings.
@@ -120,11 +122,15 @@ impl Database {
         path: &Path,
         options: StoreOptions,
         live: Arc<crate::LiveSettings>,
+        partitioned: bool,
     ) -> Result<Database, StoreError> {
         let mut conn = open_connection(path, true, options.durability)?;
         schema::migrate(&mut conn)?;
         let tx = conn.transaction()?;
         if read_meta(&tx, "uuid")?.is_none() {
+            if partitioned {
+                write_meta(&tx, "partitioned", "true")?;
+            }
             write_meta(&tx, "uuid", &uuid::Uuid::new_v4().simple().to_string())?;
             // Fixed for the life of the database: CouchDB's replicator
             // restarts from scratch when it changes.
@@ -184,6 +190,7 @@ impl Database {
         let instance_start_time = read_meta(&conn, "instance_start_time")?
             .ok_or_else(|| corrupt("instance_start_time"))?;
         let update_seq = DbState::load(&conn)?.update_seq;
+        let partitioned = read_meta(&conn, "partitioned")?.as_deref() == Some("true");
         conn.pragma_update(None, "query_only", "ON")?;
         let writer = WriterHandle::new(
             WriterConfig {
@@ -212,12 +219,18 @@ impl Database {
                 uploads: AtomicU64::new(0),
                 pins: Arc::default(),
                 security: Mutex::new(None),
+                partitioned,
             }),
         })
     }
 
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// Whether the database was created partitioned (ids `partition:id`).
+    pub fn is_partitioned(&self) -> bool {
+        self.inner.partitioned
     }
 
     /// The largest attachment, in bytes as clients see them: inflating

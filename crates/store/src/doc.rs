@@ -182,6 +182,42 @@ pub fn validate_doc_id(id: &str) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// In a partitioned database, a document id is `partition:id` (design and
+/// local documents aside), as CouchDB requires.
+pub fn validate_partitioned_id(id: &str) -> Result<(), StoreError> {
+    if id.starts_with("_design/") || id.starts_with("_local/") {
+        return Ok(());
+    }
+    match id.split_once(':') {
+        Some(("", _)) => Err(invalid(
+            ErrorKind::IllegalPartition,
+            "Partition must not be empty",
+        )),
+        Some((partition, rest)) if !rest.is_empty() => validate_partition(partition),
+        _ => Err(invalid(
+            ErrorKind::IllegalDocId,
+            "Doc id must be of form partition:id",
+        )),
+    }
+}
+
+/// A partition name as CouchDB accepts it.
+pub fn validate_partition(partition: &str) -> Result<(), StoreError> {
+    if partition.is_empty() {
+        return Err(invalid(
+            ErrorKind::IllegalPartition,
+            "Partition must not be empty",
+        ));
+    }
+    if partition.starts_with('_') {
+        return Err(invalid(
+            ErrorKind::IllegalPartition,
+            "Partition must not start with an underscore",
+        ));
+    }
+    Ok(())
+}
+
 impl DocInput {
     /// Parses a document from its JSON form.
     pub fn from_json(value: Value) -> Result<DocInput, StoreError> {

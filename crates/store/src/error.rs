@@ -94,6 +94,8 @@ pub enum ErrorKind {
     InvalidDesignDoc,
     /// 400 `compilation_error`: a design document's map function does not compile.
     CompilationError,
+    /// 400 `illegal_partition`: a partition name CouchDB refuses.
+    IllegalPartition,
 }
 
 impl ErrorKind {
@@ -111,6 +113,7 @@ impl ErrorKind {
             ErrorKind::UnknownError => "unknown_error",
             ErrorKind::InvalidDesignDoc => "invalid_design_doc",
             ErrorKind::CompilationError => "compilation_error",
+            ErrorKind::IllegalPartition => "illegal_partition",
         }
     }
 }

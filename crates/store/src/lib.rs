@@ -34,6 +34,7 @@ mod index;
 mod index_blocks;
 mod local;
 pub mod name;
+mod partition;
 mod purge;
 mod read;
 mod replaced;
@@ -54,13 +55,17 @@ pub use attachments::{
 };
 pub use compression::{AttachmentCompression, DEFAULT_COMPRESSIBLE_TYPES};
 pub use database::{Database, DbInfo};
-pub use doc::{AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id};
+pub use doc::{
+    AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id, validate_partition,
+    validate_partitioned_id,
+};
 pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;
 pub use index::{Index, IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedDoc};
 pub use index_blocks::ReducePart;
 pub use local::LocalRow;
+pub use partition::{PartitionInfo, partition_range};
 pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult};
 pub use read::{
     BulkGetError, BulkGetRequest, BulkGetResult, DocJson, GetOptions, OpenRev, OpenRevs,
@@ -514,6 +519,15 @@ impl Store {
 
     /// Creates a database; `DbExists` if it is already there.
     pub async fn create_db(&self, name: &str) -> Result<Database, StoreError> {
+        self.create_db_with(name, false).await
+    }
+
+    /// Creates a database, partitioned (`?partitioned=true`) or not.
+    pub async fn create_db_with(
+        &self,
+        name: &str,
+        partitioned: bool,
+    ) -> Result<Database, StoreError> {
         Store::check_name(name)?;
         let name = name.to_string();
         self.blocking(move |store| {
@@ -531,6 +545,7 @@ impl Store {
                 &path,
                 store.inner.options.clone(),
                 store.inner.live.clone(),
+                partitioned,
             );
             store.finish_change(change, created.as_ref().ok().cloned());
             created

@@ -108,7 +108,7 @@ impl Database {
             // Small writes go to the writer at once: many of them share one commit.
             let docs: Vec<DocInput> = docs.collect::<Result<_, E>>().map_err(BulkError::Input)?;
             for doc in &docs {
-                precheck(doc, new_edits).map_err(BulkError::Store)?;
+                precheck(doc, new_edits, self.is_partitioned()).map_err(BulkError::Store)?;
             }
             let docs = self
                 .compress_inline_all(docs)
@@ -156,6 +156,7 @@ impl Database {
             .await
             .map_err(BulkError::Store)?;
         let mut failure = None;
+        let partitioned = self.is_partitioned();
         let mut chunk = Vec::with_capacity(PREPARE_CHUNK);
         let mut chunk_bytes = 0;
         for item in docs {
@@ -166,7 +167,7 @@ impl Database {
                     break;
                 }
             };
-            if let Err(e) = precheck(&doc, new_edits) {
+            if let Err(e) = precheck(&doc, new_edits, partitioned) {
                 failure = Some(BulkError::Store(e));
                 break;
             }
@@ -264,7 +265,10 @@ pub enum BulkError<E> {
 }
 
 /// The request-level checks of one document (they fail the whole batch).
-fn precheck(doc: &DocInput, new_edits: bool) -> Result<(), StoreError> {
+fn precheck(doc: &DocInput, new_edits: bool, partitioned: bool) -> Result<(), StoreError> {
+    if partitioned && let Some(id) = &doc.id {
+        crate::doc::validate_partitioned_id(id)?;
+    }
     if !new_edits && doc.rev.is_none() && !is_local(doc) {
         return Err(StoreError::bad_request(
             "When `new_edits: false`, the document needs `_rev` or `_revisions` specified",

@@ -1,0 +1,64 @@
+//! `/{db}/_partition/{partition}/...`: a partitioned database's partition
+//! on its own — its counts, its `_all_docs`, and Mango queries within it.
+
+use axum::extract::Request;
+use axum::http::{Method, StatusCode};
+use axum::response::Response;
+use serde_json::json;
+
+use crate::AppState;
+use crate::error::ApiError;
+use crate::json::json_response;
+use crate::query::Query;
+
+/// # /{db}/_partition/{partition}[/...]
+pub(crate) async fn partition(
+    state: AppState,
+    db: String,
+    path: String,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let database = state.store.db(&db).await?;
+    if !database.is_partitioned() {
+        return Err(ApiError::bad_request("database is not partitioned"));
+    }
+    let (name, rest) = match path.split_once('/') {
+        Some((name, rest)) => (name.to_string(), rest.to_string()),
+        None => (path.clone(), String::new()),
+    };
+    store::validate_partition(&name)?;
+    match rest.as_str() {
+        "" => {
+            if request.method() != Method::GET && request.method() != Method::HEAD {
+                return Err(ApiError::MethodNotAllowed("GET"));
+            }
+            let info = database.partition_info(&name).await?;
+            Ok(json_response(
+                StatusCode::OK,
+                &json!({
+                    "db_name": database.name(),
+                    "sizes": {"active": info.external_size, "external": info.external_size},
+                    "partition": name,
+                    "doc_count": info.doc_count,
+                    "doc_del_count": info.doc_del_count,
+                }),
+            ))
+        }
+        "_all_docs" => {
+            if request.method() != Method::GET
+                && request.method() != Method::HEAD
+                && request.method() != Method::POST
+            {
+                return Err(ApiError::MethodNotAllowed("GET,HEAD,POST"));
+            }
+            crate::db::all_docs_in(state, db, query, request, Some(name)).await
+        }
+        "_find" | "_explain" => {
+            crate::find::find_in(state, database, request, rest == "_explain", Some(name)).await
+        }
+        _ => Err(ApiError::NotImplemented(format!(
+            "_partition/{{partition}}/{rest} is not supported yet"
+        ))),
+    }
+}

@@ -1,0 +1,170 @@
+//! Partitioned databases: created with `?partitioned=true`, ids of the
+//! form `partition:id` enforced on every write, a partition's counts and
+//! `_all_docs`, and Mango queries within a partition.
+
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
+use recliner_tests::{Client, TempDir, TestServer};
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn partitions_hold_their_documents() {
+    let data = TempDir::new("partitioned");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    assert_eq!(c.put("/db?partitioned=true", json!({})).await.status, 201);
+    assert_eq!(
+        c.get("/db").await.json()["props"],
+        json!({"partitioned": true})
+    );
+    let bad = c.put("/other?partitioned=yes", json!({})).await;
+    assert_eq!(bad.status, 400);
+    assert_eq!(bad.json()["reason"], "Invalid `partitioned` parameter");
+    c.put("/plain", json!({})).await;
+    assert_eq!(c.get("/plain").await.json()["props"], json!({}));
+
+    // Ids: partition:id, on every way in.
+    let refused = c.put("/db/nocolon", json!({"v": 1})).await;
+    assert_eq!(refused.status, 400);
+    assert_eq!(
+        refused.json(),
+        json!({"error": "illegal_docid", "reason": "Doc id must be of form partition:id"})
+    );
+    let empty = c.put("/db/:x", json!({})).await.json();
+    assert_eq!(empty["error"], "illegal_partition");
+    assert_eq!(
+        c.post("/db", json!({"v": 1})).await.status,
+        400,
+        "a generated id has no partition"
+    );
+    let batch = c
+        .post(
+            "/db/_bulk_docs",
+            json!({"docs": [{"_id": "s1:a"}, {"_id": "bad"}]}),
+        )
+        .await;
+    assert_eq!(batch.status, 400, "the whole batch is refused");
+    assert_eq!(c.get("/db/s1:a").await.status, 404);
+    assert_eq!(c.put("/db/_local/x", json!({})).await.status, 201);
+    assert_eq!(
+        c.put("/db/_design/d", json!({"views": {}})).await.status,
+        201
+    );
+
+    let docs: Vec<Value> = (0..10)
+        .map(|i| json!({"_id": format!("s{}:d{i:02}", i % 2 + 1), "v": i}))
+        .collect();
+    assert_eq!(
+        c.post("/db/_bulk_docs", json!({ "docs": docs }))
+            .await
+            .status,
+        201
+    );
+    let gone = c.get("/db/s1:d00").await.json();
+    c.delete(&format!(
+        "/db/s1:d00?rev={}",
+        gone["_rev"].as_str().unwrap()
+    ))
+    .await;
+
+    let info = c.get("/db/_partition/s1").await.json();
+    assert_eq!(info["partition"], "s1");
+    assert_eq!(
+        (info["doc_count"].as_u64(), info["doc_del_count"].as_u64()),
+        (Some(4), Some(1))
+    );
+    assert_eq!(c.get("/db/_partition/nope").await.json()["doc_count"], 0);
+    assert_eq!(
+        c.get("/db/_partition/_bad").await.json()["error"],
+        "illegal_partition"
+    );
+    assert_eq!(
+        c.get("/plain/_partition/x").await.json(),
+        json!({"error": "bad_request", "reason": "database is not partitioned"})
+    );
+
+    let all = c.get("/db/_partition/s2/_all_docs").await.json();
+    assert_eq!(all["total_rows"], 5);
+    let ids: Vec<&str> = all["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["s2:d01", "s2:d03", "s2:d05", "s2:d07", "s2:d09"]);
+    let page = c
+        .get("/db/_partition/s2/_all_docs?startkey=%22s2:d03%22&limit=2")
+        .await
+        .json();
+    assert_eq!(page["offset"], 1);
+    assert_eq!(page["rows"].as_array().unwrap().len(), 2);
+    let down = c
+        .get("/db/_partition/s1/_all_docs?descending=true&limit=1")
+        .await
+        .json();
+    assert_eq!(down["rows"][0]["id"], "s1:d08");
+
+    // Mango within a partition: with a full scan of the partition, then
+    // through a partitioned index.
+    let found = c
+        .post(
+            "/db/_partition/s1/_find",
+            json!({"selector": {"v": {"$gt": 3}}}),
+        )
+        .await
+        .json();
+    let got: Vec<&str> = found["docs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, ["s1:d04", "s1:d06", "s1:d08"]);
+    let made = c
+        .post(
+            "/db/_index",
+            json!({"index": {"fields": ["v"]}, "ddoc": "v", "name": "v"}),
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.text);
+    let listed = c.get("/db/_index").await.json();
+    assert_eq!(listed["indexes"][1]["partitioned"], true);
+    let indexed = c
+        .post(
+            "/db/_partition/s2/_find",
+            json!({"selector": {"v": {"$gt": 3}}, "execution_stats": true, "sort": ["v"]}),
+        )
+        .await
+        .json();
+    let got: Vec<&str> = indexed["docs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(got, ["s2:d05", "s2:d07", "s2:d09"]);
+    // Only this partition's rows from the range's start (3, included as
+    // CouchDB includes a `$gt` bound, then dropped by the selector).
+    assert_eq!(indexed["execution_stats"]["total_keys_examined"], 4);
+    // A global query cannot sort by a partitioned index.
+    let global = c
+        .post(
+            "/db/_find",
+            json!({"selector": {"v": {"$gt": 3}}, "sort": ["v"]}),
+        )
+        .await;
+    assert_eq!(global.status, 400);
+    assert_eq!(
+        global.json()["reason"],
+        "No global index exists for this sort, try indexing by the sort fields."
+    );
+    let explained = c
+        .post(
+            "/db/_partition/s2/_explain",
+            json!({"selector": {"v": {"$gt": 3}}}),
+        )
+        .await
+        .json();
+    assert_eq!(explained["index"]["name"], "v");
+    assert_eq!(explained["mrargs"]["partition"], "s2");
+}
