@@ -362,23 +362,28 @@ impl Run {
         Ok(())
     }
 
-    async fn fetch(&mut self, id: &str) -> Result<Option<Value>, Stop> {
-        self.docs_examined += 1;
-        match self
+    /// The documents of index rows, read together (`None` for one gone).
+    async fn fetch_all(&mut self, rows: &[store::IndexEntry]) -> Result<Vec<Option<Value>>, Stop> {
+        let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+        self.docs_examined += ids.len() as u64;
+        let found = self
             .database
-            .get(
-                id,
-                GetOptions {
+            .all_docs_keys(
+                ids,
+                Some(GetOptions {
                     conflicts: self.req.conflicts,
                     ..Default::default()
-                },
+                }),
             )
-            .await
-        {
-            Ok(doc) => Ok(Some(doc.to_value()?)),
-            Err(StoreError::DocNotFound(_)) => Ok(None),
-            Err(e) => Err(e.into()),
+            .await?;
+        let mut out = Vec::with_capacity(found.len());
+        for (_, row) in found {
+            out.push(match row.filter(|r| !r.deleted).and_then(|r| r.doc) {
+                Some(doc) => Some(doc.to_value()?),
+                None => None,
+            });
         }
+        Ok(out)
     }
 
     async fn read_index(
@@ -423,27 +428,42 @@ impl Run {
             if let Some(last) = rows.last() {
                 after = Some(last.position());
             }
-            for row in rows {
-                if self.done() {
-                    break;
-                }
-                // A partitioned index holds every partition: only this one's rows count.
-                if let Some(prefix) = &self.partition_prefix
-                    && !row.id.starts_with(prefix.as_str())
-                {
-                    continue;
-                }
-                self.keys_examined += 1;
-                let key: Value = serde_json::from_str(&row.key).unwrap_or(Value::Null);
-                let doc = if self.plan.covering {
-                    covered_doc(&def, &key, &row.id)
+            // A partitioned index holds every partition: only this one's rows count.
+            let mut rows: std::collections::VecDeque<store::IndexEntry> = rows
+                .into_iter()
+                .filter(|row| {
+                    self.partition_prefix
+                        .as_ref()
+                        .is_none_or(|prefix| row.id.starts_with(prefix.as_str()))
+                })
+                .collect();
+            while !rows.is_empty() && !self.done() {
+                // Documents are read a batch at a time, no more than the
+                // answer may still need (all when it skips some first).
+                let wanted = (self.req.limit - self.returned)
+                    .saturating_add(self.req.skip.saturating_sub(self.skipped))
+                    .clamp(1, PAGE as u64) as usize;
+                let batch: Vec<store::IndexEntry> = rows.drain(..wanted.min(rows.len())).collect();
+                let docs = if self.plan.covering {
+                    None
                 } else {
-                    match self.fetch(&row.id).await? {
-                        Some(doc) => doc,
-                        None => continue,
-                    }
+                    Some(self.fetch_all(&batch).await?)
                 };
-                self.offer(writer, &doc, key, &row.id).await?;
+                for (i, row) in batch.into_iter().enumerate() {
+                    if self.done() {
+                        break;
+                    }
+                    self.keys_examined += 1;
+                    let key: Value = serde_json::from_str(&row.key).unwrap_or(Value::Null);
+                    let doc = match &docs {
+                        None => covered_doc(&def, &key, &row.id),
+                        Some(docs) => match docs.get(i) {
+                            Some(Some(doc)) => doc.clone(),
+                            _ => continue,
+                        },
+                    };
+                    self.offer(writer, &doc, key, &row.id).await?;
+                }
             }
             if exhausted {
                 break;
@@ -479,6 +499,8 @@ impl Run {
                     limit: PAGE,
                     include_docs: true,
                     conflicts: self.req.conflicts,
+                    // No `offset` here: counting it would scan to each page.
+                    count_offset: false,
                     ..Default::default()
                 })
                 .await?;
