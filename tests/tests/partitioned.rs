@@ -167,4 +167,55 @@ async fn partitions_hold_their_documents() {
         .json();
     assert_eq!(explained["index"]["name"], "v");
     assert_eq!(explained["mrargs"]["partition"], "s2");
+
+    // Views: a partitioned design document's views are read a partition
+    // at a time; a global one's over the whole database.
+    c.put(
+        "/db/_design/pv",
+        json!({"views": {"by_v": {"map": "function (doc) { emit(doc.v, 1); }", "reduce": "_sum"}}}),
+    )
+    .await;
+    let rows = c
+        .get("/db/_partition/s2/_design/pv/_view/by_v?reduce=false&startkey=5")
+        .await
+        .json();
+    assert_eq!(
+        (rows["total_rows"].as_u64(), rows["offset"].as_u64()),
+        (Some(5), Some(2))
+    );
+    let ids: Vec<&str> = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["s2:d05", "s2:d07", "s2:d09"]);
+    let down = c
+        .get("/db/_partition/s1/_design/pv/_view/by_v?reduce=false&descending=true&limit=2")
+        .await
+        .json();
+    assert_eq!(down["offset"], 0);
+    assert_eq!(down["rows"][0]["id"], "s1:d08");
+    let summed = c
+        .get("/db/_partition/s1/_design/pv/_view/by_v")
+        .await
+        .json();
+    assert_eq!(summed["rows"], json!([{"key": null, "value": 4}]));
+    let global = c.get("/db/_design/pv/_view/by_v").await;
+    assert_eq!(global.status, 400);
+    assert_eq!(
+        global.json()["reason"],
+        "`partition` parameter is mandatory for queries to this view."
+    );
+    c.put(
+        "/db/_design/gv",
+        json!({"options": {"partitioned": false}, "views": {"by_v": {"map": "function (doc) { emit(doc.v, null); }"}}}),
+    )
+    .await;
+    assert_eq!(
+        c.get("/db/_design/gv/_view/by_v").await.json()["total_rows"],
+        9
+    );
+    let scoped = c.get("/db/_partition/s1/_design/gv/_view/by_v").await;
+    assert_eq!(scoped.status, 400);
 }

@@ -307,8 +307,8 @@ impl Run {
     async fn open_index(&self, def: &IndexDef) -> Result<(store::Index, u32), ApiError> {
         let ddoc = def.ddoc.strip_prefix("_design/").unwrap_or(&def.ddoc);
         let doc = crate::design::load(&self.database, ddoc).await?;
-        let group = ViewGroup::of(self.database.name(), &doc)
-            .map_err(|_| ApiError::not_found("missing"))?;
+        let group =
+            ViewGroup::of(&self.database, &doc).map_err(|_| ApiError::not_found("missing"))?;
         let view = group
             .view_number(&def.name)
             .map_err(|_| ApiError::not_found("missing"))?;
@@ -399,11 +399,24 @@ impl Run {
             Some(Bound::Key(bytes)) => Some(bytes.clone()),
             _ => None,
         };
-        let (low, high) = (key_bytes(&self.plan.low), key_bytes(&self.plan.high));
+        // A partitioned index keeps each partition's rows together, under
+        // the partition's own sort key: a partition query reads only those.
+        let prefix = match (&self.req.partition, def.partitioned) {
+            (Some(p), true) => {
+                self.partition_prefix = None;
+                query_server::views::partition_sort_key(p)
+            }
+            _ => Vec::new(),
+        };
+        let prefixed = |bytes: Vec<u8>| [prefix.as_slice(), &bytes].concat();
+        let (low, high) = (
+            key_bytes(&self.plan.low).map(prefixed),
+            key_bytes(&self.plan.high).map(prefixed),
+        );
         let resume = self.req.bookmark.as_ref().map(|b| {
             let mut bytes = Vec::new();
             query::collation::sort_key(&b.key, &mut bytes);
-            (bytes, Some(b.doc_id.clone()))
+            (prefixed(bytes), Some(b.doc_id.clone()))
         });
         let (start, end) = if self.plan.descending {
             (resume.or(high.map(|h| (h, None))), low.map(|l| (l, None)))

@@ -1,5 +1,5 @@
 //! `/{db}/_partition/{partition}/...`: a partitioned database's partition
-//! on its own — its counts, its `_all_docs`, and Mango queries within it.
+//! on its own — its counts, its `_all_docs`, its views and Mango queries.
 
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
@@ -57,8 +57,20 @@ pub(crate) async fn partition(
         "_find" | "_explain" => {
             crate::find::find_in(state, database, request, rest == "_explain", Some(name)).await
         }
-        _ => Err(ApiError::NotImplemented(format!(
-            "_partition/{{partition}}/{rest} is not supported yet"
-        ))),
+        _ => match rest.split('/').collect::<Vec<_>>().as_slice() {
+            ["_design", ddoc, "_view", view] => {
+                crate::views::view_in(
+                    state,
+                    database,
+                    ddoc.to_string(),
+                    view.to_string(),
+                    query,
+                    request,
+                    Some(name),
+                )
+                .await
+            }
+            _ => Err(ApiError::not_found("missing")),
+        },
     }
 }

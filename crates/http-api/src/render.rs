@@ -151,7 +151,7 @@ pub(crate) async fn list(
     };
     let design = crate::design::runnable(&database, &ddoc, Section::Lists, &name).await?;
     let view_doc = crate::design::load(&database, &view_ddoc).await?;
-    let group = query_server::views::ViewGroup::of(database.name(), &view_doc)
+    let group = query_server::views::ViewGroup::of(&database, &view_doc)
         .map_err(|_| ApiError::not_found("missing_named_view"))?;
     if !group.has_view(&view) {
         return Err(ApiError::not_found("missing_named_view"));
@@ -166,8 +166,10 @@ pub(crate) async fn list(
         _ => Default::default(),
     };
     let index = crate::views::open_index(&state, &database, &group, &query).await?;
-    let opened =
-        crate::views::open_query(&state, &database, &group, &index, &view, &query, &params).await?;
+    let opened = crate::views::open_query(
+        &state, &database, &group, &index, &view, &query, &params, None,
+    )
+    .await?;
     let head = Value::Object(opened.head()).to_string();
     let req = crate::design::request_object(RequestParts {
         database: &database,

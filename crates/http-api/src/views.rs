@@ -23,6 +23,20 @@ pub(crate) async fn view(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
+    view_in(state, database, ddoc, name, query, request, None).await
+}
+
+/// A view of the whole database, or of one partition
+/// (`/{db}/_partition/{p}/_design/{ddoc}/_view/{view}`).
+pub(crate) async fn view_in(
+    state: AppState,
+    database: Database,
+    ddoc: String,
+    name: String,
+    query: Query,
+    request: Request,
+    partition: Option<String>,
+) -> Result<Response, ApiError> {
     let method = request.method().clone();
     if method != Method::GET && method != Method::HEAD && method != Method::POST {
         return Err(ApiError::MethodNotAllowed("GET,HEAD,POST"));
@@ -33,12 +47,22 @@ pub(crate) async fn view(
         Map::new()
     };
     let doc = crate::design::load(&database, &ddoc).await?;
-    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
+    let group = ViewGroup::of(&database, &doc).map_err(view_error)?;
     if !group.has_view(&name) {
         return Err(ApiError::not_found("missing_named_view"));
     }
     let index = open_index(&state, &database, &group, &query).await?;
-    let opened = open_query(&state, &database, &group, &index, &name, &query, &body).await?;
+    let opened = open_query(
+        &state,
+        &database,
+        &group,
+        &index,
+        &name,
+        &query,
+        &body,
+        partition.as_deref(),
+    )
+    .await?;
     let (mut writer, body) = BodyWriter::channel();
     tokio::spawn(async move {
         match write_query(&mut writer, &database, opened).await {
@@ -82,7 +106,7 @@ pub(crate) async fn queries(
         each.push(params.clone());
     }
     let doc = crate::design::load(&database, &ddoc).await?;
-    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
+    let group = ViewGroup::of(&database, &doc).map_err(view_error)?;
     if !group.has_view(&name) {
         return Err(ApiError::not_found("missing_named_view"));
     }
@@ -100,6 +124,7 @@ pub(crate) async fn queries(
                 &name,
                 &Query::default(),
                 params,
+                None,
             )
             .await?,
         );
@@ -175,7 +200,7 @@ pub(crate) async fn cleanup(state: AppState, database: Database) -> Result<Respo
     let mut keep = Vec::new();
     for row in page.rows {
         let Some(doc) = row.doc else { continue };
-        if let Ok(group) = ViewGroup::of(database.name(), &doc.to_value()?) {
+        if let Ok(group) = ViewGroup::of(&database, &doc.to_value()?) {
             keep.push(group.signature().to_string());
         }
     }
@@ -210,7 +235,7 @@ async fn index_as_is(
     ddoc: &str,
 ) -> Result<(Value, ViewGroup, store::Index), ApiError> {
     let doc = crate::design::load(database, ddoc).await?;
-    let group = ViewGroup::of(database.name(), &doc).map_err(view_error)?;
+    let group = ViewGroup::of(&database, &doc).map_err(view_error)?;
     let index = state
         .views
         .index(state.validators.engine(), database, &group, false)
@@ -274,9 +299,11 @@ pub(crate) async fn open_query(
     name: &str,
     query: &Query,
     body: &Map<String, Value>,
+    partition: Option<&str>,
 ) -> Result<OpenedQuery, ApiError> {
     let params = Params { query, body };
-    let q = params.view_query()?;
+    let mut q = params.view_query()?;
+    q.partition = partition.map(str::to_string);
     let include_docs = params.flag("include_docs")?.unwrap_or(false);
     let conflicts = params.flag("conflicts")?.unwrap_or(false);
     let update_seq = match params.flag("update_seq")?.unwrap_or(false) {
@@ -529,6 +556,7 @@ impl Params<'_> {
             reduce: self.flag("reduce")?,
             group: self.flag("group")?.unwrap_or(false),
             group_level,
+            partition: None,
         })
     }
 }

@@ -9,7 +9,7 @@ use store::{Index, IndexEntry, IndexPosition, IndexRange, ReducePart};
 
 use crate::Engine;
 use crate::reduce::Reduction;
-use crate::views::{ViewError, ViewGroup, ViewQuery, key_bytes};
+use crate::views::{ViewError, ViewGroup, ViewQuery, key_bytes, partition_sort_key};
 
 /// Index rows read at once.
 const PAGE: usize = 500;
@@ -74,24 +74,60 @@ impl ViewGroup {
                 "Invalid use of grouping on a map view.".into(),
             ));
         }
+        // A partitioned view is read one partition at a time: its keys
+        // start with the partition's.
+        let prefix = match (self.partitioned, &q.partition) {
+            (true, Some(p)) => Some(partition_sort_key(p)),
+            (true, None) => {
+                return Err(ViewError::BadRequest(
+                    "`partition` parameter is mandatory for queries to this view.".into(),
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(ViewError::BadRequest(
+                    "`partition` parameter is not supported in this design doc".into(),
+                ));
+            }
+            (false, None) => None,
+        };
+        let kb = |k: &Value| {
+            let mut bytes = prefix.clone().unwrap_or_default();
+            bytes.extend(key_bytes(k));
+            bytes
+        };
+        let partition_end = prefix.as_ref().map(|p| {
+            let mut end = p.clone();
+            end.push(0xff);
+            end
+        });
+        let (low, high) = (prefix.clone(), partition_end.clone());
         let ranges: VecDeque<IndexRange> = match (&q.keys, &q.key) {
-            (Some(keys), _) => keys.iter().map(|k| exact(view, k, q)).collect(),
-            (None, Some(key)) => [exact(view, key, q)].into(),
-            (None, None) => [IndexRange {
-                view,
-                start: q
-                    .start_key
-                    .as_ref()
-                    .map(|k| (key_bytes(k), q.start_docid.clone())),
-                end: q
-                    .end_key
-                    .as_ref()
-                    .map(|k| (key_bytes(k), q.end_docid.clone())),
-                inclusive_end: q.inclusive_end,
-                descending: q.descending,
-                ..Default::default()
-            }]
-            .into(),
+            (Some(keys), _) => keys.iter().map(|k| exact(view, kb(k), q)).collect(),
+            (None, Some(key)) => [exact(view, kb(key), q)].into(),
+            (None, None) => {
+                let (first, last) = if q.descending {
+                    (high, low)
+                } else {
+                    (low, high)
+                };
+                [IndexRange {
+                    view,
+                    start: q
+                        .start_key
+                        .as_ref()
+                        .map(|k| (kb(k), q.start_docid.clone()))
+                        .or(first.map(|b| (b, None))),
+                    end: q
+                        .end_key
+                        .as_ref()
+                        .map(|k| (kb(k), q.end_docid.clone()))
+                        .or(last.map(|b| (b, None))),
+                    inclusive_end: q.inclusive_end,
+                    descending: q.descending,
+                    ..Default::default()
+                }]
+                .into()
+            }
         };
         if let Some(reducer) = reducer.filter(|_| reduce) {
             let level = match (q.group, q.group_level) {
@@ -140,11 +176,32 @@ impl ViewGroup {
             return Ok(reader);
         }
         // CouchDB's offset: the rows before the first range (the first key's).
-        let before = match ranges.front() {
+        let mut before = match ranges.front() {
             Some(first) => index.rows_before(first).await?,
             None => 0,
         };
-        let total_rows = index.count(view).await?;
+        let total_rows = match (&prefix, &partition_end) {
+            (Some(low), Some(high)) => {
+                // The partition's rows, and those of the partitions before
+                // it in the direction of travel (not in its offset).
+                let at = |bytes: &Vec<u8>, descending: bool| IndexRange {
+                    view,
+                    start: Some((bytes.clone(), None)),
+                    descending,
+                    ..Default::default()
+                };
+                let below = index.rows_before(&at(low, false)).await?;
+                let upto = index.rows_before(&at(high, false)).await?;
+                let outside = if q.descending {
+                    index.rows_before(&at(high, true)).await?
+                } else {
+                    below
+                };
+                before = before.saturating_sub(outside);
+                upto.saturating_sub(below)
+            }
+            _ => index.count(view).await?,
+        };
         let offset = (before + q.skip as u64).min(total_rows);
         Ok(ViewReader {
             head: ViewHead::Map { total_rows, offset },
@@ -448,8 +505,7 @@ impl Reducing {
     }
 }
 
-fn exact(view: u32, key: &Value, q: &ViewQuery) -> IndexRange {
-    let bytes = key_bytes(key);
+fn exact(view: u32, bytes: Vec<u8>, q: &ViewQuery) -> IndexRange {
     IndexRange {
         view,
         start: Some((bytes.clone(), None)),

@@ -52,6 +52,16 @@ pub struct ViewGroup {
     /// Mango's JSON indexes (`language: "query"`), mapped in Rust, one
     /// per view; `None` for JavaScript views.
     mango: Option<Vec<MangoMap>>,
+    /// Rows are kept by partition: each sort key starts with the
+    /// document's partition's (see [`partition_sort_key`]).
+    pub(crate) partitioned: bool,
+}
+
+/// The bytes a partition's rows start with in a partitioned index.
+pub fn partition_sort_key(partition: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    query::collation::sort_key(&Value::String(partition.to_string()), &mut out);
+    out
 }
 
 /// A Mango JSON index's map: the key is the array of the fields' values,
@@ -101,7 +111,14 @@ impl MangoMap {
 
 impl ViewGroup {
     /// The views of a design document (its JSON).
-    pub fn of(db: &str, ddoc: &Value) -> Result<ViewGroup, ViewError> {
+    pub fn of(database: &Database, ddoc: &Value) -> Result<ViewGroup, ViewError> {
+        let db = database.name();
+        // A partitioned database's design documents are partitioned unless
+        // they say otherwise: their rows are kept by partition.
+        let partitioned = ddoc
+            .pointer("/options/partitioned")
+            .and_then(Value::as_bool)
+            .unwrap_or(database.is_partitioned());
         let text = |k: &str| {
             ddoc.get(k)
                 .and_then(Value::as_str)
@@ -138,12 +155,15 @@ impl ViewGroup {
         // What the rows depend on: the map functions, the library they may
         // require, the language and the options.
         let mut hasher = Md5::new();
-        let basis = json!({
+        let mut basis = json!({
             "language": ddoc.get("language").cloned().unwrap_or(json!("javascript")),
             "maps": names.iter().map(|n| views[n]["map"].clone()).collect::<Vec<_>>(),
             "lib": views.get("lib").cloned().unwrap_or(Value::Null),
             "options": ddoc.get("options").cloned().unwrap_or(Value::Null),
         });
+        if partitioned {
+            basis["partitioned"] = Value::Bool(true);
+        }
         hasher.update(basis.to_string().as_bytes());
         let signature = hasher
             .finalize()
@@ -169,6 +189,7 @@ impl ViewGroup {
             include_design: option("include_design"),
             local_seq: option("local_seq"),
             mango,
+            partitioned,
         })
     }
 
@@ -184,6 +205,11 @@ impl ViewGroup {
             .position(|n| n == name)
             .map(|i| i as u32)
             .ok_or_else(|| ViewError::NotFound("missing_named_view".into()))
+    }
+
+    /// Whether its rows are kept by partition.
+    pub fn is_partitioned(&self) -> bool {
+        self.partitioned
     }
 
     /// Whether the group has a view of that name (with a map function).
@@ -343,6 +369,17 @@ async fn catch_up(
                 }
             }
         }
+        if group.partitioned {
+            for doc in &mut docs {
+                let partition = doc.id.split_once(':').map_or("", |(p, _)| p);
+                let prefix = partition_sort_key(partition);
+                for row in &mut doc.rows {
+                    let mut key = prefix.clone();
+                    key.append(&mut row.sort_key);
+                    row.sort_key = key;
+                }
+            }
+        }
         index.apply(docs, page.last_seq).await?;
     }
 }
@@ -364,6 +401,8 @@ pub struct ViewQuery {
     pub reduce: Option<bool>,
     pub group: bool,
     pub group_level: Option<usize>,
+    /// The partition queried (`/{db}/_partition/{p}/_design/...`).
+    pub partition: Option<String>,
 }
 
 pub(crate) fn key_bytes(key: &Value) -> Vec<u8> {
