@@ -167,7 +167,16 @@ pub(crate) async fn list(
     };
     let index = crate::views::open_index(&state, &database, &group, &query).await?;
     let opened = crate::views::open_query(
-        &state, &database, &group, &index, &view, &query, &params, None,
+        &state,
+        &database,
+        &group,
+        &index,
+        &view,
+        crate::views::Asked {
+            query: &query,
+            body: &params,
+            partition: None,
+        },
     )
     .await?;
     let head = Value::Object(opened.head()).to_string();

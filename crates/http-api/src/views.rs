@@ -52,17 +52,12 @@ pub(crate) async fn view_in(
         return Err(ApiError::not_found("missing_named_view"));
     }
     let index = open_index(&state, &database, &group, &query).await?;
-    let opened = open_query(
-        &state,
-        &database,
-        &group,
-        &index,
-        &name,
-        &query,
-        &body,
-        partition.as_deref(),
-    )
-    .await?;
+    let asked = Asked {
+        query: &query,
+        body: &body,
+        partition: partition.as_deref(),
+    };
+    let opened = open_query(&state, &database, &group, &index, &name, asked).await?;
     let (mut writer, body) = BodyWriter::channel();
     tokio::spawn(async move {
         match write_query(&mut writer, &database, opened).await {
@@ -122,9 +117,11 @@ pub(crate) async fn queries(
                 &group,
                 &index,
                 &name,
-                &Query::default(),
-                params,
-                None,
+                Asked {
+                    query: &Query::default(),
+                    body: params,
+                    partition: None,
+                },
             )
             .await?,
         );
@@ -235,7 +232,7 @@ async fn index_as_is(
     ddoc: &str,
 ) -> Result<(Value, ViewGroup, store::Index), ApiError> {
     let doc = crate::design::load(database, ddoc).await?;
-    let group = ViewGroup::of(&database, &doc).map_err(view_error)?;
+    let group = ViewGroup::of(database, &doc).map_err(view_error)?;
     let index = state
         .views
         .index(state.validators.engine(), database, &group, false)
@@ -290,20 +287,29 @@ pub(crate) struct OpenedQuery {
     update_seq: Option<String>,
 }
 
-/// Opens one view query, its parameters from `query` over `body`.
+/// What a view query asks: its parameters (the query string over the
+/// body) and the partition it reads, if any.
+pub(crate) struct Asked<'a> {
+    pub query: &'a Query,
+    pub body: &'a Map<String, Value>,
+    pub partition: Option<&'a str>,
+}
+
+/// Opens one view query.
 pub(crate) async fn open_query(
     state: &AppState,
     database: &Database,
     group: &ViewGroup,
     index: &store::Index,
     name: &str,
-    query: &Query,
-    body: &Map<String, Value>,
-    partition: Option<&str>,
+    asked: Asked<'_>,
 ) -> Result<OpenedQuery, ApiError> {
-    let params = Params { query, body };
+    let params = Params {
+        query: asked.query,
+        body: asked.body,
+    };
     let mut q = params.view_query()?;
-    q.partition = partition.map(str::to_string);
+    q.partition = asked.partition.map(str::to_string);
     let include_docs = params.flag("include_docs")?.unwrap_or(false);
     let conflicts = params.flag("conflicts")?.unwrap_or(false);
     let update_seq = match params.flag("update_seq")?.unwrap_or(false) {
