@@ -219,3 +219,45 @@ async fn partitions_hold_their_documents() {
     let scoped = c.get("/db/_partition/s1/_design/gv/_view/by_v").await;
     assert_eq!(scoped.status, 400);
 }
+
+/// A partition at `max_partition_size` takes no more edits (403
+/// `partition_overflow`, per document in `_bulk_docs`); deletions still
+/// go through, and other partitions are not held back.
+#[tokio::test]
+async fn a_full_partition_refuses_edits() {
+    let data = TempDir::new("partition-limit");
+    let server =
+        TestServer::start_with_env(data.path(), &[], &[("RECLINER_MAX_PARTITION_SIZE", "300")]);
+    let c = Client::new(&server);
+    c.put("/db?partitioned=true", json!({})).await;
+    let pad = "x".repeat(100);
+    for i in 0..3 {
+        let put = c.put(&format!("/db/s1:d{i}"), json!({ "pad": pad })).await;
+        assert_eq!(put.status, 201, "{}", put.text);
+    }
+    let refused = c.put("/db/s1:d3", json!({ "pad": pad })).await;
+    assert_eq!(refused.status, 403);
+    assert_eq!(
+        refused.json(),
+        json!({"error": "partition_overflow", "reason": "Partition limit exceeded due to update on 's1:d3'"})
+    );
+    let rows = c
+        .post(
+            "/db/_bulk_docs",
+            json!({"docs": [{"_id": "s1:d4"}, {"_id": "s2:a"}]}),
+        )
+        .await
+        .json();
+    assert_eq!(rows[0]["error"], "partition_overflow");
+    assert_eq!(rows[1]["ok"], true, "another partition is not full");
+    let doc = c.get("/db/s1:d0").await.json();
+    let deleted = c
+        .delete(&format!("/db/s1:d0?rev={}", doc["_rev"].as_str().unwrap()))
+        .await;
+    assert_eq!(deleted.status, 200, "deletions go through");
+    assert_eq!(
+        c.put("/db/s1:d3", json!({ "pad": pad })).await.status,
+        201,
+        "room again"
+    );
+}

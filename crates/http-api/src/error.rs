@@ -163,6 +163,11 @@ impl ApiError {
             Conflict => ApiError::Conflict,
             MissingStub => ApiError::MissingStub(reason),
             Forbidden => ApiError::Forbidden(reason),
+            PartitionOverflow => ApiError::Status {
+                status: StatusCode::FORBIDDEN,
+                error: "partition_overflow",
+                reason,
+            },
             Unauthorized => ApiError::Unauthorized(reason),
             UnknownError => ApiError::Failed {
                 error: "unknown_error",

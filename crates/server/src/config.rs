@@ -50,6 +50,9 @@ pub struct Config {
     /// Largest attachment in bytes; larger ones get 413
     /// `attachment_too_large` (CouchDB's default: 1 GiB).
     pub max_attachment_size: u64,
+    /// Size in bytes past which a partition takes no more edits (CouchDB's
+    /// `max_partition_size`: 10 GiB; 0 for no limit).
+    pub max_partition_size: u64,
     /// gzip level (1-9) new attachments of `compressible_types` are stored
     /// at; 0 stores every attachment as sent (CouchDB's default: 8).
     pub attachment_compression_level: u32,
@@ -326,6 +329,7 @@ impl Config {
                 DurabilityMode::Full => store::Durability::Full,
             },
             max_attachment_size: self.max_attachment_size,
+            max_partition_size: self.max_partition_size,
             max_dbs_open: self.max_dbs_open,
             attachment_compression: store::AttachmentCompression {
                 level: self.attachment_compression_level,
@@ -508,6 +512,7 @@ impl Default for Config {
             max_http_request_size: 4 << 30,
             max_json_body_size: 64 << 20,
             max_attachment_size: 1 << 30,
+            max_partition_size: store::DEFAULT_MAX_PARTITION_SIZE,
             attachment_compression_level: store::AttachmentCompression::default().level,
             query_server_threads: query_server::Limits::default().threads,
             os_process_timeout: query_server::Limits::default().timeout.as_millis() as u64,

@@ -56,6 +56,7 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
     ("couchdb", "os_process_timeout", "os_process_timeout"),
     ("couchdb", "default_security", "default_security"),
     ("couchdb", "max_attachment_size", "max_attachment_size"),
+    ("couchdb", "max_partition_size", "max_partition_size"),
     (
         "attachments",
         "compression_level",

@@ -199,6 +199,7 @@ impl Database {
                 durability: options.durability,
                 live: live.clone(),
                 idle_timeout: options.writer_idle_timeout,
+                partitioned,
             },
             update_seq,
         );

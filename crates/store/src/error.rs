@@ -96,6 +96,8 @@ pub enum ErrorKind {
     CompilationError,
     /// 400 `illegal_partition`: a partition name CouchDB refuses.
     IllegalPartition,
+    /// 403 `partition_overflow`: the partition is at its size limit.
+    PartitionOverflow,
 }
 
 impl ErrorKind {
@@ -114,6 +116,7 @@ impl ErrorKind {
             ErrorKind::InvalidDesignDoc => "invalid_design_doc",
             ErrorKind::CompilationError => "compilation_error",
             ErrorKind::IllegalPartition => "illegal_partition",
+            ErrorKind::PartitionOverflow => "partition_overflow",
         }
     }
 }

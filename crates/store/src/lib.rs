@@ -84,6 +84,9 @@ pub struct StoreOptions {
     /// 1 GiB by default): declared lengths above it are refused, and gzip
     /// bytes are never inflated past it.
     pub max_attachment_size: u64,
+    /// The size past which a partition of a partitioned database takes no
+    /// more edits (CouchDB's `max_partition_size`, 10 GiB; 0 for none).
+    pub max_partition_size: u64,
     /// Databases kept open (CouchDB's `max_dbs_open`, 500 by default). Each
     /// open database holds its pooled reader connections (file descriptors
     /// and page cache); past the limit the least recently used one that no
@@ -129,6 +132,7 @@ impl DefaultSecurity {
 #[derive(Debug)]
 pub(crate) struct LiveSettings {
     max_attachment_size: std::sync::atomic::AtomicU64,
+    max_partition_size: std::sync::atomic::AtomicU64,
     max_dbs_open: std::sync::atomic::AtomicUsize,
     admin_only: std::sync::atomic::AtomicBool,
     compression: std::sync::RwLock<Arc<compression::CompressionRule>>,
@@ -138,6 +142,7 @@ impl LiveSettings {
     pub(crate) fn new(options: &StoreOptions) -> LiveSettings {
         let live = LiveSettings {
             max_attachment_size: Default::default(),
+            max_partition_size: Default::default(),
             max_dbs_open: Default::default(),
             admin_only: Default::default(),
             compression: std::sync::RwLock::new(Arc::new(compression::CompressionRule::new(
@@ -152,6 +157,8 @@ impl LiveSettings {
         use std::sync::atomic::Ordering::Relaxed;
         self.max_attachment_size
             .store(options.max_attachment_size, Relaxed);
+        self.max_partition_size
+            .store(options.max_partition_size, Relaxed);
         self.max_dbs_open.store(options.max_dbs_open, Relaxed);
         self.admin_only.store(
             options.default_security == DefaultSecurity::AdminOnly,
@@ -179,6 +186,11 @@ impl LiveSettings {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    pub(crate) fn max_partition_size(&self) -> u64 {
+        self.max_partition_size
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub(crate) fn max_dbs_open(&self) -> usize {
         self.max_dbs_open.load(std::sync::atomic::Ordering::Relaxed)
     }
@@ -192,6 +204,9 @@ impl LiveSettings {
     }
 }
 
+/// `max_partition_size` by default, as CouchDB's: 10 GiB.
+pub const DEFAULT_MAX_PARTITION_SIZE: u64 = 10 << 30;
+
 /// `max_dbs_open` by default, as CouchDB's.
 pub const DEFAULT_MAX_DBS_OPEN: usize = 500;
 
@@ -200,6 +215,7 @@ impl Default for StoreOptions {
         StoreOptions {
             durability: Durability::default(),
             max_attachment_size: 1 << 30,
+            max_partition_size: DEFAULT_MAX_PARTITION_SIZE,
             max_dbs_open: DEFAULT_MAX_DBS_OPEN,
             // Long enough that a database written every second or so keeps
             // its thread and connection; short enough that thousands of

@@ -4,6 +4,7 @@
 
 use rusqlite::params;
 
+use crate::body::BodyLen;
 use crate::{Database, StoreError};
 
 /// A partition's documents (`GET /db/_partition/{partition}`).
@@ -21,26 +22,46 @@ pub fn partition_range(partition: &str) -> (String, String) {
     (format!("{partition}:"), format!("{partition};"))
 }
 
+/// Bytes of a partition's live documents' bodies (as JSON, uncompressed:
+/// CouchDB's external size), inside a write.
+pub(crate) fn partition_size(
+    conn: &rusqlite::Connection,
+    partition: &str,
+) -> Result<u64, StoreError> {
+    Ok(partition_counts(conn, partition)?.external_size)
+}
+
+fn partition_counts(
+    conn: &rusqlite::Connection,
+    partition: &str,
+) -> Result<PartitionInfo, StoreError> {
+    let (start, end) = partition_range(partition);
+    let mut stmt = conn.prepare_cached(
+        "SELECT d.deleted, r.body FROM docs d JOIN revs r ON r.row = d.winner_row
+         WHERE d.id >= ?1 AND d.id < ?2",
+    )?;
+    let mut rows = stmt.query(params![start, end])?;
+    let mut info = PartitionInfo {
+        doc_count: 0,
+        doc_del_count: 0,
+        external_size: 0,
+    };
+    while let Some(row) = rows.next()? {
+        if row.get::<_, bool>(0)? {
+            info.doc_del_count += 1;
+        } else {
+            info.doc_count += 1;
+            let BodyLen(len) = row.get(1)?;
+            info.external_size += len.max(0) as u64;
+        }
+    }
+    Ok(info)
+}
+
 impl Database {
     pub async fn partition_info(&self, partition: &str) -> Result<PartitionInfo, StoreError> {
-        let (start, end) = partition_range(partition);
-        self.read(move |conn| {
-            let (live, deleted, bytes): (i64, i64, i64) = conn
-                .prepare_cached(
-                    "SELECT COALESCE(SUM(d.deleted = 0), 0), COALESCE(SUM(d.deleted != 0), 0),
-                            COALESCE(SUM(CASE WHEN d.deleted = 0 THEN length(r.body) ELSE 0 END), 0)
-                     FROM docs d JOIN revs r ON r.row = d.winner_row
-                     WHERE d.id >= ?1 AND d.id < ?2",
-                )?
-                .query_row(params![start, end], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })?;
-            Ok(PartitionInfo {
-                doc_count: live.max(0) as u64,
-                doc_del_count: deleted.max(0) as u64,
-                external_size: bytes.max(0) as u64,
-            })
-        })
-        .await
+        let partition = partition.to_string();
+        self.read(move |conn| partition_counts(conn, &partition))
+            .await
     }
 }

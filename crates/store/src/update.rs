@@ -324,12 +324,42 @@ fn write_prepared(
     new_edits: bool,
 ) -> Result<Vec<DocWriteResult>, StoreError> {
     let mut results = Vec::new();
+    // Partitions found at their size limit, asked once per batch.
+    let mut full: std::collections::HashMap<String, bool> = Default::default();
     for doc in docs {
         let id = doc
             .input
             .id
             .clone()
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+        if new_edits
+            && !doc.input.deleted
+            && ctx.max_partition_size > 0
+            && let Some((partition, _)) = id.split_once(':')
+            && !id.starts_with('_')
+        {
+            let at_limit = match full.get(partition) {
+                Some(at_limit) => *at_limit,
+                None => {
+                    let size = crate::partition::partition_size(ctx.conn, partition)?;
+                    let at_limit = size >= ctx.max_partition_size;
+                    full.insert(partition.to_string(), at_limit);
+                    at_limit
+                }
+            };
+            if at_limit {
+                // As CouchDB: edits stop; deletions and replication go on.
+                results.push(DocWriteResult {
+                    result: Err(DocFailure {
+                        error: crate::ErrorKind::PartitionOverflow,
+                        reason: format!("Partition limit exceeded due to update on '{id}'"),
+                    }),
+                    id,
+                    refused_rev: None,
+                });
+                continue;
+            }
+        }
         if id.starts_with("_design/") {
             ctx.state.design_changed = true;
         }

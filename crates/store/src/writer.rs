@@ -101,6 +101,16 @@ pub(crate) struct WriteCtx<'a> {
     pub state: &'a mut DbState,
     /// The database's `max_attachment_size`, for checks of declared lengths.
     pub max_attachment_size: u64,
+    /// A partition at this size takes no more edits; 0 when the database
+    /// is not partitioned or has no limit.
+    pub max_partition_size: u64,
+}
+
+/// The limits a group of writes checks, read once per group.
+#[derive(Debug, Clone, Copy)]
+struct WriteLimits {
+    max_attachment_size: u64,
+    max_partition_size: u64,
 }
 
 /// A write waiting for the writer thread.
@@ -247,6 +257,8 @@ pub(crate) struct WriterConfig {
     /// How long a writer thread waits for the next write before it closes
     /// its connection and ends.
     pub idle_timeout: Duration,
+    /// The database is partitioned (its partitions have a size limit).
+    pub partitioned: bool,
 }
 
 /// A database's writer as its handles see it: a bounded queue, and the
@@ -638,13 +650,15 @@ fn serve_group(
         return;
     }
     let db_name = &shared.config.db_name;
-    let commit_error = run_group(
-        &mut session.conn,
-        &mut session.state,
-        shared.config.live.max_attachment_size(),
-        &mut jobs,
-    )
-    .err();
+    let limits = WriteLimits {
+        max_attachment_size: shared.config.live.max_attachment_size(),
+        max_partition_size: if shared.config.partitioned {
+            shared.config.live.max_partition_size()
+        } else {
+            0
+        },
+    };
+    let commit_error = run_group(&mut session.conn, &mut session.state, limits, &mut jobs).err();
     if commit_error.is_none() {
         shared.commits.fetch_add(1, Ordering::Relaxed);
     }
@@ -695,7 +709,7 @@ fn run_in_savepoint(
     tx: &mut rusqlite::Transaction<'_>,
     job: &mut dyn WriteJob,
     working: &mut DbState,
-    max_attachment_size: u64,
+    limits: WriteLimits,
 ) {
     let before = working.clone();
     let ok = match tx.savepoint() {
@@ -705,7 +719,8 @@ fn run_in_savepoint(
                 &mut WriteCtx {
                     conn: &sp,
                     state: working,
-                    max_attachment_size,
+                    max_attachment_size: limits.max_attachment_size,
+                    max_partition_size: limits.max_partition_size,
                 },
             );
             if ok {
@@ -731,7 +746,7 @@ fn run_in_savepoint(
 fn run_group(
     conn: &mut Connection,
     state: &mut DbState,
-    max_attachment_size: u64,
+    limits: WriteLimits,
     jobs: &mut [Box<dyn WriteJob>],
 ) -> Result<(), String> {
     let mut tx = conn
@@ -746,14 +761,15 @@ fn run_group(
             &mut WriteCtx {
                 conn: &tx,
                 state: &mut working,
-                max_attachment_size,
+                max_attachment_size: limits.max_attachment_size,
+                max_partition_size: limits.max_partition_size,
             },
         ) {
             return Ok(());
         }
     } else {
         for job in jobs.iter_mut() {
-            run_in_savepoint(&mut tx, job.as_mut(), &mut working, max_attachment_size);
+            run_in_savepoint(&mut tx, job.as_mut(), &mut working, limits);
         }
     }
     if working != *state {
