@@ -319,3 +319,53 @@ async fn find_reads_only_the_index_range_and_pages_with_bookmarks() {
         .json();
     assert_eq!(ids(&moved), ["p007"]);
 }
+
+/// `conflicts` adds each document's conflicts; `update: false` answers from
+/// the index as it is; `r` and `stable` are accepted as CouchDB accepts them.
+#[tokio::test]
+async fn find_options_conflicts_update_r_and_stable() {
+    let data = TempDir::new("mango-options");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    seed(&c).await;
+    c.post(
+        "/db/_bulk_docs",
+        json!({"new_edits": false, "docs": [{"_id": "p001", "_rev": "1-aaaa", "age": 1, "city": "Lyon"}]}),
+    )
+    .await;
+    let found = c
+        .post(
+            "/db/_find",
+            json!({"selector": {"_id": "p001"}, "conflicts": true, "fields": ["_id", "_conflicts"], "r": 2, "stable": true}),
+        )
+        .await;
+    assert_eq!(found.status, 200, "{}", found.text);
+    let doc = &found.json()["docs"][0];
+    assert_eq!(doc["_id"], "p001");
+    assert_eq!(doc["_conflicts"].as_array().map(Vec::len), Some(1), "{doc}");
+
+    c.post(
+        "/db/_index",
+        json!({"index": {"fields": ["age"]}, "ddoc": "age", "name": "age"}),
+    )
+    .await;
+    let built = c
+        .post("/db/_find", json!({"selector": {"age": 77}}))
+        .await
+        .json();
+    assert_eq!(built["docs"], json!([]));
+    c.put("/db/newcomer", json!({"age": 77})).await;
+    let stale = c
+        .post(
+            "/db/_find",
+            json!({"selector": {"age": 77}, "update": false}),
+        )
+        .await
+        .json();
+    assert_eq!(stale["docs"], json!([]), "the index as it was");
+    let fresh = c
+        .post("/db/_find", json!({"selector": {"age": 77}}))
+        .await
+        .json();
+    assert_eq!(fresh["docs"][0]["_id"], "newcomer");
+}

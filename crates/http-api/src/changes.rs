@@ -56,11 +56,7 @@ impl Filter {
         match self {
             Filter::All | Filter::Script(_) => true,
             Filter::Design => row.id.starts_with("_design/"),
-            Filter::Selector(selector) => row
-                .doc
-                .as_ref()
-                .and_then(|d| d.to_value().ok())
-                .is_some_and(|doc| selector.matches(&doc)),
+            Filter::Selector(selector) => query_server::selector_passes(selector, row),
         }
     }
 }

@@ -328,6 +328,16 @@ impl Engine {
     }
 }
 
+/// Whether a change's document matches a selector (`filter=_selector`):
+/// the one test of `_changes` and of replications from a local source.
+/// The row must carry its document.
+pub fn selector_passes(selector: &query::selector::Selector, row: &store::ChangeRow) -> bool {
+    row.doc
+        .as_ref()
+        .and_then(|d| d.to_value().ok())
+        .is_some_and(|doc| selector.matches(&doc))
+}
+
 /// A filter function (`filters.name`), or a view's map function used as
 /// one (`filter=_view`, `req` then `None`), ready to judge pages of documents.
 #[derive(Debug, Clone)]

@@ -1000,12 +1000,9 @@ impl Endpoint {
                         if design_only {
                             return row.id.starts_with("_design/");
                         }
-                        selector.as_ref().is_none_or(|s| {
-                            row.doc
-                                .as_ref()
-                                .and_then(|d| d.to_value().ok())
-                                .is_some_and(|d| s.matches(&d))
-                        })
+                        selector
+                            .as_ref()
+                            .is_none_or(|s| query_server::selector_passes(s, row))
                     })
                     .map(|(_, row)| row)
                     .map(|row| Change {
