@@ -28,6 +28,22 @@ pub(crate) enum Reduction {
         last: Option<Vec<u8>>,
     },
     Js(JsReduction),
+    /// A built-in reducer met a value it cannot take: the group's value is
+    /// CouchDB's error object, whatever follows.
+    Failed(Value),
+}
+
+/// The reason CouchDB gives for values `_sum` cannot add.
+const SUM_REASON: &str = "The _sum function requires that map values be numbers, arrays of numbers, or objects. Objects cannot be mixed with other data structures. Objects can be arbitrarily nested, provided that the values for all fields are themselves numbers, arrays of numbers, or objects.";
+
+/// CouchDB's error object for a value a built-in reducer cannot take.
+fn reduce_failure(reason: &str, value: &Value) -> Value {
+    json!({"error": "builtin_reduce_error", "reason": reason, "caused_by": value})
+}
+
+/// Whether a cached reduction is such an error object.
+fn is_failure(value: &Value) -> bool {
+    value.get("error").and_then(Value::as_str) == Some("builtin_reduce_error")
 }
 
 pub(crate) struct JsReduction {
@@ -91,11 +107,18 @@ impl Reduction {
             Reduction::Count(n) => *n += 1,
             Reduction::Sum(total) => {
                 let value = parse(&row.value);
-                *total = add(total, &value).ok_or_else(|| {
-                    builtin_error("The _sum function requires that map values be numbers, arrays of numbers, or objects.".into())
-                })?;
+                match add(total, &value) {
+                    Some(sum) => *total = sum,
+                    None => *self = Reduction::Failed(reduce_failure(SUM_REASON, &value)),
+                }
             }
-            Reduction::Stats(stats) => stats.add(&parse(&row.value))?,
+            Reduction::Stats(stats) => {
+                let value = parse(&row.value);
+                if let Err(reason) = stats.add(&value) {
+                    *self = Reduction::Failed(reduce_failure(&reason, &value));
+                }
+            }
+            Reduction::Failed(_) => {}
             Reduction::Distinct { count, last } => {
                 if last.as_deref() != Some(row.sort_key.as_slice()) {
                     *count += 1;
@@ -119,11 +142,12 @@ impl Reduction {
     pub(crate) async fn merge(&mut self, engine: &Engine, other: Value) -> Result<(), ViewError> {
         match self {
             Reduction::Count(n) => *n += other.as_u64().unwrap_or(0),
-            Reduction::Sum(total) => {
-                *total = add(total, &other).ok_or_else(|| {
-                    builtin_error("The _sum function requires that map values be numbers, arrays of numbers, or objects.".into())
-                })?;
-            }
+            Reduction::Failed(_) => {}
+            _ if is_failure(&other) => *self = Reduction::Failed(other),
+            Reduction::Sum(total) => match add(total, &other) {
+                Some(sum) => *total = sum,
+                None => *self = Reduction::Failed(reduce_failure(SUM_REASON, &other)),
+            },
             Reduction::Stats(stats) => stats.merge(&other),
             Reduction::Distinct { .. } => {
                 return Err(ViewError::Script(JsError::Internal(
@@ -147,6 +171,7 @@ impl Reduction {
         match self {
             Reduction::Count(n) => Ok(json!(n)),
             Reduction::Sum(total) => Ok(total),
+            Reduction::Failed(error) => Ok(error),
             Reduction::Stats(stats) => Ok(stats.value()),
             Reduction::Distinct { count, .. } => Ok(json!(count)),
             Reduction::Js(mut js) => {
@@ -199,11 +224,12 @@ impl JsReduction {
 }
 
 impl Stats {
-    fn add(&mut self, value: &Value) -> Result<(), ViewError> {
+    /// Adds a number; anything else is the reason it cannot.
+    fn add(&mut self, value: &Value) -> Result<(), String> {
         let Value::Number(n) = value else {
-            return Err(builtin_error(format!(
+            return Err(format!(
                 "The _stats function requires that map values be numbers or arrays of numbers, not '{value}'"
-            )));
+            ));
         };
         let f = n.as_f64().unwrap_or(0.0);
         self.integral &= n.is_i64();
@@ -245,13 +271,6 @@ impl Stats {
 
 fn parse(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
-}
-
-fn builtin_error(reason: String) -> ViewError {
-    ViewError::Script(JsError::Runtime {
-        error: "builtin_reduce_error".into(),
-        reason,
-    })
 }
 
 /// CouchDB's `reduce_limit`: a reduce function whose output does not

@@ -213,6 +213,33 @@ impl ViewGroup {
     }
 }
 
+impl ViewGroup {
+    /// After an update, computes the block reductions of the views with a
+    /// built-in reducer that the update dropped, as CouchDB keeps its
+    /// reductions current in its B-tree: a reduction query then combines
+    /// them instead of reading rows. A reducer that fails here (values it
+    /// cannot sum) fails again, with its error, when a query asks for it.
+    pub(crate) async fn warm_reductions(&self, engine: &Engine, index: &Index) {
+        if self.is_mango() {
+            return;
+        }
+        for (view, reducer) in self.reduces.iter().enumerate() {
+            let Some(reducer) = reducer else { continue };
+            let name = reducer.trim();
+            if !name.starts_with('_') || name == "_approx_count_distinct" {
+                continue;
+            }
+            let whole = IndexRange {
+                view: view as u32,
+                ..Default::default()
+            };
+            if let Err(e) = reduce_range(engine, &self.ddoc, index, whole, reducer).await {
+                tracing::debug!(error = ?e, "a view's reductions were not computed ahead");
+            }
+        }
+    }
+}
+
 /// Tries before a reduction gives up on a consistent reading of the
 /// blocks (each try fails only if a write changed a block under it).
 const BLOCK_TRIES: usize = 3;

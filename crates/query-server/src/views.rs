@@ -43,7 +43,7 @@ pub struct ViewGroup {
     pub(crate) ddoc: DesignDoc,
     /// View names in order (their position is their number in the index).
     names: Vec<String>,
-    reduces: Vec<Option<String>>,
+    pub(crate) reduces: Vec<Option<String>>,
     signature: String,
     /// `options.include_design`: design documents are mapped too.
     include_design: bool,
@@ -207,6 +207,11 @@ impl ViewGroup {
             .ok_or_else(|| ViewError::NotFound("missing_named_view".into()))
     }
 
+    /// Whether its views are Mango's JSON indexes.
+    pub(crate) fn is_mango(&self) -> bool {
+        self.mango.is_some()
+    }
+
     /// Whether its rows are kept by partition.
     pub fn is_partitioned(&self) -> bool {
         self.partitioned
@@ -262,8 +267,8 @@ impl Views {
                 index
             }
         };
-        if update {
-            catch_up(engine, database, group, &index).await?;
+        if update && catch_up(engine, database, group, &index).await? {
+            group.warm_reductions(engine, &index).await;
         }
         Ok(index)
     }
@@ -287,18 +292,20 @@ impl Views {
     }
 }
 
-/// Maps the changes the index has not seen yet.
+/// Maps the changes the index has not seen yet; true if there were any.
 async fn catch_up(
     engine: &Engine,
     database: &Database,
     group: &ViewGroup,
     index: &Index,
-) -> Result<(), ViewError> {
+) -> Result<bool, ViewError> {
+    let mut changed = false;
     loop {
         let since = index.update_seq().await?;
         if since >= database.update_seq() {
-            return Ok(());
+            return Ok(changed);
         }
+        changed = true;
         let page = database
             .changes(ChangesQuery {
                 since,
@@ -309,7 +316,7 @@ async fn catch_up(
             .await?;
         if page.rows.is_empty() {
             index.apply(Vec::new(), page.last_seq.max(since)).await?;
-            return Ok(());
+            return Ok(changed);
         }
         let mut docs: Vec<IndexedDoc> = Vec::with_capacity(page.rows.len());
         let mut texts = Vec::new();
