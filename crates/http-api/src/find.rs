@@ -21,7 +21,7 @@ use store::{AllDocsQuery, Database, DocInput, GetOptions, IndexRange, StoreError
 use crate::AppState;
 use crate::error::ApiError;
 use crate::json::{json_response, read_json_body, require_json_content_type};
-use crate::streamed::{BodyWriter, Gone};
+use crate::streamed::{BodyWriter, Stop};
 
 /// Index rows or documents read at once.
 const PAGE: usize = 200;
@@ -177,7 +177,9 @@ pub(crate) async fn find_in(
                 error: "unknown_error",
                 reason: format!(
                     "Unknown Error: mango_httpd :: {{bad_partition,{}}}",
-                    erlang_bytes(&Value::String(req.partition.clone().unwrap_or_default()))
+                    query::mango::erlang_text(&Value::String(
+                        req.partition.clone().unwrap_or_default()
+                    ))
                 ),
             });
         }
@@ -233,13 +235,7 @@ pub(crate) async fn find_in(
             Ok::<(), Stop>(())
         }
         .await;
-        match outcome {
-            Ok(()) => {
-                let _ = writer.finish().await;
-            }
-            Err(Stop::Gone) => {}
-            Err(Stop::Failed(reason)) => writer.fail(reason).await,
-        }
+        writer.close(outcome).await;
     });
     let mut response = Response::new(body);
     response.headers_mut().insert(
@@ -259,30 +255,6 @@ fn is_noop(selector: &Value) -> bool {
                     && v.as_array().is_some_and(Vec::is_empty)
             })
     })
-}
-
-enum Stop {
-    Gone,
-    Failed(String),
-}
-
-impl From<Gone> for Stop {
-    fn from(_: Gone) -> Stop {
-        Stop::Gone
-    }
-}
-
-impl From<ApiError> for Stop {
-    fn from(e: ApiError) -> Stop {
-        tracing::warn!(error = ?e, "a _find answer failed while it was written");
-        Stop::Failed(format!("{e:?}"))
-    }
-}
-
-impl From<StoreError> for Stop {
-    fn from(e: StoreError) -> Stop {
-        Stop::from(ApiError::from(e))
-    }
 }
 
 /// One `_find` being answered.
@@ -785,7 +757,7 @@ pub(crate) async fn index_path(
                 "invalid_bulk_docs",
                 format!(
                     "Bulk Delete requires an array of non-null docids. Docids: {}",
-                    erlang_bytes(ids)
+                    query::mango::erlang_text(ids)
                 ),
             )));
         };
@@ -875,18 +847,4 @@ async fn delete_json_views(
     }
     database.put_doc(DocInput::from_json(doc)?, true).await?;
     Ok(())
-}
-
-/// A value in CouchDB's `~w` words (strings as byte lists).
-fn erlang_bytes(value: &Value) -> String {
-    match value {
-        Value::String(s) => format!(
-            "<<{}>>",
-            s.bytes()
-                .map(|b| b.to_string())
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-        other => other.to_string(),
-    }
 }

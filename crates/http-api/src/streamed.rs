@@ -8,6 +8,8 @@ use bytes::Bytes;
 use futures_util::stream;
 use tokio::sync::mpsc;
 
+use crate::error::ApiError;
+
 /// Bytes gathered before they are handed to the connection.
 const FLUSH_AT: usize = 32 * 1024;
 
@@ -17,6 +19,33 @@ const IN_FLIGHT: usize = 4;
 /// The client went away: stop writing.
 #[derive(Debug)]
 pub(crate) struct Gone;
+
+/// Why writing a streamed answer stopped early.
+pub(crate) enum Stop {
+    /// The client went away: nothing more to do.
+    Gone,
+    /// Reading what to write failed: the answer is cut.
+    Failed(String),
+}
+
+impl From<Gone> for Stop {
+    fn from(_: Gone) -> Stop {
+        Stop::Gone
+    }
+}
+
+impl From<ApiError> for Stop {
+    fn from(e: ApiError) -> Stop {
+        tracing::warn!(error = ?e, "an answer failed while it was written");
+        Stop::Failed(format!("{e:?}"))
+    }
+}
+
+impl From<store::StoreError> for Stop {
+    fn from(e: store::StoreError) -> Stop {
+        Stop::from(ApiError::from(e))
+    }
+}
 
 /// The writing end of a streamed body.
 pub(crate) struct BodyWriter {
@@ -63,6 +92,18 @@ impl BodyWriter {
     /// Sends the rest; the body ends when the writer is dropped.
     pub(crate) async fn finish(mut self) -> Result<(), Gone> {
         self.flush().await
+    }
+
+    /// Ends the body as writing it went: sent whole, left (the client is
+    /// gone), or cut.
+    pub(crate) async fn close(self, outcome: Result<(), Stop>) {
+        match outcome {
+            Ok(()) => {
+                let _ = self.finish().await;
+            }
+            Err(Stop::Gone) => {}
+            Err(Stop::Failed(reason)) => self.fail(reason).await,
+        }
     }
 
     /// Ends the body with an error: the connection is cut, so the client

@@ -12,7 +12,7 @@ use crate::AppState;
 use crate::error::ApiError;
 use crate::json::json_response;
 use crate::query::{Query, query_parse_error};
-use crate::streamed::{BodyWriter, Gone};
+use crate::streamed::{BodyWriter, Stop};
 
 /// # GET|POST /{db}/_design/{ddoc}/_view/{view}
 pub(crate) async fn view(
@@ -60,15 +60,13 @@ pub(crate) async fn view_in(
     let opened = open_query(&state, &database, &group, &index, &name, asked).await?;
     let (mut writer, body) = BodyWriter::channel();
     tokio::spawn(async move {
-        match write_query(&mut writer, &database, opened).await {
-            Ok(()) => {
-                if writer.write(b"\n").await.is_ok() {
-                    let _ = writer.finish().await;
-                }
-            }
-            Err(Stop::Gone) => {}
-            Err(Stop::Failed(reason)) => writer.fail(reason).await,
+        let written = async {
+            write_query(&mut writer, &database, opened).await?;
+            writer.write(b"\n").await?;
+            Ok(())
         }
+        .await;
+        writer.close(written).await;
     });
     Ok(streamed_json(body))
 }
@@ -140,13 +138,7 @@ pub(crate) async fn queries(
             Ok::<(), Stop>(())
         }
         .await;
-        match written {
-            Ok(()) => {
-                let _ = writer.finish().await;
-            }
-            Err(Stop::Gone) => {}
-            Err(Stop::Failed(reason)) => writer.fail(reason).await,
-        }
+        writer.close(written).await;
     });
     Ok(streamed_json(body))
 }
@@ -401,25 +393,6 @@ impl OpenedQuery {
             Err(_) => Value::Null,
         };
         Ok(json!({"id": row.id, "key": key, "value": value, "doc": doc}))
-    }
-}
-
-/// Why writing a streamed answer stopped early.
-pub(crate) enum Stop {
-    Gone,
-    Failed(String),
-}
-
-impl From<Gone> for Stop {
-    fn from(_: Gone) -> Stop {
-        Stop::Gone
-    }
-}
-
-impl From<ApiError> for Stop {
-    fn from(e: ApiError) -> Stop {
-        tracing::warn!(error = ?e, "a view answer failed while it was written");
-        Stop::Failed(format!("{e:?}"))
     }
 }
 

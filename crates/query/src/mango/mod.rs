@@ -37,7 +37,7 @@ impl std::fmt::Display for MangoError {
 
 /// A value as Erlang prints it in CouchDB's reasons (`~w`): strings as
 /// byte lists, objects as `{[...]}`.
-pub(crate) fn erlang_text(value: &serde_json::Value) -> String {
+pub fn erlang_text(value: &serde_json::Value) -> String {
     use serde_json::Value;
     match value {
         Value::String(s) => format!(
