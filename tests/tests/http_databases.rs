@@ -57,7 +57,10 @@ async fn databases_are_created_described_listed_and_deleted() {
     assert_eq!(c.send("HEAD", "/nope", None, &[]).await.status, 404);
 
     let all = c.get("/_all_dbs").await.json();
-    assert_eq!(all, json!(["_replicator", "_users", "alpha"]));
+    assert_eq!(
+        all,
+        json!(["_global_changes", "_replicator", "_users", "alpha"])
+    );
     assert_eq!(
         c.get("/_all_dbs?startkey=%22a%22&limit=1").await.json(),
         json!(["alpha"])

@@ -61,9 +61,20 @@ impl Filter {
     }
 }
 
+/// What the feed's rows are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// A database's changes.
+    Changes,
+    /// `_db_updates`: the changes of `_global_changes`, each document
+    /// (`type:db`) shown as the event it records.
+    DbUpdates,
+}
+
 /// Everything a feed needs to run.
 struct FeedRun {
     db: Database,
+    shape: Shape,
     feed: Feed,
     base: ChangesQuery,
     filter: Filter,
@@ -283,6 +294,7 @@ pub(crate) async fn changes(
     };
     let run = FeedRun {
         db: database,
+        shape: Shape::Changes,
         feed,
         base,
         filter,
@@ -475,8 +487,21 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, String> {
             .run
             .include_docs
             .then(|| row.doc.as_ref().map(|d| d.as_str()));
-        let write_row = |out: &mut String| {
-            wire::rows::write_changes_row(out, &seq, &row.id, &row.changes, row.deleted, doc);
+        let event = match s.run.shape {
+            Shape::Changes => None,
+            // A document that names no event (an admin wrote it) is skipped.
+            Shape::DbUpdates => match row.id.split_once(':') {
+                Some(event) => Some(event),
+                None => continue,
+            },
+        };
+        let write_row = |out: &mut String| match event {
+            None => {
+                wire::rows::write_changes_row(out, &seq, &row.id, &row.changes, row.deleted, doc)
+            }
+            Some((kind, db_name)) => out.push_str(
+                &serde_json::json!({"db_name": db_name, "type": kind, "seq": seq}).to_string(),
+            ),
         };
         match s.run.feed {
             Feed::Normal | Feed::Longpoll => {
@@ -530,6 +555,19 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, String> {
 }
 
 fn closing(s: &FeedState) -> String {
+    let last_seq = wire::json::string(&s.run.db.seq_string(s.since));
+    if s.run.shape == Shape::DbUpdates {
+        // CouchDB's global feed has no `pending`.
+        return match s.run.feed {
+            Feed::Normal | Feed::Longpoll => format!(
+                "{}{}],\n\"last_seq\":{last_seq}}}\n",
+                if s.header_sent { "" } else { "{\"results\":[" },
+                if s.rows_written > 0 { "\n" } else { "" },
+            ),
+            Feed::Continuous => format!("{{\"last_seq\":{last_seq}}}\n"),
+            Feed::EventSource => "\n".into(),
+        };
+    }
     match s.run.feed {
         Feed::Normal | Feed::Longpoll => {
             let mut out = String::new();
@@ -554,4 +592,91 @@ fn closing(s: &FeedState) -> String {
         // CouchDB ends an event stream with a blank line.
         Feed::EventSource => "\n".into(),
     }
+}
+
+/// # GET /_db_updates
+/// The global changes feed: database events as CouchDB's global changes
+/// server records them, in the same feeds as `_changes`.
+pub(crate) async fn db_updates(
+    state: AppState,
+    query: Query,
+    request: Request,
+) -> Result<Response, ApiError> {
+    if request.method() != Method::GET {
+        return Err(ApiError::MethodNotAllowed("GET"));
+    }
+    let database = match state.store.db(store::db_events::GLOBAL_CHANGES_DB).await {
+        Ok(db) => db,
+        // CouchDB's answer when `_global_changes` is missing.
+        Err(store::StoreError::DbNotFound(_)) => {
+            return Err(ApiError::NotFound("Database does not exist.".into()));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let feed = match query.get("feed").unwrap_or("normal") {
+        "normal" => Feed::Normal,
+        "longpoll" => Feed::Longpoll,
+        "continuous" => Feed::Continuous,
+        "eventsource" => Feed::EventSource,
+        _ => {
+            return Err(ApiError::bad_request(
+                "Supported `feed` types: normal, continuous, longpoll, eventsource",
+            ));
+        }
+    };
+    // CouchDB's one reason for every bad number here.
+    let number = |key: &str| -> Result<Option<u64>, ApiError> {
+        match query.get(key) {
+            None => Ok(None),
+            Some(text) => text
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| ApiError::bad_request("invalid_integer")),
+        }
+    };
+    let heartbeat = match query.get("heartbeat") {
+        None | Some("false") => None,
+        Some("true") => Some(DEFAULT_HEARTBEAT),
+        Some(_) => number("heartbeat")?.map(|ms| Duration::from_millis(ms.max(10))),
+    };
+    let since = match query.get("since") {
+        None => 0,
+        Some(text) => parse_since(text, &database)?,
+    };
+    let descending = query.get("descending") == Some("true");
+    let run = FeedRun {
+        db: database,
+        shape: Shape::DbUpdates,
+        feed,
+        base: ChangesQuery {
+            since,
+            limit: PAGE_ROWS,
+            descending,
+            count_pending: false,
+            ..ChangesQuery::default()
+        },
+        filter: Filter::All,
+        include_docs: false,
+        limit: number("limit")?.map_or(usize::MAX, |n| n as usize),
+        heartbeat,
+        timeout: number("timeout")?
+            .map(Duration::from_millis)
+            .unwrap_or(DEFAULT_TIMEOUT),
+        shutdown: state.shutdown.subscribe(),
+    };
+    let mut response = Response::new(Body::from_stream(feed_stream(run)));
+    let headers = response.headers_mut();
+    if feed == Feed::EventSource {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    } else {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    Ok(response)
 }

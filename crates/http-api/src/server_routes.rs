@@ -69,6 +69,10 @@ pub(crate) fn routes() -> Router<AppState> {
                 "POST",
             ),
         )
+        .route("/_db_updates", axum::routing::any(db_updates))
+        .route("/_utils", only(get(console_redirect), "GET,HEAD"))
+        .route("/_utils/", only(get(console_file), "GET,HEAD"))
+        .route("/_utils/{*file}", only(get(console_file), "GET,HEAD"))
         .route(
             "/_active_tasks",
             only(get(crate::tasks::active_tasks), "GET,HEAD"),
@@ -98,6 +102,55 @@ pub(crate) fn routes() -> Router<AppState> {
 /// A route that refuses other methods with CouchDB's 405 `method_not_allowed`.
 fn only(route: MethodRouter<AppState>, allowed: &'static str) -> MethodRouter<AppState> {
     route.fallback(move || async move { ApiError::MethodNotAllowed(allowed) })
+}
+
+/// # GET /_utils
+/// The console's page lives at `/_utils/`, so its relative links resolve.
+async fn console_redirect() -> Response {
+    (
+        StatusCode::MOVED_PERMANENTLY,
+        [(axum::http::header::LOCATION, "/_utils/")],
+    )
+        .into_response()
+}
+
+/// While developing the console, its files are read from this folder
+/// instead of the ones compiled in.
+const CONSOLE_DIR_ENV: &str = "RECLINER_CONSOLE_DIR";
+
+/// # GET /_utils/{file}
+/// The web console's files, compiled into the binary.
+async fn console_file(request: Request) -> Result<Response, ApiError> {
+    let path = request.uri().path();
+    let name = path.strip_prefix("/_utils/").unwrap_or("");
+    let Some(asset) = console::asset(name) else {
+        return Err(ApiError::NotFound("missing".into()));
+    };
+    let dev_dir = std::env::var_os(CONSOLE_DIR_ENV).map(std::path::PathBuf::from);
+    let bytes = console::bytes(&asset, dev_dir.as_deref()).into_owned();
+    use axum::http::header;
+    Ok((
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, asset.content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            // The console runs its own files only and talks to this server
+            // only: a document's content can never run as script.
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; img-src 'self' data: blob:; object-src 'none'; frame-ancestors 'none'; base-uri 'none'",
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+/// # GET /_db_updates
+async fn db_updates(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let query = Query::parse(request.uri());
+    crate::changes::db_updates(state, query, request).await
 }
 
 /// # GET /

@@ -249,7 +249,19 @@ async fn serve(
     let store = store::Store::open_with(&config.data_dir, config.store_options())?;
     // CouchDB's system databases exist from the first start.
     for system in store::name::SYSTEM_DATABASES {
-        store.ensure_db(system).await?;
+        match store.create_db(system).await {
+            // The events name every database: server admins only, whatever
+            // `default_security` says.
+            Ok(db) if *system == store::db_events::GLOBAL_CHANGES_DB => {
+                db.set_security(serde_json::json!({
+                    "members": {"roles": ["_admin"]},
+                    "admins": {"roles": ["_admin"]}
+                }))
+                .await?
+            }
+            Ok(_) | Err(store::StoreError::DbExists(_)) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     let validators =
         query_server::Validators::new(query_server::Engine::new(config.query_server_limits()));
@@ -299,7 +311,12 @@ async fn serve(
         manager::ReplicatorManager::new(store.clone(), scheduler.clone(), roles)
             .run(shutdown_rx.clone()),
     );
-    let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx));
+    let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx.clone()));
+    let db_events = tokio::spawn({
+        let store = store.clone();
+        let stop = shutdown_rx.clone();
+        async move { store.record_db_events(stop).await }
+    });
     let stopping = state.shutdown.clone();
     let restart = state.restart.clone();
     let live = http_api::LiveApi::new(state);
@@ -396,6 +413,7 @@ async fn serve(
     // The scheduler stops every job, each writing its checkpoint; a peer
     // that does not answer cannot hold the shutdown past the limit.
     finish_within(rotation, "the replication jobs").await;
+    finish_within(db_events, "the database events recorder").await;
     store.close_all().await;
     tracing::info!("stopped");
     let restart = restart.load(std::sync::atomic::Ordering::SeqCst);

@@ -26,6 +26,7 @@ mod checkpoint;
 mod compaction;
 mod compression;
 mod database;
+pub mod db_events;
 mod doc;
 mod error;
 mod feeds;
@@ -136,6 +137,9 @@ pub(crate) struct LiveSettings {
     max_dbs_open: std::sync::atomic::AtomicUsize,
     admin_only: std::sync::atomic::AtomicBool,
     compression: std::sync::RwLock<Arc<compression::CompressionRule>>,
+    /// Not a setting, but shared the same way: the events every database
+    /// reports for `_db_updates`.
+    pub(crate) events: db_events::DbEvents,
 }
 
 impl LiveSettings {
@@ -148,6 +152,7 @@ impl LiveSettings {
             compression: std::sync::RwLock::new(Arc::new(compression::CompressionRule::new(
                 &options.attachment_compression,
             ))),
+            events: db_events::DbEvents::default(),
         };
         live.update(options);
         live
@@ -564,6 +569,13 @@ impl Store {
                 partitioned,
             );
             store.finish_change(change, created.as_ref().ok().cloned());
+            if created.is_ok() {
+                store
+                    .inner
+                    .live
+                    .events
+                    .note(db_events::DbEventType::Created, &name);
+            }
             created
         })
         .await
@@ -649,6 +661,7 @@ impl Store {
                 Err(e) => tracing::warn!(db = %name, error = %e, "a deleted database's indexes stay on disk"),
             }
             store.finish_change(change, None);
+            store.inner.live.events.note(db_events::DbEventType::Deleted, &name);
             removed
         })
         .await

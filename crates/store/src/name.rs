@@ -5,7 +5,7 @@
 pub const MAX_DB_NAME_LEN: usize = 238;
 
 /// System databases that exist outside the user naming rule.
-pub const SYSTEM_DATABASES: &[&str] = &["_users", "_replicator"];
+pub const SYSTEM_DATABASES: &[&str] = &["_users", "_replicator", "_global_changes"];
 
 /// The suffix of every database file.
 pub const DB_FILE_SUFFIX: &str = ".sqlite";

@@ -477,11 +477,17 @@ impl Shared {
     /// Wakes changes feeds when the committed update sequence moved.
     fn publish(&self, update_seq: u64) {
         if let Some(tx) = lock(&self.seq_tx).as_ref() {
-            tx.send_if_modified(|seq| {
+            let moved = tx.send_if_modified(|seq| {
                 let changed = *seq != update_seq;
                 *seq = update_seq;
                 changed
             });
+            if moved {
+                self.config
+                    .live
+                    .events
+                    .note(crate::db_events::DbEventType::Updated, &self.config.db_name);
+            }
         }
     }
 }
