@@ -123,11 +123,11 @@ const CONSOLE_DIR_ENV: &str = "RECLINER_CONSOLE_DIR";
 async fn console_file(request: Request) -> Result<Response, ApiError> {
     let path = request.uri().path();
     let name = path.strip_prefix("/_utils/").unwrap_or("");
-    let Some(asset) = console::asset(name) else {
+    let Some(asset) = web_console::asset(name) else {
         return Err(ApiError::NotFound("missing".into()));
     };
     let dev_dir = std::env::var_os(CONSOLE_DIR_ENV).map(std::path::PathBuf::from);
-    let bytes = console::bytes(&asset, dev_dir.as_deref()).into_owned();
+    let bytes = web_console::bytes(&asset, dev_dir.as_deref()).into_owned();
     use axum::http::header;
     Ok((
         StatusCode::OK,

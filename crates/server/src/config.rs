@@ -112,6 +112,16 @@ pub struct Config {
     pub replicator_connection_timeout_ms: u64,
     /// Default retries of a failed request to a peer before the job crashes.
     pub replicator_retries_per_request: u64,
+    /// Compact databases automatically, in the background, when their file
+    /// is mostly garbage (CouchDB's compaction daemon; on by default).
+    pub compaction_daemon: bool,
+    /// The share of a file (0 to 1) that must be garbage before it is
+    /// compacted automatically (CouchDB's file-to-data ratio of 2: 0.5).
+    pub compaction_min_garbage: f64,
+    /// Files smaller than this many bytes are not compacted automatically.
+    pub compaction_min_file_size: u64,
+    /// Milliseconds between two looks at the databases written since.
+    pub compaction_check_interval_ms: u64,
     /// Server admins, as CouchDB's `[admins]` table: name = password. A
     /// plain-text password is replaced by its PBKDF2 hash in this file when
     /// the server starts. Never printed by `--print-config`.
@@ -343,6 +353,16 @@ impl Config {
         }
     }
 
+    /// Automatic compaction's settings, when it is on.
+    pub fn auto_compaction(&self) -> Option<store::AutoCompaction> {
+        self.compaction_daemon.then(|| store::AutoCompaction {
+            min_garbage: self.compaction_min_garbage,
+            min_file_size: self.compaction_min_file_size,
+            check_interval: std::time::Duration::from_millis(self.compaction_check_interval_ms),
+            ..store::AutoCompaction::default()
+        })
+    }
+
     /// The JavaScript query server's share of the configuration.
     pub fn query_server_limits(&self) -> query_server::Limits {
         query_server::Limits {
@@ -399,6 +419,18 @@ impl Config {
 
     /// Checks what the type system cannot: one line naming the setting.
     pub fn validate(&self) -> Result<(), String> {
+        if !(self.compaction_min_garbage > 0.0 && self.compaction_min_garbage <= 1.0) {
+            return Err(
+                "invalid configuration: setting `compaction_min_garbage`: a share of the file, above 0 and at most 1"
+                    .into(),
+            );
+        }
+        if self.compaction_check_interval_ms == 0 {
+            return Err(
+                "invalid configuration: setting `compaction_check_interval_ms`: must be positive"
+                    .into(),
+            );
+        }
         for (setting, name) in [
             ("x_forwarded_host", &self.x_forwarded_host),
             ("x_forwarded_proto", &self.x_forwarded_proto),
@@ -533,6 +565,12 @@ impl Default for Config {
             replicator_interval_ms: scheduler.interval.as_millis() as u64,
             replicator_max_churn: scheduler.max_churn,
             replicator_max_history: scheduler.max_history,
+            compaction_daemon: true,
+            compaction_min_garbage: store::AutoCompaction::default().min_garbage,
+            compaction_min_file_size: store::AutoCompaction::default().min_file_size,
+            compaction_check_interval_ms: store::AutoCompaction::default()
+                .check_interval
+                .as_millis() as u64,
             replicator_checkpoint_interval_ms: spec.checkpoint_interval,
             replicator_worker_batch_size: spec.worker_batch_size,
             replicator_connection_timeout_ms: spec.connection_timeout,

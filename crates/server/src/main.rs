@@ -312,6 +312,11 @@ async fn serve(
             .run(shutdown_rx.clone()),
     );
     let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx.clone()));
+    let auto_compaction = config.auto_compaction().map(|settings| {
+        let store = store.clone();
+        let stop = shutdown_rx.clone();
+        tokio::spawn(async move { store.compact_automatically(settings, stop).await })
+    });
     let db_events = tokio::spawn({
         let store = store.clone();
         let stop = shutdown_rx.clone();
@@ -414,6 +419,11 @@ async fn serve(
     // that does not answer cannot hold the shutdown past the limit.
     finish_within(rotation, "the replication jobs").await;
     finish_within(db_events, "the database events recorder").await;
+    if let Some(compaction) = auto_compaction {
+        // A compaction step in flight ends with its write; the rest waits
+        // for the next start.
+        compaction.abort();
+    }
     store.close_all().await;
     tracing::info!("stopped");
     let restart = restart.load(std::sync::atomic::Ordering::SeqCst);

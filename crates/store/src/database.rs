@@ -43,6 +43,10 @@ struct DbInner {
     /// reader connections are no longer pooled.
     closed: AtomicBool,
     compacting: AtomicBool,
+    /// Revision rows beyond one per document right after the last
+    /// compaction (conflicts' leaves): what compaction cannot drop, left
+    /// out of the garbage estimate.
+    kept_extra_revs: AtomicU64,
     uploads: AtomicU64,
     pins: Arc<crate::attachments::Pins>,
     /// The `_security` object, read once: every request checks it.
@@ -100,6 +104,12 @@ pub(crate) fn open_connection(
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
     let conn = Connection::open_with_flags(path, flags)?;
+    if create {
+        // Before anything writes the file's header (switching to WAL
+        // does): later, the mode can only change by rewriting the file.
+        // Lets compaction give freed pages back to the file system.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    }
     schema::configure(&conn, durability)?;
     Ok(conn)
 }
@@ -217,6 +227,7 @@ impl Database {
                 deleted: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
                 compacting: AtomicBool::new(false),
+                kept_extra_revs: AtomicU64::new(0),
                 uploads: AtomicU64::new(0),
                 pins: Arc::default(),
                 security: Mutex::new(None),
@@ -542,6 +553,10 @@ impl Database {
         if let Ok(mut pool) = self.inner.readers.lock() {
             pool.clear();
         }
+    }
+
+    pub(crate) fn kept_extra_revs(&self) -> &AtomicU64 {
+        &self.inner.kept_extra_revs
     }
 
     pub(crate) fn compaction_flag(&self) -> &AtomicBool {

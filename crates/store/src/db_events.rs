@@ -44,6 +44,8 @@ impl DbEventType {
 pub(crate) struct DbEvents {
     pending: Mutex<Pending>,
     wake: tokio::sync::Notify,
+    /// Databases written since automatic compaction last looked.
+    written: Mutex<HashSet<String>>,
 }
 
 #[derive(Debug, Default)]
@@ -56,6 +58,12 @@ impl DbEvents {
     /// Notes an event (the feed's own database is left out: recording
     /// would update it again, for ever).
     pub(crate) fn note(&self, kind: DbEventType, db: &str) {
+        if kind == DbEventType::Updated {
+            self.written
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .insert(db.to_string());
+        }
         if db == GLOBAL_CHANGES_DB {
             return;
         }
@@ -69,6 +77,20 @@ impl DbEvents {
             drop(pending);
             self.wake.notify_one();
         }
+    }
+
+    /// The databases written since the last call, sorted.
+    pub(crate) fn take_written(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::mem::take(
+            &mut *self
+                .written
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        )
+        .into_iter()
+        .collect();
+        names.sort();
+        names
     }
 
     fn take(&self) -> Vec<(DbEventType, String)> {

@@ -21,6 +21,7 @@
 //! the number of databases in the data folder.
 
 mod attachments;
+mod auto_compaction;
 mod body;
 mod checkpoint;
 mod compaction;
@@ -54,6 +55,8 @@ pub use attachments::{
     AttachmentMeta, AttachmentReader, AttachmentUpload, BlobPin, CHUNK_SIZE, InflatingReader,
     StagedBlob, digest_of,
 };
+pub use auto_compaction::AutoCompaction;
+pub use compaction::Garbage;
 pub use compression::{AttachmentCompression, DEFAULT_COMPRESSIBLE_TYPES};
 pub use database::{Database, DbInfo};
 pub use doc::{

@@ -129,11 +129,6 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     if version == SCHEMA_VERSION {
         return Ok(());
     }
-    // Must precede the first table: lets compaction hand freed pages back
-    // to the file system without rewriting the whole file.
-    if version == 0 {
-        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
-    }
     let tx = conn.transaction()?;
     tx.execute_batch(CREATE)?;
     tx.execute(

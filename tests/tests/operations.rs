@@ -1,0 +1,97 @@
+//! Operations against the real binary: automatic compaction.
+
+use recliner_tests::{Client, TempDir, TestServer, eventually};
+use serde_json::{Value, json};
+
+/// The bytes of the file in use (`sizes.active`): old revisions count
+/// until compaction drops them. (`sizes.file` also counts the write-ahead
+/// log, which keeps its size.)
+fn active_size(info: &Value) -> u64 {
+    info["sizes"]["active"].as_u64().expect("sizes.active")
+}
+
+/// A database whose file is mostly old revisions is compacted without
+/// being asked; its documents stay as they were.
+#[tokio::test]
+async fn databases_full_of_garbage_are_compacted_automatically() {
+    let data = TempDir::new("auto-compaction");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_COMPACTION_CHECK_INTERVAL_MS", "200"),
+            ("RECLINER_COMPACTION_MIN_FILE_SIZE", "65536"),
+        ],
+    );
+    let c = Client::new(&server);
+    assert_eq!(c.put("/churn", json!({})).await.status, 201);
+    // Bodies that do not compress, edited again and again.
+    let pad = |round: usize| -> String {
+        (0..1_000)
+            .map(|i| format!("{:x}", (i * 7919 + round * 104_729) % 65_521))
+            .collect()
+    };
+    let mut docs: Vec<Value> = (0..100)
+        .map(|i| json!({"_id": format!("d{i}"), "pad": pad(i)}))
+        .collect();
+    for round in 0..6 {
+        let written = c
+            .post("/churn/_bulk_docs", json!({"docs": docs}))
+            .await
+            .json();
+        for (doc, row) in docs.iter_mut().zip(written.as_array().unwrap()) {
+            doc["_rev"] = row["rev"].clone();
+            doc["pad"] = json!(pad(round + 1_000));
+        }
+    }
+    let grown = active_size(&c.get("/churn").await.json());
+    assert!(
+        eventually(20, async || active_size(&c.get("/churn").await.json())
+            < grown / 2)
+        .await,
+        "not compacted: {grown} then {}",
+        c.get("/churn").await.text
+    );
+    let doc = c.get("/churn/d7").await.json();
+    assert_eq!(doc["_rev"], docs[7]["_rev"]);
+    assert!(doc["_rev"].as_str().unwrap().starts_with("6-"));
+    // The old revisions are gone, as after `_compact`.
+    let revs = c.get("/churn/d7?revs_info=true").await.json();
+    let available = revs["_revs_info"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "available")
+        .count();
+    assert_eq!(available, 1, "{revs}");
+}
+
+/// Turned off, the daemon leaves garbage alone.
+#[tokio::test]
+async fn automatic_compaction_can_be_turned_off() {
+    let data = TempDir::new("no-auto-compaction");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_COMPACTION_DAEMON", "false"),
+            ("RECLINER_COMPACTION_CHECK_INTERVAL_MS", "100"),
+            ("RECLINER_COMPACTION_MIN_FILE_SIZE", "0"),
+        ],
+    );
+    let c = Client::new(&server);
+    assert_eq!(c.put("/keep", json!({})).await.status, 201);
+    let mut rev = c.put("/keep/a", json!({"v": 0})).await.json()["rev"].clone();
+    for v in 1..20 {
+        rev = c.put("/keep/a", json!({"_rev": rev, "v": v})).await.json()["rev"].clone();
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let revs = c.get("/keep/a?revs_info=true").await.json();
+    let available = revs["_revs_info"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "available")
+        .count();
+    assert_eq!(available, 20, "{revs}");
+}
