@@ -1,6 +1,8 @@
 //! `GET /_db_updates`: the global changes feed of database events, against
 //! the real binary.
 
+#![allow(clippy::unwrap_used)]
+
 use recliner_tests::{Client, TempDir, TestServer, eventually};
 use serde_json::{Value, json};
 

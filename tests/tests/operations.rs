@@ -1,5 +1,7 @@
 //! Operations against the real binary: automatic compaction.
 
+#![allow(clippy::unwrap_used)]
+
 use recliner_tests::{Client, TempDir, TestServer, eventually};
 use serde_json::{Value, json};
 

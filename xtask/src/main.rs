@@ -145,6 +145,12 @@ fn interop_packages() -> Result<(), String> {
         "the interop tests (tests/interop) run PouchDB and nano",
         "cargo xtask test",
         &[],
+    )?;
+    npm_packages(
+        &workspace_root().join("tests").join("couchbackup"),
+        "the backup tests (tests/couchbackup) run couchbackup",
+        "cargo xtask test",
+        &[],
     )
 }
 

@@ -20,6 +20,7 @@ mod docs;
 pub mod error;
 mod find;
 mod form_upload;
+mod gzip_body;
 mod http_rules;
 pub mod json;
 mod local_docs;
@@ -357,6 +358,7 @@ pub fn router(state: AppState) -> Router {
             auth::authenticate,
         ))
         .layer(axum::middleware::from_fn(conditional))
+        .layer(axum::middleware::from_fn(gzip_body::inflate))
         .layer(axum::middleware::from_fn(request_log))
         .layer(axum::middleware::map_response(couchdb_headers))
         // Outside authentication: a method override or a `+` in the path

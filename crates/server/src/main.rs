@@ -4,6 +4,7 @@
 //! the `_replicator` document manager. It reads the layered configuration,
 //! sets up logging, serves HTTP, and shuts down gracefully on SIGINT/SIGTERM.
 
+mod backup;
 mod config;
 mod manager;
 mod node_config;
@@ -79,6 +80,13 @@ enum Command {
     /// and a final summary. Checkpoints are shared with this data folder's
     /// server, so a second run resumes where the first stopped.
     Replicate(replicate_cmd::ReplicateArgs),
+    /// Back a database up to a file (or standard output) in the format of
+    /// @cloudant/couchbackup: every leaf revision with its history and its
+    /// attachments. An interrupted dump to a file resumes when run again.
+    Dump(backup::DumpArgs),
+    /// Load a backup written by `recliner dump` or couchbackup into a
+    /// database (created if missing), revisions and conflicts as they were.
+    Load(backup::LoadArgs),
 }
 
 fn main() -> ExitCode {
@@ -159,6 +167,23 @@ fn main() -> ExitCode {
         let defaults = config.scheduler_config().spec_defaults;
         return runtime.block_on(replicate_cmd::run(args, store, &defaults));
     }
+    match cli.command {
+        Some(Command::Dump(args)) => {
+            return runtime.block_on(backup::dump(args, &config.data_dir));
+        }
+        Some(Command::Load(args)) => {
+            return runtime.block_on(backup::load(args, &config.data_dir));
+        }
+        _ => {}
+    }
+    // One server per data folder: a second one would write the same files.
+    let _data_lock = match store::DataDirLock::acquire(&config.data_dir) {
+        Ok(lock) => lock,
+        Err(e) => {
+            eprintln!("recliner: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let config_file = config.file_path(cli.config.as_deref());
     let setup = match security::prepare(&config, &config_file, explicit_admin) {
         Ok(setup) => setup,

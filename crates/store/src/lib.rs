@@ -26,6 +26,7 @@ mod body;
 mod checkpoint;
 mod compaction;
 mod compression;
+mod data_lock;
 mod database;
 pub mod db_events;
 mod doc;
@@ -58,6 +59,7 @@ pub use attachments::{
 pub use auto_compaction::AutoCompaction;
 pub use compaction::Garbage;
 pub use compression::{AttachmentCompression, DEFAULT_COMPRESSIBLE_TYPES};
+pub use data_lock::DataDirLock;
 pub use database::{Database, DbInfo};
 pub use doc::{
     AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id, validate_partition,
