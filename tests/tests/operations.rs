@@ -97,3 +97,55 @@ async fn automatic_compaction_can_be_turned_off() {
         .count();
     assert_eq!(available, 20, "{revs}");
 }
+
+/// `--log-file` writes the log to a file rotated by size, and the request
+/// log can be Apache's combined format, a line per request.
+#[tokio::test]
+async fn logs_go_to_a_rotated_file_with_combined_request_lines() {
+    let data = TempDir::new("log-file");
+    let log = data.path().join("logs").join("recliner.log");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &["--log-file", log.to_str().unwrap()],
+        &[
+            ("RECLINER_LOG_REQUEST_FORMAT", "combined"),
+            ("RECLINER_LOG_MAX_SIZE", "4000"),
+            ("RECLINER_LOG_MAX_FILES", "2"),
+        ],
+    );
+    let c = Client::new(&server);
+    assert_eq!(c.put("/logged", json!({})).await.status, 201);
+    for i in 0..100 {
+        let path = format!("/logged/doc-{i}");
+        assert_eq!(c.put(&path, json!({"i": i})).await.status, 201);
+    }
+    let read = |suffix: &str| {
+        let mut name = log.as_os_str().to_owned();
+        name.push(suffix);
+        std::fs::read_to_string(std::path::PathBuf::from(name)).unwrap_or_default()
+    };
+    assert!(
+        eventually(10, async || read("")
+            .contains("\"PUT /logged/doc-99 HTTP/1.1\" 201"))
+        .await,
+        "{}",
+        read("")
+    );
+    let (current, older, oldest) = (read(""), read(".1"), read(".2"));
+    assert!(current.len() <= 4000 && !older.is_empty() && !oldest.is_empty());
+    assert!(read(".3").is_empty(), "only two rotated files are kept");
+    // host ident user [time] "request" status bytes "referer" "agent"
+    let line = current
+        .lines()
+        .find(|l| l.contains("PUT /logged/doc-99"))
+        .unwrap();
+    let parts: Vec<&str> = line.splitn(4, ' ').collect();
+    assert_eq!(&parts[..3], &["127.0.0.1", "-", "admin"], "{line}");
+    assert!(
+        parts[3].starts_with('[')
+            && parts[3].contains(" +0000] \"PUT /logged/doc-99 HTTP/1.1\" 201 "),
+        "{line}"
+    );
+    // Nothing about the requests went to standard error.
+    assert!(!server.logs().contains("PUT /logged/doc-99"));
+}

@@ -517,6 +517,12 @@ pub(crate) async fn authenticate(
     let secure = request.extensions().get::<crate::Https>().is_some();
     request.extensions_mut().insert(user);
     let mut response = next.run(request).await;
+    if let Some(name) = &name {
+        // For the request log, outside this layer.
+        response
+            .extensions_mut()
+            .insert(crate::LoggedUser(name.clone()));
+    }
     if let (Some(salt), Some(name)) = (renew, name)
         && !response.headers().contains_key(header::SET_COOKIE)
         && let Ok(value) = HeaderValue::from_str(&state.auth.session_cookie(&name, &salt, secure))

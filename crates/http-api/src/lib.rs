@@ -449,9 +449,31 @@ impl LiveApi {
 
 /// One log line per request: method, path (never the query, which may carry
 /// secrets), status and duration; and the `X-Couch-Request-ID` header.
+fn header_text(headers: &header::HeaderMap, name: header::HeaderName) -> Option<String> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+}
+
+/// The name a request was authenticated as, for the request log.
+#[derive(Debug, Clone)]
+pub(crate) struct LoggedUser(pub(crate) String);
+
+/// One log event per request (target `recliner::http`, message
+/// `request`), with what access-log formats need: the server can write it
+/// as a line of the combined log format.
 async fn request_log(request: Request, next: Next) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_string();
+    let query = request.uri().query().map(str::to_string);
+    let version = request.version();
+    let remote = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|info| info.0.ip().to_string());
+    let user_agent = header_text(request.headers(), header::USER_AGENT);
+    let referer = header_text(request.headers(), header::REFERER);
     let started = std::time::Instant::now();
     // A client's own request id is echoed, as CouchDB does, when it is a
     // plain token (it goes into logs and headers); else one is made.
@@ -469,13 +491,26 @@ async fn request_log(request: Request, next: Next) -> Response {
         .map(str::to_string)
         .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string()[..10].to_string());
     let mut response = next.run(request).await;
+    let user = response
+        .extensions()
+        .get::<LoggedUser>()
+        .map(|u| u.0.clone());
+    // Known for whole bodies; streamed ones log none, as access logs allow.
+    let bytes = http_body::Body::size_hint(response.body()).exact();
     tracing::info!(
         target: "recliner::http",
         %method,
         %path,
+        query,
+        version = ?version,
         status = response.status().as_u16(),
         micros = started.elapsed().as_micros() as u64,
         request_id = %request_id,
+        remote,
+        user,
+        bytes,
+        user_agent,
+        referer,
         "request"
     );
     if let Ok(value) = HeaderValue::from_str(&request_id) {

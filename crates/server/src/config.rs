@@ -27,6 +27,18 @@ pub struct Config {
     pub log_level: String,
     /// Log line format: `human` for terminals, `json` for log collectors.
     pub log_format: LogFormat,
+    /// Write the log to this file instead of standard error; empty for
+    /// standard error.
+    pub log_file: PathBuf,
+    /// Bytes past which the log file is renamed `FILE.1` (older ones
+    /// shift to `FILE.2`...) and begun anew.
+    pub log_max_size: u64,
+    /// Rotated log files kept beside the current one.
+    pub log_max_files: usize,
+    /// The request log: `fields` (one event with the request's fields, in
+    /// `log_format`) or `combined` (Apache's combined log format, one line
+    /// per request, which access-log processors read).
+    pub log_request_format: RequestLogFormat,
     /// Largest JSON body of one document in bytes; larger ones get 413
     /// `document_too_large` (CouchDB's default: 8 MB).
     pub max_document_size: u64,
@@ -529,6 +541,14 @@ pub enum LogFormat {
     Json,
 }
 
+/// How each request is logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RequestLogFormat {
+    Fields,
+    Combined,
+}
+
 impl Default for Config {
     fn default() -> Config {
         let scheduler = replicator::SchedulerConfig::default();
@@ -540,6 +560,10 @@ impl Default for Config {
             data_dir: PathBuf::from("./data"),
             log_level: "info".into(),
             log_format: LogFormat::Human,
+            log_file: PathBuf::new(),
+            log_max_size: 64 << 20,
+            log_max_files: 5,
+            log_request_format: RequestLogFormat::Fields,
             max_document_size: 8_000_000,
             max_http_request_size: 4 << 30,
             max_json_body_size: 64 << 20,
@@ -627,6 +651,8 @@ pub struct FlagOverrides {
     pub data_dir: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_level: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_file: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub insecure_admin_party: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]

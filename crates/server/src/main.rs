@@ -6,6 +6,7 @@
 
 mod backup;
 mod config;
+mod logging;
 mod manager;
 mod node_config;
 mod replicate_cmd;
@@ -18,8 +19,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Parser;
-use config::{Config, FlagOverrides, LogFormat};
-use tracing_subscriber::EnvFilter;
+use config::{Config, FlagOverrides};
 
 /// Recliner: a CouchDB-compatible database server with a built-in replicator.
 ///
@@ -48,6 +48,10 @@ struct Cli {
     /// Log filter, e.g. info or debug [default: info]
     #[arg(long, global = true)]
     log_level: Option<String>,
+    /// Write the log to this file, rotated by size (log_max_size,
+    /// log_max_files), instead of standard error
+    #[arg(long, global = true)]
+    log_file: Option<PathBuf>,
     /// Configuration file [default: recliner.toml in the data folder, if present]
     #[arg(long, env = "RECLINER_CONFIG", global = true)]
     config: Option<PathBuf>,
@@ -96,6 +100,7 @@ fn main() -> ExitCode {
         port: cli.port,
         data_dir: cli.data_dir.clone(),
         log_level: cli.log_level.clone(),
+        log_file: cli.log_file.clone(),
         insecure_admin_party: cli.insecure_admin_party.then_some(true),
         tls_cert: cli.tls_cert.clone(),
         tls_key: cli.tls_key.clone(),
@@ -141,7 +146,7 @@ fn main() -> ExitCode {
         // A command's output is its progress and summary: only problems are logged.
         log_config.log_level = "warn".into();
     }
-    if let Err(line) = init_logging(&log_config) {
+    if let Err(line) = logging::init(&log_config) {
         eprintln!("recliner: {line}");
         return ExitCode::from(2);
     }
@@ -248,22 +253,6 @@ fn announce(config: &Config, setup: &security::Setup) {
 
 fn toml_string(config: &Config) -> anyhow::Result<String> {
     Ok(toml::to_string(config)?)
-}
-
-fn init_logging(config: &Config) -> Result<(), String> {
-    let filter = EnvFilter::try_new(&config.log_level)
-        .map_err(|e| format!("invalid configuration: setting `log_level`: {e}"))?;
-    // Colours only on a terminal: log files and collectors get plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(std::io::stderr);
-    let result = match config.log_format {
-        LogFormat::Human => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
-    };
-    result.map_err(|e| format!("cannot set up logging: {e}"))
 }
 
 async fn serve(
