@@ -41,6 +41,13 @@ async fn a_one_shot_document_completes_with_its_stats_written_back() {
     // The manager's own write did not start the job again.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(state(&c, "once").await["_rev"], doc["_rev"]);
+    // A finished document still names its peers, as CouchDB's do.
+    let scheduled = c.get("/_scheduler/docs/_replicator/once").await.json();
+    assert_eq!(
+        (&scheduled["state"], &scheduled["source"], &scheduled["target"]),
+        (&json!("completed"), &json!("src"), &json!("dst")),
+        "{scheduled}"
+    );
 }
 
 #[tokio::test]

@@ -166,6 +166,10 @@ fn doc_json(doc: &DocInfo) -> Value {
         out.insert("target".into(), json!(doc.target));
         out.insert("source_proxy".into(), Value::Null);
         out.insert("target_proxy".into(), Value::Null);
+    } else if let (Some(source), Some(target)) = (&doc.source, &doc.target) {
+        // A finished document still names its peers (CouchDB 3.5).
+        out.insert("source".into(), json!(source));
+        out.insert("target".into(), json!(target));
     }
     out.insert("state".into(), json!(doc.state));
     out.insert("info".into(), doc.info.clone());

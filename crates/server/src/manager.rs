@@ -206,7 +206,15 @@ impl ReplicatorManager {
                         .to_string(),
                 )
             };
-            self.scheduler.set_doc(REPLICATOR_DB, id, phase, None, None);
+            // `_scheduler/docs` still names the peers (without credentials).
+            let (source, target) = self
+                .scheduler
+                .parse_spec(&Value::Object(doc.clone()))
+                .map(|spec| (spec.source.to_string(), spec.target.to_string()))
+                .ok()
+                .unzip();
+            self.scheduler
+                .set_doc(REPLICATOR_DB, id, phase, source, target);
             return None;
         }
         let mut spec = match self.scheduler.parse_spec(&Value::Object(doc.clone())) {
