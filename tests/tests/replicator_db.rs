@@ -44,7 +44,11 @@ async fn a_one_shot_document_completes_with_its_stats_written_back() {
     // A finished document still names its peers, as CouchDB's do.
     let scheduled = c.get("/_scheduler/docs/_replicator/once").await.json();
     assert_eq!(
-        (&scheduled["state"], &scheduled["source"], &scheduled["target"]),
+        (
+            &scheduled["state"],
+            &scheduled["source"],
+            &scheduled["target"]
+        ),
         (&json!("completed"), &json!("src"), &json!("dst")),
         "{scheduled}"
     );
