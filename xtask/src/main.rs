@@ -235,6 +235,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             &args[1..],
             true,
         ),
+        Some("many-replications") => bench_recliner_only("many_replications_bench", &args[1..]),
         Some("bodies") => bench_against_pouchdb_server(
             "bodies_bench",
             "the request-body benchmark runs PouchDB Server",
@@ -247,7 +248,8 @@ fn bench(args: &[String]) -> Result<(), String> {
                   replicate [--recliner-only] [--docs N] [--pouchdb-docs N]|\
                   views [--recliner-only] [--docs N]|\
                   find [--recliner-only] [--docs N]|\
-                  bodies [--recliner-only] [--clients N] [--mib N]>"
+                  bodies [--recliner-only] [--clients N] [--mib N]|\
+                  many-replications [--jobs N] [--remote-jobs N] [--seconds N] [--rate N]>"
                 .into(),
         ),
     }
@@ -280,6 +282,34 @@ fn bench_store() -> Result<(), String> {
         run(cmd)?;
     }
     Ok(())
+}
+
+/// A benchmark of Recliner alone (nothing else does the same work): the
+/// release `recliner` and the client `tests/examples/<example>.rs`.
+fn bench_recliner_only(example: &str, args: &[String]) -> Result<(), String> {
+    for (package, target) in [("server", "--bin"), ("recliner-tests", "--example")] {
+        let mut build = cargo();
+        build.args(["build", "--release", "--package", package, target]);
+        build.arg(if target == "--bin" {
+            "recliner"
+        } else {
+            example
+        });
+        run(build)?;
+    }
+    let root = workspace_root();
+    let mut bench = Command::new(
+        root.join("target/release/examples")
+            .join(format!("{example}{}", std::env::consts::EXE_SUFFIX)),
+    );
+    bench
+        .env(
+            "RECLINER_BIN",
+            root.join("target/release")
+                .join(format!("recliner{}", std::env::consts::EXE_SUFFIX)),
+        )
+        .args(args);
+    run(bench)
 }
 
 /// Recliner against PouchDB Server: the release `recliner` and a benchmark

@@ -100,7 +100,7 @@ fn history_json(job: &JobInfo) -> Value {
 
 fn job_json(job: &JobInfo) -> Value {
     let (database, doc_id) = owner_fields(&job.owner);
-    json!({
+    let mut out = json!({
         "id": job.id,
         "pid": job.pid,
         "source": job.source,
@@ -112,7 +112,12 @@ fn job_json(job: &JobInfo) -> Value {
         "history": history_json(job),
         "node": NODE,
         "start_time": iso(job.start_time),
-    })
+    });
+    if job.idle {
+        // Parked until its source changes: running to CouchDB's tools.
+        out["idle"] = json!(true);
+    }
+    out
 }
 
 /// A non-negative integer parameter of `_scheduler/jobs`, refused as
@@ -172,6 +177,10 @@ fn doc_json(doc: &DocInfo) -> Value {
         out.insert("target".into(), json!(target));
     }
     out.insert("state".into(), json!(doc.state));
+    if doc.idle {
+        // Parked until its source changes: running to CouchDB's tools.
+        out.insert("idle".into(), json!(true));
+    }
     out.insert("info".into(), doc.info.clone());
     out.insert("error_count".into(), json!(doc.error_count));
     out.insert("last_updated".into(), iso(doc.last_updated));

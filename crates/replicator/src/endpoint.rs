@@ -1117,6 +1117,36 @@ impl Endpoint {
         }
     }
 
+    /// Whether the source has changes after `since`: a local database
+    /// answers at once; a remote one is asked with a longpoll feed that
+    /// waits up to `timeout` for the first change.
+    pub async fn changes_after(
+        &self,
+        since: &Value,
+        timeout: Duration,
+    ) -> Result<bool, EndpointError> {
+        match self {
+            Endpoint::Local { .. } => {
+                let db = self.local().await?;
+                Ok(db.update_seq() > local_seq(&db, since).unwrap_or(0))
+            }
+            Endpoint::Remote { timeout: t, .. } => {
+                let since_text = match since {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                let limit = *t * 3 / 4;
+                let path = format!(
+                    "_changes?feed=longpoll&limit=1&since={}&timeout={}",
+                    form_encode(&since_text),
+                    timeout.min(limit).as_millis()
+                );
+                let answer: Value = self.call(Method::GET, &path, None).await?;
+                Ok(answer["results"].as_array().is_some_and(|r| !r.is_empty()))
+            }
+        }
+    }
+
     /// `_revs_diff`: which of these revisions the database lacks.
     pub async fn revs_diff(&self, asked: RevsDiffRequest) -> Result<Vec<Missing>, EndpointError> {
         match self {

@@ -153,16 +153,46 @@ const IDENTITY_EVERY: Duration = Duration::from_secs(5);
 /// How long a continuous replication waits on an idle source before asking again.
 const IDLE_WAIT: Duration = Duration::from_secs(30);
 
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RunEnd {
+    /// A one-shot run reached the end, or a run was stopped: its log.
+    Log(Value),
+    /// A continuous run that may park caught up, checkpointed at `since`
+    /// and had nothing more to do: it can give up its slot until its
+    /// source changes, then start again from that checkpoint.
+    Idle { since: Value },
+}
+
 /// Runs a replication. A one-shot one ends when the source has no more
 /// changes; a continuous one keeps waiting for new changes until `stop`
 /// turns true, then checkpoints and returns its log.
 pub async fn run(
     store: &Store,
     spec: &ReplicationSpec,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
     progress: &Progress,
     validators: Option<&query_server::Validators>,
 ) -> Result<Value, ReplicationError> {
+    match run_parking(store, spec, stop, progress, validators, None).await? {
+        RunEnd::Log(log) => Ok(log),
+        // Not asked to park: never happens, but the log says where it was.
+        RunEnd::Idle { since } => Ok(json!({"ok": true, "source_last_seq": since})),
+    }
+}
+
+/// [`run`], where a continuous run that has caught up ends as
+/// [`RunEnd::Idle`] instead of waiting: at once when it found nothing to
+/// do, else after `linger` without a new change (so a busy source keeps
+/// its job running). `None` never parks.
+pub async fn run_parking(
+    store: &Store,
+    spec: &ReplicationSpec,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    progress: &Progress,
+    validators: Option<&query_server::Validators>,
+    linger: Option<Duration>,
+) -> Result<RunEnd, ReplicationError> {
     progress.update(|p| p.process_status = ProcessStatus::Running);
     let options = HttpOptions::of(spec);
     let source = Endpoint::new(&spec.source, store, options, spec.user.as_ref(), validators)?;
@@ -232,6 +262,8 @@ pub async fn run(
     let mut in_flight = Writes::new(spec.worker_processes.clamp(1, 4) as usize);
     let mut last_pending_count: Option<Instant> = None;
     let mut last_identity_check = Instant::now();
+    // Whether this run moved documents since it last waited for changes.
+    let mut busy = false;
     loop {
         if *stop.borrow() {
             break;
@@ -262,6 +294,24 @@ pub async fn run(
             if !spec.continuous {
                 break;
             }
+            if let Some(linger) = linger {
+                if spec.use_checkpoints && written != recorded {
+                    // Parked jobs start again from their checkpoint.
+                    checkpointer.record(&written, &stats).await?;
+                    recorded = written.clone();
+                    last_checkpoint = Instant::now();
+                    progress.update(|p| p.checkpointed_source_seq = written.clone());
+                }
+                if !busy {
+                    progress.update(|p| p.process_status = ProcessStatus::Waiting);
+                    return Ok(RunEnd::Idle { since: written });
+                }
+                busy = false;
+                progress.update(|p| p.process_status = ProcessStatus::Waiting);
+                source.wait_for_changes(&since, linger, &mut stop).await?;
+                progress.update(|p| p.process_status = ProcessStatus::Running);
+                continue;
+            }
             // Caught up: record progress once the interval allows, then sleep
             // until the source moves (or the next checkpoint is due).
             let mut wait = IDLE_WAIT;
@@ -288,6 +338,7 @@ pub async fn run(
             continue;
         }
         moved = true;
+        busy = true;
         // With `winning_revs_only` only the winner (first in `style=all_docs`) travels.
         let keep = if spec.winning_revs_only {
             1
@@ -349,7 +400,7 @@ pub async fn run(
         if resume.history.is_empty() {
             answer["history"] = json!([]);
         }
-        return Ok(answer);
+        return Ok(RunEnd::Log(answer));
     }
     let history = if spec.use_checkpoints {
         checkpointer.record(&since, &stats).await?
@@ -358,13 +409,13 @@ pub async fn run(
         target.ensure_full_commit().await?;
         vec![checkpointer.entry(&since, &stats)]
     };
-    Ok(json!({
+    Ok(RunEnd::Log(json!({
         "ok": true,
         "session_id": checkpointer.session_id,
         "source_last_seq": since,
         "replication_id_version": REP_ID_VERSION,
         "history": history,
-    }))
+    })))
 }
 
 /// Copies the revisions whose attachments must travel (streamed, up to

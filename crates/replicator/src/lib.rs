@@ -23,7 +23,8 @@ use std::sync::Once;
 pub use checkpoint::{HistoryEntry, ReplicationLog, Resume, StoredLog, compare_logs};
 pub use endpoint::{Endpoint, EndpointError, HttpOptions};
 pub use job::{
-    ProcessStatus, Progress, ProgressSnapshot, ReplicationError, Stats, rfc3339, run, run_once,
+    ProcessStatus, Progress, ProgressSnapshot, ReplicationError, RunEnd, Stats, rfc3339, run,
+    run_once, run_parking,
 };
 pub use rep_id::{REP_ID_VERSION, job_id, replication_id};
 pub use scheduler::{

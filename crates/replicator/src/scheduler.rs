@@ -18,7 +18,8 @@ use store::Store;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::job::{self, Progress, ProgressSnapshot, ReplicationError};
+use crate::endpoint::{Endpoint, HttpOptions};
+use crate::job::{self, Progress, ProgressSnapshot, ReplicationError, RunEnd};
 use crate::rep_id::job_id;
 use crate::spec::{ReplicationSpec, SpecDefaults, SpecError};
 
@@ -158,6 +159,9 @@ pub struct JobInfo {
     pub last_error: Option<String>,
     pub history: Vec<Event>,
     pub progress: ProgressSnapshot,
+    /// Parked: caught up, holding no slot until its source changes
+    /// (shown as `running`, so CouchDB's tools see a live job).
+    pub idle: bool,
 }
 
 impl JobInfo {
@@ -203,6 +207,8 @@ pub struct DocInfo {
     pub target: Option<String>,
     pub start_time: SystemTime,
     pub last_updated: SystemTime,
+    /// Its job is parked (see [`JobInfo::idle`]).
+    pub idle: bool,
 }
 
 /// Every state `_scheduler/docs?states=` accepts.
@@ -236,11 +242,34 @@ struct Job {
     run: Option<Run>,
     last_started: Option<Instant>,
     done: watch::Sender<Option<Outcome>>,
+    /// Caught up and parked until its source changes.
+    parked: Option<Parked>,
+}
+
+/// A continuous job with nothing to do: no task, no slot, no open
+/// database; woken by its source's next change.
+struct Parked {
+    /// The generation of its last run (its `pid` while parked).
+    generation: u64,
+    /// A change arrived: it runs at the first free slot, before others.
+    woken: bool,
+    /// For a remote source, the task following its changes feed.
+    watcher: Option<JoinHandle<()>>,
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
+    }
 }
 
 #[derive(Default)]
 struct Table {
     jobs: HashMap<String, Job>,
+    /// Parked jobs by their local source database.
+    parked_by_source: HashMap<String, std::collections::HashSet<String>>,
     docs: BTreeMap<(String, String), DocRecord>,
     next_generation: u64,
     shutting_down: bool,
@@ -377,6 +406,7 @@ impl Scheduler {
                 run: None,
                 last_started: None,
                 done,
+                parked: None,
             },
         );
         self.fill(&mut table, usize::MAX);
@@ -396,6 +426,7 @@ impl Scheduler {
             let Some(mut job) = table.jobs.remove(id) else {
                 return false;
             };
+            unpark(&mut table, &mut job);
             let task = job.run.as_mut().and_then(|run| {
                 let _ = run.stop.send(true);
                 run.task.take()
@@ -462,11 +493,14 @@ impl Scheduler {
             pid: job
                 .run
                 .as_ref()
-                .map(|r| format!("<recliner.{}.0>", r.generation)),
+                .map(|r| r.generation)
+                .or(job.parked.as_ref().map(|p| p.generation))
+                .map(|generation| format!("<recliner.{generation}.0>")),
             error_count,
             last_error,
             history: job.history.iter().cloned().collect(),
             progress: job.progress.snapshot(),
+            idle: job.parked.is_some(),
         }
     }
 
@@ -533,6 +567,7 @@ impl Scheduler {
             target: record.target.clone(),
             start_time: record.start_time,
             last_updated: record.last_updated,
+            idle: false,
         };
         match &record.phase {
             DocPhase::Scheduled(id) => {
@@ -541,6 +576,7 @@ impl Scheduler {
                     Some(job) => {
                         let job = self.info(job);
                         info.state = job.state.as_str();
+                        info.idle = job.idle;
                         info.error_count = job.error_count;
                         info.last_updated = job.last_updated();
                         info.start_time = job.start_time;
@@ -568,15 +604,92 @@ impl Scheduler {
     /// Rotates jobs every `interval` until `shutdown` turns true, then stops
     /// every job and waits for their checkpoints.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
+        let mut updates = self.inner.store.subscribe_db_updates();
+        let mut next_turn = tokio::time::Instant::now() + self.config().interval;
         loop {
-            // Read each turn: `interval` may change while the server runs.
-            let interval = self.config().interval;
             tokio::select! {
-                _ = tokio::time::sleep(interval) => self.reschedule(),
+                _ = tokio::time::sleep_until(next_turn) => {
+                    self.reschedule();
+                    // Read each turn: `interval` may change while the server runs.
+                    next_turn = tokio::time::Instant::now() + self.config().interval;
+                }
+                update = updates.recv() => match update {
+                    Ok(db) => self.source_changed(Some(&db)),
+                    // Fell behind: any parked job may have changes.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        self.source_changed(None)
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        updates = self.inner.store.subscribe_db_updates();
+                    }
+                },
                 _ = shutdown.changed() => break,
             }
         }
         self.stop_all().await;
+    }
+
+    /// A local database changed (`None`: any may have): wakes the jobs
+    /// parked on it.
+    fn source_changed(&self, db: Option<&str>) {
+        let mut table = self.table();
+        let ids: Vec<String> = match db {
+            Some(db) => match table.parked_by_source.get(db) {
+                Some(ids) => ids.iter().cloned().collect(),
+                None => return,
+            },
+            None => table.parked_by_source.values().flatten().cloned().collect(),
+        };
+        for id in ids {
+            self.wake_in(&mut table, &id);
+        }
+    }
+
+    /// Wakes a parked job.
+    fn wake(&self, id: &str) {
+        let mut table = self.table();
+        self.wake_in(&mut table, id);
+    }
+
+    /// Marks a parked job woken and gives it a slot: a free one, else the
+    /// slot of the longest-running job that has had its turn (it stops
+    /// after a checkpoint and waits its own turn again), so jobs with a few
+    /// changes are never stuck behind jobs with a long backlog.
+    fn wake_in(&self, table: &mut Table, id: &str) {
+        let Some(job) = table.jobs.get_mut(id) else {
+            return;
+        };
+        let Some(parked) = job.parked.as_mut() else {
+            return;
+        };
+        if parked.woken {
+            return;
+        }
+        parked.woken = true;
+        if let Some(watcher) = parked.watcher.take() {
+            watcher.abort();
+        }
+        self.fill(table, usize::MAX);
+        let waiting = table.jobs.get(id).is_some_and(|j| j.run.is_none());
+        if !waiting || table.shutting_down {
+            return;
+        }
+        let max_history = self.config().max_history;
+        let longest = table
+            .jobs
+            .values()
+            .filter_map(|j| {
+                j.run.as_ref().filter(|r| !r.stopping)?;
+                let since = j.last_started?;
+                (since.elapsed() >= FIRST_TURN).then_some((since, j.id.clone()))
+            })
+            .min();
+        if let Some((_, longest)) = longest
+            && let Some(job) = table.jobs.get_mut(&longest)
+        {
+            tracing::debug!(job = %longest, woken = %id, "replication job paused for a woken one");
+            stop_run(job, max_history);
+        }
     }
 
     /// One turn: start jobs whose backoff is over, then let waiting jobs
@@ -634,10 +747,11 @@ impl Scheduler {
     fn eligible(&self, table: &Table) -> Vec<String> {
         let now = Instant::now();
         let config = &self.config();
-        let mut ready: Vec<(Option<Instant>, String)> = table
+        let mut ready: Vec<(bool, Option<Instant>, String)> = table
             .jobs
             .values()
             .filter(|job| job.run.is_none())
+            .filter(|job| job.parked.as_ref().is_none_or(|p| p.woken))
             .filter(|job| {
                 let crashes = consecutive_crashes(&job.history, config.health_threshold);
                 let last_crash = job.history.iter().find_map(|e| match e.kind {
@@ -649,10 +763,11 @@ impl Scheduler {
                     _ => true,
                 }
             })
-            .map(|job| (job.last_started, job.id.clone()))
+            // Woken jobs first: they have a change to deliver now.
+            .map(|job| (job.parked.is_none(), job.last_started, job.id.clone()))
             .collect();
         ready.sort();
-        ready.into_iter().map(|(_, id)| id).collect()
+        ready.into_iter().map(|(_, _, id)| id).collect()
     }
 
     /// Starts ready jobs while slots are free, at most `limit`; returns how many.
@@ -678,9 +793,11 @@ impl Scheduler {
         table.next_generation += 1;
         let generation = table.next_generation;
         let max_history = self.config().max_history;
-        let Some(job) = table.jobs.get_mut(id) else {
+        let Some(mut job) = table.jobs.remove(id) else {
             return;
         };
+        unpark(table, &mut job);
+        let job = table.jobs.entry(id.to_string()).or_insert(job);
         let (stop, stop_rx) = watch::channel(false);
         let scheduler = self.clone();
         let store = self.inner.store.clone();
@@ -689,8 +806,12 @@ impl Scheduler {
         let progress = job.progress.clone();
         let job_id = id.to_string();
         tracing::info!(job = %id, source = %spec.source, target = %spec.target, "replication started");
+        // Continuous jobs park when they have nothing to do.
+        let linger = spec.continuous.then_some(LINGER);
         let task = tokio::spawn(async move {
-            let result = job::run(&store, &spec, stop_rx, &progress, Some(&validators)).await;
+            let result =
+                job::run_parking(&store, &spec, stop_rx, &progress, Some(&validators), linger)
+                    .await;
             scheduler.exited(&job_id, generation, result);
         });
         push_event(job, EventKind::Started, max_history);
@@ -705,13 +826,26 @@ impl Scheduler {
     }
 
     /// A job's task ended: record why, then give its slot to a waiting job.
-    fn exited(&self, id: &str, generation: u64, result: Result<Value, ReplicationError>) {
+    fn exited(&self, id: &str, generation: u64, result: Result<RunEnd, ReplicationError>) {
         let mut table = self.table();
         let max_history = self.config().max_history;
         let Some(job) = table.jobs.get_mut(id) else {
             return;
         };
         let Some(run) = job.run.take_if(|r| r.generation == generation) else {
+            return;
+        };
+        let result = match result {
+            Ok(RunEnd::Idle { since }) if !run.stopping && !table.shutting_down => {
+                self.park(&mut table, id, generation, since);
+                self.fill(&mut table, usize::MAX);
+                return;
+            }
+            Ok(RunEnd::Idle { since }) => Ok(json!({"ok": true, "source_last_seq": since})),
+            Ok(RunEnd::Log(log)) => Ok(log),
+            Err(e) => Err(e),
+        };
+        let Some(job) = table.jobs.get_mut(id) else {
             return;
         };
         match result {
@@ -774,9 +908,118 @@ impl Scheduler {
     }
 }
 
+impl Scheduler {
+    /// Parks a job that caught up: it waits for its source's next change
+    /// with no slot, task or open database. A local source is followed
+    /// through the store's commits; a remote one by a longpoll feed of its
+    /// own. A change that landed while the job was ending wakes it at once.
+    fn park(&self, table: &mut Table, id: &str, generation: u64, since: Value) {
+        let Some(job) = table.jobs.get_mut(id) else {
+            return;
+        };
+        let spec = job.spec.clone();
+        let mut parked = Parked {
+            generation,
+            woken: false,
+            watcher: None,
+        };
+        let scheduler = self.clone();
+        let store = self.inner.store.clone();
+        let job_id = id.to_string();
+        match &spec.source {
+            crate::spec::Peer::Local(name) => {
+                table
+                    .parked_by_source
+                    .entry(name.clone())
+                    .or_default()
+                    .insert(id.to_string());
+                // A commit between the job's last look and now was announced
+                // before this job was listed: look once more.
+                tokio::spawn(async move {
+                    let endpoint = Endpoint::new(
+                        &spec.source,
+                        &store,
+                        HttpOptions::of(&spec),
+                        spec.user.as_ref(),
+                        None,
+                    );
+                    let moved = match endpoint {
+                        Ok(endpoint) => endpoint
+                            .changes_after(&since, Duration::ZERO)
+                            .await
+                            .unwrap_or(true),
+                        Err(_) => true,
+                    };
+                    if moved {
+                        scheduler.wake(&job_id);
+                    }
+                });
+            }
+            crate::spec::Peer::Remote(_) => {
+                parked.watcher = Some(tokio::spawn(async move {
+                    watch_remote(&store, &spec, &since).await;
+                    scheduler.wake(&job_id);
+                }));
+            }
+        }
+        if let Some(job) = table.jobs.get_mut(id) {
+            job.parked = Some(parked);
+        }
+        tracing::debug!(job = %id, "replication job parked until its source changes");
+    }
+}
+
+/// Follows a remote source's changes feed from `since` until it shows a
+/// change (or cannot be read: then the job runs and reports why).
+async fn watch_remote(store: &Store, spec: &ReplicationSpec, since: &Value) {
+    let Ok(endpoint) = Endpoint::new(
+        &spec.source,
+        store,
+        HttpOptions::of(spec),
+        spec.user.as_ref(),
+        None,
+    ) else {
+        return;
+    };
+    loop {
+        match endpoint.changes_after(since, REMOTE_WAIT).await {
+            Ok(false) => continue,
+            Ok(true) | Err(_) => return,
+        }
+    }
+}
+
+/// Takes a job out of the parked lists.
+fn unpark(table: &mut Table, job: &mut Job) {
+    if job.parked.take().is_none() {
+        return;
+    }
+    if let crate::spec::Peer::Local(name) = &job.spec.source
+        && let Some(ids) = table.parked_by_source.get_mut(name)
+    {
+        ids.remove(&job.id);
+        if ids.is_empty() {
+            table.parked_by_source.remove(name);
+        }
+    }
+}
+
+/// How long a continuous job that moved documents waits for more before
+/// it parks: a busy source keeps its job running.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// How long a job runs before a woken job may take its slot.
+const FIRST_TURN: Duration = Duration::from_secs(5);
+
+/// The longest wait of a parked job's longpoll on a remote source.
+const REMOTE_WAIT: Duration = Duration::from_secs(60);
+
 /// A job's state: running unless asked to stop, crashing while its newest
-/// event is a crash, else pending.
+/// event is a crash, else pending. A parked job is running, and idle.
 fn state_of(job: &Job) -> JobState {
+    if job.parked.as_ref().is_some_and(|p| !p.woken) {
+        return JobState::Running;
+    }
     if job.run.as_ref().is_some_and(|r| !r.stopping) {
         JobState::Running
     } else if job.run.is_none()

@@ -7,7 +7,7 @@
 //! before a crash may never be recorded.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -40,12 +40,29 @@ impl DbEventType {
 }
 
 /// Events not yet recorded, in the order they first happened, each once.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct DbEvents {
     pending: Mutex<Pending>,
     wake: tokio::sync::Notify,
     /// Databases written since automatic compaction last looked.
     written: Mutex<HashSet<String>>,
+    /// Every commit's database, for whoever follows them as they happen
+    /// (the replication scheduler wakes parked jobs with it).
+    updates: tokio::sync::broadcast::Sender<Arc<str>>,
+}
+
+/// Commits a slow follower may fall behind by before it is told it lagged.
+const UPDATES_BUFFER: usize = 4096;
+
+impl Default for DbEvents {
+    fn default() -> DbEvents {
+        DbEvents {
+            pending: Mutex::default(),
+            wake: tokio::sync::Notify::new(),
+            written: Mutex::default(),
+            updates: tokio::sync::broadcast::channel(UPDATES_BUFFER).0,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -63,6 +80,9 @@ impl DbEvents {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .insert(db.to_string());
+            if self.updates.receiver_count() > 0 {
+                let _ = self.updates.send(Arc::from(db));
+            }
         }
         if db == GLOBAL_CHANGES_DB {
             return;
@@ -104,6 +124,13 @@ impl DbEvents {
 }
 
 impl Store {
+    /// The name of each database as its commits land (a commit that moved
+    /// the update sequence). A receiver that falls behind is told how many
+    /// it missed (`Lagged`) and should then look at every database it follows.
+    pub fn subscribe_db_updates(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
+        self.inner.live.events.updates.subscribe()
+    }
+
     /// Records database events into `_global_changes` until the server
     /// stops (`stop` turns true). Events happen while `_global_changes`
     /// exists only; without it (an admin deleted it) they are dropped, as

@@ -1,0 +1,144 @@
+//! Continuous replications that have caught up park: they hold no running
+//! slot and wake when their source changes, locally through the store's
+//! commits, remotely through a changes feed. Against the real binary.
+
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use recliner_tests::{Client, TempDir, TestServer, eventually};
+use serde_json::{Value, json};
+
+async fn jobs(c: &Client) -> Vec<Value> {
+    c.get("/_scheduler/jobs").await.json()["jobs"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+async fn all_idle(c: &Client, count: usize) -> bool {
+    let jobs = jobs(c).await;
+    jobs.len() == count && jobs.iter().all(|j| j["idle"] == true)
+}
+
+async fn doc_count(c: &Client, db: &str) -> u64 {
+    c.get(&format!("/{db}")).await.json()["doc_count"]
+        .as_u64()
+        .unwrap_or(0)
+}
+
+/// Eight continuous jobs with `max_jobs` at two: once caught up every one
+/// is parked (running and idle, CouchDB-shaped), and a change to any
+/// source arrives within seconds, not after a rotation interval.
+#[tokio::test]
+async fn parked_jobs_wake_when_their_local_source_changes() {
+    let data = TempDir::new("park-local");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_REPLICATOR_MAX_JOBS", "2"),
+            // Rotation alone would take minutes.
+            ("RECLINER_REPLICATOR_INTERVAL_MS", "600000"),
+        ],
+    );
+    let c = Client::new(&server);
+    for i in 0..8 {
+        c.put(&format!("/src{i}"), json!({})).await;
+        c.put(&format!("/src{i}/first"), json!({"i": i})).await;
+        let doc = json!({"source": format!("src{i}"), "target": format!("dst{i}"),
+                         "create_target": true, "continuous": true});
+        assert_eq!(
+            c.put(&format!("/_replicator/job{i}"), doc).await.status,
+            201
+        );
+    }
+    assert!(
+        eventually(30, async || all_idle(&c, 8).await).await,
+        "{:?}",
+        jobs(&c).await
+    );
+    for i in 0..8 {
+        assert_eq!(doc_count(&c, &format!("dst{i}")).await, 1);
+    }
+    let job = &jobs(&c).await[0];
+    assert!(job["pid"].is_string() && job["history"].is_array(), "{job}");
+    let docs = c.get("/_scheduler/docs").await.json();
+    for doc in docs["docs"].as_array().unwrap() {
+        assert_eq!(
+            (&doc["state"], &doc["idle"]),
+            (&json!("running"), &json!(true)),
+            "{doc}"
+        );
+    }
+    // `_active_tasks` keeps CouchDB's shape: no extra field.
+    for task in c.get("/_active_tasks").await.json().as_array().unwrap() {
+        assert!(task.get("idle").is_none(), "{task}");
+        assert_eq!(task["type"], "replication");
+    }
+
+    // One change to every source, in reverse order of the jobs' starts.
+    for i in (0..8).rev() {
+        c.put(&format!("/src{i}/second"), json!({"i": i})).await;
+    }
+    assert!(
+        eventually(15, async || {
+            let mut all = true;
+            for i in 0..8 {
+                all &= doc_count(&c, &format!("dst{i}")).await == 2;
+            }
+            all
+        })
+        .await,
+        "not every change arrived: {:?}",
+        jobs(&c).await
+    );
+    // Never more than `max_jobs` moved data at once, and all park again.
+    assert!(eventually(30, async || all_idle(&c, 8).await).await);
+    let _ = server;
+}
+
+/// Jobs whose source is on another server park too, each following that
+/// source's changes feed, and wake on its next change.
+#[tokio::test]
+async fn parked_jobs_wake_when_their_remote_source_changes() {
+    let (a_data, b_data) = (TempDir::new("park-remote-a"), TempDir::new("park-remote-b"));
+    let a = TestServer::start(a_data.path(), &[]);
+    let b =
+        TestServer::start_with_env(b_data.path(), &[], &[("RECLINER_REPLICATOR_MAX_JOBS", "1")]);
+    let (ca, cb) = (Client::new(&a), Client::new(&b));
+    for i in 0..3 {
+        ca.put(&format!("/remote{i}"), json!({})).await;
+        ca.put(&format!("/remote{i}/first"), json!({})).await;
+        let doc = json!({"source": format!("{}/remote{i}", a.url), "target": format!("copy{i}"),
+                         "create_target": true, "continuous": true});
+        assert_eq!(
+            cb.put(&format!("/_replicator/pull{i}"), doc).await.status,
+            201
+        );
+    }
+    assert!(
+        eventually(30, async || all_idle(&cb, 3).await).await,
+        "{:?}",
+        jobs(&cb).await
+    );
+    // No credentials anywhere in what the scheduler shows.
+    let shown = cb.get("/_scheduler/jobs").await.text;
+    assert!(!shown.contains(recliner_tests::ADMIN_PASSWORD), "{shown}");
+    for i in 0..3 {
+        ca.put(&format!("/remote{i}/second"), json!({})).await;
+    }
+    assert!(
+        eventually(15, async || {
+            let mut all = true;
+            for i in 0..3 {
+                all &= doc_count(&cb, &format!("copy{i}")).await == 2;
+            }
+            all
+        })
+        .await,
+        "{:?}",
+        jobs(&cb).await
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
