@@ -313,6 +313,8 @@ async fn main() {
     all_caught_up(&c, o.jobs).await;
     let restart = restarted.elapsed();
     eprintln!("bench: restarted and caught up in {restart:.1?}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let rss_restarted = proc_status_mib(server.pid(), "VmRSS:").unwrap_or(f64::NAN);
 
     let remote_data = TempDir::new("bench-many-reps-remote");
     let remote = TestServer::start(remote_data.path(), &["--log-level", "warn"]);
@@ -347,6 +349,9 @@ async fn main() {
         local.at(1.0)
     );
     println!("| restart: every job back and caught up | {restart:.1?} | under 60 s |");
+    println!(
+        "| resident memory after the restart, caught up | {rss_restarted:.0} MiB | under 500 MiB |"
+    );
     println!(
         "| over HTTP: {} jobs, {remote_written} writes, arrived | {} | all |",
         o.remote_jobs,

@@ -290,6 +290,31 @@ pub(crate) struct Streamed {
     pub permit: Option<OwnedSemaphorePermit>,
 }
 
+/// One HTTP client per timeout and pool size for the whole process: jobs
+/// that stop and start again (parked ones, at every change) keep their
+/// pooled connections instead of opening new ones.
+fn shared_client(timeout: Duration, connections: usize) -> Result<reqwest::Client, reqwest::Error> {
+    static CLIENTS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<(Duration, usize), reqwest::Client>>,
+    > = std::sync::OnceLock::new();
+    let mut clients = CLIENTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if let Some(client) = clients.get(&(timeout, connections)) {
+        return Ok(client.clone());
+    }
+    // No total timeout on the client: attachment transfers may take
+    // long. JSON calls set one per request; every read has one.
+    let client = crate::http_client_builder()
+        .read_timeout(timeout)
+        .connect_timeout(timeout)
+        .pool_max_idle_per_host(connections)
+        .build()?;
+    clients.insert((timeout, connections), client.clone());
+    Ok(client)
+}
+
 impl Endpoint {
     /// An endpoint for a peer; a remote one is called with `options`.
     pub fn new(
@@ -315,14 +340,8 @@ impl Endpoint {
     /// An endpoint for a remote database, called with `options`.
     pub fn remote(db: &RemoteDb, options: HttpOptions) -> Result<Endpoint, EndpointError> {
         let connections = options.http_connections.clamp(1, Semaphore::MAX_PERMITS);
-        // No total timeout on the client: attachment transfers may take
-        // long. JSON calls set one per request; every read has one.
-        let client = crate::http_client_builder()
-            .read_timeout(options.timeout)
-            .connect_timeout(options.timeout)
-            .pool_max_idle_per_host(connections)
-            .build()
-            .map_err(|e| EndpointError::Request {
+        let client =
+            shared_client(options.timeout, connections).map_err(|e| EndpointError::Request {
                 url: db.url.to_string(),
                 detail: format!("the HTTP client cannot be built: {e}"),
             })?;
@@ -334,7 +353,7 @@ impl Endpoint {
             bulk_get: Arc::new(AtomicU8::new(BULK_GET_UNKNOWN)),
             encoded_attachments: Arc::new(AtomicU8::new(BULK_GET_UNKNOWN)),
             permits: Arc::new(Semaphore::new(connections)),
-            session: Arc::new(Session::new()),
+            session: crate::session::shared(&db.url, db.auth.as_ref()),
         })
     }
 

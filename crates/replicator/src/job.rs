@@ -53,6 +53,8 @@ pub struct ProgressSnapshot {
     pub through_seq: Value,
     /// The last sequence recorded in a checkpoint.
     pub checkpointed_source_seq: Value,
+    /// When that checkpoint was recorded (kept across a parked job's runs).
+    pub checkpointed_at: Option<Instant>,
     /// Changes the source still has after `through_seq`, when known.
     pub changes_pending: Option<u64>,
     /// Whether the job is replicating or idle, waiting for the source to change.
@@ -295,20 +297,36 @@ pub async fn run_parking(
                 break;
             }
             if let Some(linger) = linger {
-                if spec.use_checkpoints && written != recorded {
-                    // Parked jobs start again from their checkpoint.
+                // Parked jobs start again from their checkpoint: one is
+                // recorded when the interval allows (across runs), so a
+                // job woken often does not write one at every change; a
+                // restart re-reads at most one interval of changes.
+                let since_checkpoint = progress.snapshot().checkpointed_at.map(|at| at.elapsed());
+                let due = since_checkpoint.is_none_or(|elapsed| elapsed >= interval);
+                if spec.use_checkpoints && written != recorded && due {
                     checkpointer.record(&written, &stats).await?;
                     recorded = written.clone();
                     last_checkpoint = Instant::now();
-                    progress.update(|p| p.checkpointed_source_seq = written.clone());
+                    progress.update(|p| {
+                        p.checkpointed_source_seq = written.clone();
+                        p.checkpointed_at = Some(Instant::now());
+                    });
                 }
                 if !busy {
                     progress.update(|p| p.process_status = ProcessStatus::Waiting);
                     return Ok(RunEnd::Idle { since: written });
                 }
                 busy = false;
+                // Not longer than until the checkpoint is due.
+                let mut wait = linger;
+                if spec.use_checkpoints
+                    && written != recorded
+                    && let Some(elapsed) = since_checkpoint
+                {
+                    wait = wait.min(interval.saturating_sub(elapsed));
+                }
                 progress.update(|p| p.process_status = ProcessStatus::Waiting);
-                source.wait_for_changes(&since, linger, &mut stop).await?;
+                source.wait_for_changes(&since, wait, &mut stop).await?;
                 progress.update(|p| p.process_status = ProcessStatus::Running);
                 continue;
             }
@@ -321,7 +339,10 @@ pub async fn run_parking(
                     checkpointer.record(&written, &stats).await?;
                     last_checkpoint = Instant::now();
                     recorded = written.clone();
-                    progress.update(|p| p.checkpointed_source_seq = written.clone());
+                    progress.update(|p| {
+                        p.checkpointed_source_seq = written.clone();
+                        p.checkpointed_at = Some(Instant::now());
+                    });
                 } else {
                     wait = interval - since_last;
                 }
@@ -338,7 +359,6 @@ pub async fn run_parking(
             continue;
         }
         moved = true;
-        busy = true;
         // With `winning_revs_only` only the winner (first in `style=all_docs`) travels.
         let keep = if spec.winning_revs_only {
             1
@@ -358,6 +378,8 @@ pub async fn run_parking(
         stats.missing_checked += asked.0.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
         let missing = target.revs_diff(asked).await?;
         stats.missing_found += missing.iter().map(|m| m.revs.len() as u64).sum::<u64>();
+        // Changes already on the target (re-read after a restart) are no work.
+        busy |= !missing.is_empty();
         let docs = source.fetch_many(&missing, spec.use_bulk_get).await?;
         stats.docs_read += docs.len() as u64;
         // Revisions carrying attachment bytes the target lacks are streamed
@@ -382,7 +404,10 @@ pub async fn run_parking(
             checkpointer.record(&written, &stats).await?;
             recorded = written.clone();
             last_checkpoint = Instant::now();
-            progress.update(|p| p.checkpointed_source_seq = written.clone());
+            progress.update(|p| {
+                p.checkpointed_source_seq = written.clone();
+                p.checkpointed_at = Some(Instant::now());
+            });
         }
     }
     in_flight.settle_all(&mut stats, &mut written).await?;

@@ -5,7 +5,10 @@
 //! request), the peer's renewed cookies are kept, and a 401 on a cookie
 //! logs in again. A peer without cookie auth gets basic auth throughout.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use md5::Digest as _;
 
 use reqwest::Url;
 use reqwest::header::{HeaderMap, SET_COOKIE};
@@ -36,6 +39,40 @@ pub struct Session {
 pub enum Credential {
     Cookie(String),
     Basic,
+}
+
+/// Logins kept for the whole process by peer server and credentials, so
+/// that a job that stops and starts again (a parked job does at every
+/// change) keeps its cookie instead of logging in again: a login costs the
+/// peer a password hash. Never more than this many are kept.
+const MAX_SHARED: usize = 10_000;
+
+type SessionKey = (String, String, [u8; 16]);
+
+/// The login shared by every job that reaches `db_url`'s server with
+/// `auth` (the password is kept as a digest in the key, not as text).
+pub(crate) fn shared(db_url: &Url, auth: Option<&BasicAuth>) -> Arc<Session> {
+    static SESSIONS: OnceLock<Mutex<HashMap<SessionKey, Arc<Session>>>> = OnceLock::new();
+    let Some(auth) = auth else {
+        return Arc::new(Session::new());
+    };
+    let digest: [u8; 16] = md5::Md5::digest(auth.password.as_bytes()).into();
+    let key = (
+        db_url.origin().ascii_serialization(),
+        auth.username.clone(),
+        digest,
+    );
+    let mut sessions = SESSIONS
+        .get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner());
+    if sessions.len() >= MAX_SHARED && !sessions.contains_key(&key) {
+        sessions.clear();
+    }
+    sessions
+        .entry(key)
+        .or_insert_with(|| Arc::new(Session::new()))
+        .clone()
 }
 
 impl Session {

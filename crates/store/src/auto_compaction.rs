@@ -63,6 +63,11 @@ impl Store {
         name: &str,
         settings: &AutoCompaction,
     ) -> Result<(), StoreError> {
+        // Most written databases are small: their file says so without
+        // opening them.
+        if self.file_len(name) < settings.min_file_size {
+            return Ok(());
+        }
         let db = match self.db(name).await {
             Ok(db) => db,
             // Deleted since it was written.

@@ -521,6 +521,12 @@ impl Store {
         self.lock().open
     }
 
+    /// The size of a database's file (its write-ahead log aside); 0 when
+    /// it has none.
+    pub(crate) fn file_len(&self, name: &str) -> u64 {
+        std::fs::metadata(self.path_of(name)).map_or(0, |m| m.len())
+    }
+
     fn path_of(&self, name: &str) -> PathBuf {
         self.inner.data_dir.join(name::file_name(name))
     }
