@@ -142,3 +142,75 @@ async fn parked_jobs_wake_when_their_remote_source_changes() {
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
+
+/// A job that never runs out of work cannot hold back jobs with one change
+/// each: a woken job takes the slot of one that has had its first turn.
+#[tokio::test]
+async fn a_busy_job_cannot_starve_woken_ones() {
+    let data = TempDir::new("park-starve");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_REPLICATOR_MAX_JOBS", "1"),
+            ("RECLINER_REPLICATOR_INTERVAL_MS", "600000"),
+            ("RECLINER_REPLICATOR_FIRST_TURN_MS", "300"),
+        ],
+    );
+    let c = Client::new(&server);
+    for i in 0..4 {
+        c.put(&format!("/small{i}"), json!({})).await;
+        c.put(&format!("/small{i}/first"), json!({})).await;
+        let doc = json!({"source": format!("small{i}"), "target": format!("small-copy{i}"),
+                         "create_target": true, "continuous": true});
+        c.put(&format!("/_replicator/small{i}"), doc).await;
+    }
+    assert!(eventually(30, async || all_idle(&c, 4).await).await);
+
+    // A source that is written all the time: its job never parks.
+    c.put("/busy", json!({})).await;
+    let writer = {
+        let c = c.clone();
+        tokio::spawn(async move {
+            for round in 0.. {
+                let docs: Vec<Value> = (0..200)
+                    .map(|i| json!({"_id": format!("r{round}-{i}")}))
+                    .collect();
+                c.post("/busy/_bulk_docs", json!({"docs": docs})).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let doc = json!({"source": "busy", "target": "busy-copy", "create_target": true,
+                     "continuous": true});
+    c.put("/_replicator/busy", doc).await;
+    assert!(eventually(10, async || doc_count(&c, "busy-copy").await > 0).await);
+
+    for i in 0..4 {
+        c.put(&format!("/small{i}/second"), json!({})).await;
+    }
+    let delivered = eventually(20, async || {
+        let mut all = true;
+        for i in 0..4 {
+            all &= doc_count(&c, &format!("small-copy{i}")).await == 2;
+        }
+        all
+    })
+    .await;
+    writer.abort();
+    assert!(delivered, "{:?}", jobs(&c).await);
+    // The busy job gave way, and runs again.
+    let busy = jobs(&c)
+        .await
+        .into_iter()
+        .find(|j| j["doc_id"] == "busy")
+        .unwrap();
+    assert!(
+        busy["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["type"] == "stopped"),
+        "{busy}"
+    );
+}

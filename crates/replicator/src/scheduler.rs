@@ -41,6 +41,9 @@ pub struct SchedulerConfig {
     /// A job that ran this long before crashing is healthy again: its
     /// backoff starts over.
     pub health_threshold: Duration,
+    /// How long a job runs before a woken job (a parked one whose source
+    /// changed) may take its slot when none is free.
+    pub first_turn: Duration,
     /// What replications take for the options their requests leave out.
     pub spec_defaults: SpecDefaults,
 }
@@ -55,6 +58,7 @@ impl Default for SchedulerConfig {
             backoff_base: Duration::from_secs(30),
             max_backoff_doublings: 10,
             health_threshold: Duration::from_secs(120),
+            first_turn: Duration::from_secs(5),
             spec_defaults: SpecDefaults::default(),
         }
     }
@@ -606,8 +610,14 @@ impl Scheduler {
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
         let mut updates = self.inner.store.subscribe_db_updates();
         let mut next_turn = tokio::time::Instant::now() + self.config().interval;
+        let mut woken_check = tokio::time::interval(WOKEN_CHECK);
+        woken_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                _ = woken_check.tick() => {
+                    let mut table = self.table();
+                    self.make_room_for_woken(&mut table);
+                }
                 _ = tokio::time::sleep_until(next_turn) => {
                     self.reschedule();
                     // Read each turn: `interval` may change while the server runs.
@@ -652,7 +662,7 @@ impl Scheduler {
     }
 
     /// Marks a parked job woken and gives it a slot: a free one, else the
-    /// slot of the longest-running job that has had its turn (it stops
+    /// slot of the longest-running job that has had its first turn (it stops
     /// after a checkpoint and waits its own turn again), so jobs with a few
     /// changes are never stuck behind jobs with a long backlog.
     fn wake_in(&self, table: &mut Table, id: &str) {
@@ -670,25 +680,57 @@ impl Scheduler {
             watcher.abort();
         }
         self.fill(table, usize::MAX);
-        let waiting = table.jobs.get(id).is_some_and(|j| j.run.is_none());
-        if !waiting || table.shutting_down {
+        self.make_room_for_woken(table);
+    }
+
+    /// When woken jobs wait and no slot is free, stops the longest-running
+    /// jobs that have had their first turn, one per waiting woken job (at
+    /// most `max_churn`, counting those already stopping): they checkpoint,
+    /// and their slots go to the woken jobs first. Called at each wake and
+    /// a few times a second, so a job whose first turn ends later gives
+    /// way then.
+    fn make_room_for_woken(&self, table: &mut Table) {
+        if table.shutting_down {
             return;
         }
-        let max_history = self.config().max_history;
-        let longest = table
+        let woken = table
+            .jobs
+            .values()
+            .filter(|j| j.run.is_none() && j.parked.as_ref().is_some_and(|p| p.woken))
+            .count();
+        if woken == 0 {
+            return;
+        }
+        let config = self.config();
+        let running = table.jobs.values().filter(|j| j.run.is_some()).count();
+        if running < config.max_jobs {
+            self.fill(table, usize::MAX);
+            return;
+        }
+        let stopping = table
+            .jobs
+            .values()
+            .filter(|j| j.run.as_ref().is_some_and(|r| r.stopping))
+            .count();
+        let wanted = woken.min(config.max_churn).saturating_sub(stopping);
+        if wanted == 0 {
+            return;
+        }
+        let mut longest: Vec<(Instant, String)> = table
             .jobs
             .values()
             .filter_map(|j| {
                 j.run.as_ref().filter(|r| !r.stopping)?;
                 let since = j.last_started?;
-                (since.elapsed() >= FIRST_TURN).then_some((since, j.id.clone()))
+                (since.elapsed() >= config.first_turn).then_some((since, j.id.clone()))
             })
-            .min();
-        if let Some((_, longest)) = longest
-            && let Some(job) = table.jobs.get_mut(&longest)
-        {
-            tracing::debug!(job = %longest, woken = %id, "replication job paused for a woken one");
-            stop_run(job, max_history);
+            .collect();
+        longest.sort();
+        for (_, id) in longest.into_iter().take(wanted) {
+            if let Some(job) = table.jobs.get_mut(&id) {
+                tracing::debug!(job = %id, "replication job paused for woken ones");
+                stop_run(job, config.max_history);
+            }
         }
     }
 
@@ -1008,8 +1050,8 @@ fn unpark(table: &mut Table, job: &mut Job) {
 /// it parks: a busy source keeps its job running.
 const LINGER: Duration = Duration::from_secs(1);
 
-/// How long a job runs before a woken job may take its slot.
-const FIRST_TURN: Duration = Duration::from_secs(5);
+/// How often waiting woken jobs look for a job whose first turn is over.
+const WOKEN_CHECK: Duration = Duration::from_millis(250);
 
 /// The longest wait of a parked job's longpoll on a remote source.
 const REMOTE_WAIT: Duration = Duration::from_secs(60);

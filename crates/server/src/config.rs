@@ -114,6 +114,9 @@ pub struct Config {
     pub replicator_interval_ms: u64,
     /// Replications stopped and started per turn, at most.
     pub replicator_max_churn: usize,
+    /// Milliseconds a replication runs before one woken by a change (a
+    /// parked continuous job) may take its slot when none is free.
+    pub replicator_first_turn_ms: u64,
     /// Events kept in each job's history (`_scheduler/jobs`).
     pub replicator_max_history: usize,
     /// Default milliseconds between a replication's checkpoints.
@@ -391,6 +394,7 @@ impl Config {
             max_jobs: self.replicator_max_jobs,
             interval: std::time::Duration::from_millis(self.replicator_interval_ms),
             max_churn: self.replicator_max_churn,
+            first_turn: std::time::Duration::from_millis(self.replicator_first_turn_ms),
             max_history: self.replicator_max_history,
             spec_defaults: replicator::SpecDefaults {
                 checkpoint_interval: self.replicator_checkpoint_interval_ms,
@@ -588,6 +592,7 @@ impl Default for Config {
             replicator_max_jobs: scheduler.max_jobs,
             replicator_interval_ms: scheduler.interval.as_millis() as u64,
             replicator_max_churn: scheduler.max_churn,
+            replicator_first_turn_ms: scheduler.first_turn.as_millis() as u64,
             replicator_max_history: scheduler.max_history,
             compaction_daemon: true,
             compaction_min_garbage: store::AutoCompaction::default().min_garbage,

@@ -251,6 +251,7 @@ impl ServerConfig {
             config.max_jobs = scheduler.max_jobs;
             config.interval = scheduler.interval;
             config.max_churn = scheduler.max_churn;
+            config.first_turn = scheduler.first_turn;
             config.max_history = scheduler.max_history;
             config.spec_defaults = scheduler.spec_defaults;
         });

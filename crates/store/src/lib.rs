@@ -521,10 +521,16 @@ impl Store {
         self.lock().open
     }
 
-    /// The size of a database's file (its write-ahead log aside); 0 when
-    /// it has none.
+    /// The size of a database's file and its write-ahead log (where recent
+    /// writes are until a checkpoint); 0 when it has none.
     pub(crate) fn file_len(&self, name: &str) -> u64 {
-        std::fs::metadata(self.path_of(name)).map_or(0, |m| m.len())
+        let path = self.path_of(name);
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        [path, PathBuf::from(wal)]
+            .iter()
+            .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+            .sum()
     }
 
     fn path_of(&self, name: &str) -> PathBuf {
