@@ -12,6 +12,17 @@ fn active_size(info: &Value) -> u64 {
     info["sizes"]["active"].as_u64().expect("sizes.active")
 }
 
+/// How many revisions of a document still have their body.
+async fn available_revisions(c: &Client, doc: &str) -> usize {
+    let revs = c.get(&format!("{doc}?revs_info=true")).await.json();
+    revs["_revs_info"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "available")
+        .count()
+}
+
 /// A database whose file is mostly old revisions is compacted without
 /// being asked; its documents stay as they were.
 #[tokio::test]
@@ -58,14 +69,7 @@ async fn databases_full_of_garbage_are_compacted_automatically() {
     assert_eq!(doc["_rev"], docs[7]["_rev"]);
     assert!(doc["_rev"].as_str().unwrap().starts_with("6-"));
     // The old revisions are gone, as after `_compact`.
-    let revs = c.get("/churn/d7?revs_info=true").await.json();
-    let available = revs["_revs_info"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["status"] == "available")
-        .count();
-    assert_eq!(available, 1, "{revs}");
+    assert_eq!(available_revisions(&c, "/churn/d7").await, 1);
 }
 
 /// Turned off, the daemon leaves garbage alone.
@@ -88,14 +92,7 @@ async fn automatic_compaction_can_be_turned_off() {
         rev = c.put("/keep/a", json!({"_rev": rev, "v": v})).await.json()["rev"].clone();
     }
     tokio::time::sleep(std::time::Duration::from_millis(600)).await;
-    let revs = c.get("/keep/a?revs_info=true").await.json();
-    let available = revs["_revs_info"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|r| r["status"] == "available")
-        .count();
-    assert_eq!(available, 20, "{revs}");
+    assert_eq!(available_revisions(&c, "/keep/a").await, 20);
 }
 
 /// `--log-file` writes the log to a file rotated by size, and the request

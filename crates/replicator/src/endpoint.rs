@@ -1115,17 +1115,7 @@ impl Endpoint {
                 Ok(())
             }
             Endpoint::Remote { timeout: t, .. } => {
-                let since_text = match since {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                // The feed must answer before the request's own timeout.
-                let limit = *t * 3 / 4;
-                let path = format!(
-                    "_changes?feed=longpoll&limit=1&since={}&timeout={}",
-                    form_encode(&since_text),
-                    timeout.min(limit).as_millis()
-                );
+                let path = longpoll_path(since, timeout, *t);
                 // Retried like any request: a source restarting drops the
                 // feed. What it lists is read by the next page of changes.
                 tokio::select! {
@@ -1150,16 +1140,7 @@ impl Endpoint {
                 Ok(db.update_seq() > local_seq(&db, since).unwrap_or(0))
             }
             Endpoint::Remote { timeout: t, .. } => {
-                let since_text = match since {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                let limit = *t * 3 / 4;
-                let path = format!(
-                    "_changes?feed=longpoll&limit=1&since={}&timeout={}",
-                    form_encode(&since_text),
-                    timeout.min(limit).as_millis()
-                );
+                let path = longpoll_path(since, timeout, *t);
                 let answer: Value = self.call(Method::GET, &path, None).await?;
                 Ok(answer["results"].as_array().is_some_and(|r| !r.is_empty()))
             }
@@ -1587,6 +1568,20 @@ fn chunk_by_bytes(encoded: &[Vec<u8>], limit: usize) -> Vec<std::ops::Range<usiz
 /// A sequence of a local database, as its own feed gave it (`N-token`),
 /// as a checkpoint from before sequences were strings holds it (a
 /// number), or as a user wrote it (`since_seq`).
+/// A longpoll changes feed from `since` that waits up to `wait` for the
+/// first change, and answers before the request's own `timeout`.
+fn longpoll_path(since: &Value, wait: Duration, timeout: Duration) -> String {
+    let since_text = match since {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    format!(
+        "_changes?feed=longpoll&limit=1&since={}&timeout={}",
+        form_encode(&since_text),
+        wait.min(timeout * 3 / 4).as_millis()
+    )
+}
+
 fn local_seq(db: &store::Database, seq: &Value) -> Result<u64, store::MalformedSeq> {
     match seq {
         Value::Number(n) => n.as_u64().ok_or(store::MalformedSeq),

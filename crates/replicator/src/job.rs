@@ -90,6 +90,14 @@ impl Progress {
         guard.updated = Some(SystemTime::now());
     }
 
+    /// A checkpoint recorded `seq` now.
+    fn checkpointed(&self, seq: &Value) {
+        self.update(|p| {
+            p.checkpointed_source_seq = seq.clone();
+            p.checkpointed_at = Some(Instant::now());
+        });
+    }
+
     pub fn snapshot(&self) -> ProgressSnapshot {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
@@ -307,10 +315,7 @@ pub async fn run_parking(
                     checkpointer.record(&written, &stats).await?;
                     recorded = written.clone();
                     last_checkpoint = Instant::now();
-                    progress.update(|p| {
-                        p.checkpointed_source_seq = written.clone();
-                        p.checkpointed_at = Some(Instant::now());
-                    });
+                    progress.checkpointed(&written);
                 }
                 if !busy {
                     progress.update(|p| p.process_status = ProcessStatus::Waiting);
@@ -339,10 +344,7 @@ pub async fn run_parking(
                     checkpointer.record(&written, &stats).await?;
                     last_checkpoint = Instant::now();
                     recorded = written.clone();
-                    progress.update(|p| {
-                        p.checkpointed_source_seq = written.clone();
-                        p.checkpointed_at = Some(Instant::now());
-                    });
+                    progress.checkpointed(&written);
                 } else {
                     wait = interval - since_last;
                 }
@@ -404,10 +406,7 @@ pub async fn run_parking(
             checkpointer.record(&written, &stats).await?;
             recorded = written.clone();
             last_checkpoint = Instant::now();
-            progress.update(|p| {
-                p.checkpointed_source_seq = written.clone();
-                p.checkpointed_at = Some(Instant::now());
-            });
+            progress.checkpointed(&written);
         }
     }
     in_flight.settle_all(&mut stats, &mut written).await?;

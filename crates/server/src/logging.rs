@@ -267,7 +267,7 @@ impl RequestFields {
             dash(&self.remote),
             // A name with spaces would shift every field after it.
             dash(&self.user).replace(' ', "%20"),
-            clf_time(now),
+            wire::time::access_log_date(now),
             self.method,
             target.replace('"', "%22"),
             self.version,
@@ -281,46 +281,9 @@ impl RequestFields {
     }
 }
 
-/// `24/Nov/2026:08:40:00 +0000`, the access logs' time.
-fn clf_time(now: std::time::SystemTime) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let secs = now
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{day:02}/{}/{year}:{:02}:{:02}:{:02} +0000",
-        MONTHS[(month - 1) as usize],
-        rest / 3_600,
-        rest % 3_600 / 60,
-        rest % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn times_are_written_as_access_logs_write_them() {
-        let at = |secs| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
-        assert_eq!(clf_time(at(0)), "01/Jan/1970:00:00:00 +0000");
-        assert_eq!(clf_time(at(1_795_509_600)), "24/Nov/2026:08:40:00 +0000");
-        assert_eq!(clf_time(at(951_782_400)), "29/Feb/2000:00:00:00 +0000");
-    }
 
     #[test]
     fn a_request_is_one_combined_line() {

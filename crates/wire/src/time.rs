@@ -71,6 +71,21 @@ fn gmt(t: SystemTime, separator: char) -> String {
     )
 }
 
+/// `24/Nov/2026:08:40:00 +0000`, the time of access-log lines (Apache's
+/// common and combined log formats).
+pub fn access_log_date(t: SystemTime) -> String {
+    let c = civil(t);
+    format!(
+        "{:02}/{}/{}:{:02}:{:02}:{:02} +0000",
+        c.day,
+        MONTHS[c.month - 1],
+        c.year,
+        c.hour,
+        c.minute,
+        c.second
+    )
+}
+
 /// `2026-11-22T03:13:34Z`, as CouchDB writes `_replication_state_time`.
 pub fn rfc3339(t: SystemTime) -> String {
     let c = civil(t);
@@ -105,6 +120,11 @@ mod tests {
             "a leap day"
         );
         assert_eq!(http_date(at(0)), "Thu, 01 Jan 1970 00:00:00 GMT");
+        assert_eq!(access_log_date(at(0)), "01/Jan/1970:00:00:00 +0000");
+        assert_eq!(
+            access_log_date(at(1_795_509_600)),
+            "24/Nov/2026:08:40:00 +0000"
+        );
         assert_eq!(
             http_date(at(1_795_317_214)),
             "Sun, 22 Nov 2026 03:13:34 GMT"
