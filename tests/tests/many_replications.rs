@@ -27,6 +27,16 @@ async fn doc_count(c: &Client, db: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Whether databases `{prefix}0`..`{prefix}{count - 1}` each hold `docs` documents.
+async fn all_hold(c: &Client, prefix: &str, count: usize, docs: u64) -> bool {
+    for i in 0..count {
+        if doc_count(c, &format!("{prefix}{i}")).await != docs {
+            return false;
+        }
+    }
+    true
+}
+
 /// Eight continuous jobs with `max_jobs` at two: once caught up every one
 /// is parked (running and idle, CouchDB-shaped), and a change to any
 /// source arrives within seconds, not after a rotation interval.
@@ -82,14 +92,7 @@ async fn parked_jobs_wake_when_their_local_source_changes() {
         c.put(&format!("/src{i}/second"), json!({"i": i})).await;
     }
     assert!(
-        eventually(15, async || {
-            let mut all = true;
-            for i in 0..8 {
-                all &= doc_count(&c, &format!("dst{i}")).await == 2;
-            }
-            all
-        })
-        .await,
+        eventually(15, async || all_hold(&c, "dst", 8, 2).await).await,
         "not every change arrived: {:?}",
         jobs(&c).await
     );
@@ -129,14 +132,7 @@ async fn parked_jobs_wake_when_their_remote_source_changes() {
         ca.put(&format!("/remote{i}/second"), json!({})).await;
     }
     assert!(
-        eventually(15, async || {
-            let mut all = true;
-            for i in 0..3 {
-                all &= doc_count(&cb, &format!("copy{i}")).await == 2;
-            }
-            all
-        })
-        .await,
+        eventually(15, async || all_hold(&cb, "copy", 3, 2).await).await,
         "{:?}",
         jobs(&cb).await
     );
@@ -189,14 +185,7 @@ async fn a_busy_job_cannot_starve_woken_ones() {
     for i in 0..4 {
         c.put(&format!("/small{i}/second"), json!({})).await;
     }
-    let delivered = eventually(20, async || {
-        let mut all = true;
-        for i in 0..4 {
-            all &= doc_count(&c, &format!("small-copy{i}")).await == 2;
-        }
-        all
-    })
-    .await;
+    let delivered = eventually(20, async || all_hold(&c, "small-copy", 4, 2).await).await;
     writer.abort();
     assert!(delivered, "{:?}", jobs(&c).await);
     // The busy job gave way, and runs again.

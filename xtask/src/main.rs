@@ -287,29 +287,34 @@ fn bench_store() -> Result<(), String> {
 /// A benchmark of Recliner alone (nothing else does the same work): the
 /// release `recliner` and the client `tests/examples/<example>.rs`.
 fn bench_recliner_only(example: &str, args: &[String]) -> Result<(), String> {
-    for (package, target) in [("server", "--bin"), ("recliner-tests", "--example")] {
+    let mut bench = bench_client(example)?;
+    bench.args(args);
+    run(bench)
+}
+
+/// Builds the release `recliner` and the benchmark client
+/// `tests/examples/<example>.rs`; the client's command, told where
+/// `recliner` is.
+fn bench_client(example: &str) -> Result<Command, String> {
+    for (package, target, name) in [
+        ("server", "--bin", "recliner"),
+        ("recliner-tests", "--example", example),
+    ] {
         let mut build = cargo();
-        build.args(["build", "--release", "--package", package, target]);
-        build.arg(if target == "--bin" {
-            "recliner"
-        } else {
-            example
-        });
+        build.args(["build", "--release", "--package", package, target, name]);
         run(build)?;
     }
-    let root = workspace_root();
+    let release = workspace_root().join("target/release");
     let mut bench = Command::new(
-        root.join("target/release/examples")
+        release
+            .join("examples")
             .join(format!("{example}{}", std::env::consts::EXE_SUFFIX)),
     );
-    bench
-        .env(
-            "RECLINER_BIN",
-            root.join("target/release")
-                .join(format!("recliner{}", std::env::consts::EXE_SUFFIX)),
-        )
-        .args(args);
-    run(bench)
+    bench.env(
+        "RECLINER_BIN",
+        release.join(format!("recliner{}", std::env::consts::EXE_SUFFIX)),
+    );
+    Ok(bench)
 }
 
 /// Recliner against PouchDB Server: the release `recliner` and a benchmark
@@ -329,38 +334,9 @@ fn bench_against_pouchdb_server(
 ) -> Result<(), String> {
     let recliner_only = args.iter().any(|a| a == "--recliner-only");
     let client_args = args.iter().filter(|a| *a != "--recliner-only");
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--release",
-        "--package",
-        "server",
-        "--bin",
-        "recliner",
-    ]);
-    run(build)?;
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--release",
-        "--package",
-        "recliner-tests",
-        "--example",
-        example,
-    ]);
-    run(build)?;
+    let mut bench = bench_client(example)?;
+    bench.args(client_args);
     let root = workspace_root();
-    let mut bench = Command::new(
-        root.join("target/release/examples")
-            .join(format!("{example}{}", std::env::consts::EXE_SUFFIX)),
-    );
-    bench
-        .env(
-            "RECLINER_BIN",
-            root.join("target/release")
-                .join(format!("recliner{}", std::env::consts::EXE_SUFFIX)),
-        )
-        .args(client_args);
     let couchdb_script = root
         .join("..")
         .join("shared")
