@@ -390,12 +390,21 @@ async fn the_replicator_gauges_count_running_pending_and_crashed_jobs() {
         "{:?}",
         jobs(&c).await
     );
-    for i in 0..2 {
-        c.put(&format!("/s{i}"), json!({})).await;
-        let doc = json!({"source": format!("s{i}"), "target": format!("t{i}"),
-                         "create_target": true, "continuous": true});
-        assert_eq!(c.put(&format!("/_replicator/r{i}"), doc).await.status, 201);
-    }
+    // A source that accepts connections and never answers keeps its job
+    // running (a caught-up job would park and free the slot).
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_port = silent.local_addr().unwrap().port();
+    let hung = json!({"source": format!("http://127.0.0.1:{silent_port}/silent"), "target": "t1",
+                      "create_target": true, "continuous": true});
+    assert_eq!(c.put("/_replicator/r0", hung).await.status, 201);
+    assert!(
+        eventually(20, async || jobs(&c).await == [1, 0, 1, 2]).await,
+        "{:?}",
+        jobs(&c).await
+    );
+    c.put("/s2", json!({})).await;
+    let local = json!({"source": "s2", "target": "t2", "create_target": true, "continuous": true});
+    assert_eq!(c.put("/_replicator/r1", local).await.status, 201);
     // One slot: one runs, one waits.
     assert!(
         eventually(20, async || jobs(&c).await == [1, 1, 1, 3]).await,
@@ -405,6 +414,7 @@ async fn the_replicator_gauges_count_running_pending_and_crashed_jobs() {
     // The same figures as `_scheduler/jobs` shows.
     let listed = c.get("/_scheduler/jobs").await.json();
     assert_eq!(listed["total_rows"], 3);
+    drop(silent);
 }
 
 /// Each figure Recliner shows is CouchDB's: the same path, type and
