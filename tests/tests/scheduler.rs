@@ -339,3 +339,36 @@ async fn passwords_never_show_in_answers_or_logs() {
     assert!(logs.contains("replication started"), "the logs name jobs");
     assert!(answers[1].contains("127.0.0.1"), "sources are still shown");
 }
+
+/// Jobs stuck in a request to a peer that never answers do not hold the
+/// shutdown: with nothing read yet there is nothing to checkpoint.
+#[tokio::test]
+async fn jobs_waiting_on_a_silent_peer_let_the_server_stop_at_once() {
+    let data = TempDir::new("sched-silent-stop");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    for i in 0..3 {
+        let doc = json!({"source": format!("http://127.0.0.1:{port}/db{i}"), "target": format!("t{i}"),
+                         "create_target": true, "continuous": true});
+        assert_eq!(c.put(&format!("/_replicator/r{i}"), doc).await.status, 201);
+    }
+    assert!(
+        eventually(10, async || {
+            let docs = c.get("/_scheduler/docs/_replicator").await.json();
+            docs["docs"]
+                .as_array()
+                .is_some_and(|d| d.len() == 3 && d.iter().all(|d| d["state"] == "running"))
+        })
+        .await
+    );
+    let asked = Instant::now();
+    assert!(server.stop().success());
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "stopping took {:?}",
+        asked.elapsed()
+    );
+    drop(silent);
+}

@@ -26,6 +26,9 @@ pub enum ReplicationError {
     PeerChanged(String),
     #[error(transparent)]
     Endpoint(#[from] EndpointError),
+    /// Asked to stop before it had read its checkpoints: nothing to record.
+    #[error("stopped before it started")]
+    Stopped,
 }
 
 /// The counters a replication reports (and checkpoints).
@@ -211,23 +214,32 @@ pub async fn run_parking(
         EndpointError::NotFound(_) => ReplicationError::DbNotFound(side.display()),
         other => other.into(),
     };
-    let source_info = source.info().await.map_err(|e| not_found(e, &source))?;
-    progress.update(|p| p.source_seq = source_info.update_seq);
-    if spec.create_target {
-        target.create(&spec.create_target_params).await?;
-    }
-    let target_info = target.info().await.map_err(|e| not_found(e, &target))?;
-
-    let code = filter_code(&source, &spec.filter).await?;
-    let rep_id = replication_id_with_code(store.server_uuid(), spec, code.as_deref());
-    let log_id = format!("_local/{rep_id}");
-    let (source_log, target_log) = if spec.use_checkpoints {
-        (
-            StoredLog::read(source.get_local(&log_id).await?),
-            StoredLog::read(target.get_local(&log_id).await?),
-        )
-    } else {
-        (StoredLog::default(), StoredLog::default())
+    // Until the checkpoints are read there is nothing to record: a stop
+    // ends the run at once, even in a request a peer never answers.
+    let setup = async {
+        let source_info = source.info().await.map_err(|e| not_found(e, &source))?;
+        progress.update(|p| p.source_seq = source_info.update_seq.clone());
+        if spec.create_target {
+            target.create(&spec.create_target_params).await?;
+        }
+        let target_info = target.info().await.map_err(|e| not_found(e, &target))?;
+        let code = filter_code(&source, &spec.filter).await?;
+        let rep_id = replication_id_with_code(store.server_uuid(), spec, code.as_deref());
+        let log_id = format!("_local/{rep_id}");
+        let logs = if spec.use_checkpoints {
+            (
+                StoredLog::read(source.get_local(&log_id).await?),
+                StoredLog::read(target.get_local(&log_id).await?),
+            )
+        } else {
+            (StoredLog::default(), StoredLog::default())
+        };
+        Ok::<_, ReplicationError>((source_info, target_info, log_id, logs))
+    };
+    let Some((source_info, target_info, log_id, (source_log, target_log))) =
+        unless_stopped(&mut stop, setup).await?
+    else {
+        return Err(ReplicationError::Stopped);
     };
     let resume = compare_logs(source_log.log.as_ref(), target_log.log.as_ref());
     let mut since = spec.since_seq.clone().unwrap_or(resume.since.clone());
@@ -280,9 +292,13 @@ pub async fn run_parking(
         }
         // Counting what is left costs a scan on a local source: at most once a second.
         let count_pending = last_pending_count.is_none_or(|t| t.elapsed() >= PENDING_EVERY);
-        let batch = source
-            .changes(&since, spec.worker_batch_size, &spec.filter, count_pending)
-            .await?;
+        // A batch being read, diffed or fetched is dropped at a stop (the
+        // next run reads it again); the writes already queued are settled
+        // and checkpointed below.
+        let read = source.changes(&since, spec.worker_batch_size, &spec.filter, count_pending);
+        let Some(batch) = unless_stopped(&mut stop, read).await? else {
+            break;
+        };
         if let Some(pending) = batch.pending {
             last_pending_count = Some(Instant::now());
             progress.update(|p| p.changes_pending = Some(pending));
@@ -378,15 +394,23 @@ pub async fn run_parking(
                 .collect(),
         );
         stats.missing_checked += asked.0.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
-        let missing = target.revs_diff(asked).await?;
+        let Some(missing) = unless_stopped(&mut stop, target.revs_diff(asked)).await? else {
+            break;
+        };
         stats.missing_found += missing.iter().map(|m| m.revs.len() as u64).sum::<u64>();
         // Changes already on the target (re-read after a restart) are no work.
         busy |= !missing.is_empty();
-        let docs = source.fetch_many(&missing, spec.use_bulk_get).await?;
+        let fetch = source.fetch_many(&missing, spec.use_bulk_get);
+        let Some(docs) = unless_stopped(&mut stop, fetch).await? else {
+            break;
+        };
         stats.docs_read += docs.len() as u64;
         // Revisions carrying attachment bytes the target lacks are streamed
         // one by one (several at a time); the rest go in one `_bulk_docs`.
-        let docs = copy_attachment_docs(&source, &target, spec, &missing, docs, &mut stats).await?;
+        let copy = copy_attachment_docs(&source, &target, spec, &missing, docs, &mut stats);
+        let Some(docs) = unless_stopped(&mut stop, copy).await? else {
+            break;
+        };
         in_flight.make_room(&mut stats, &mut written).await?;
         let writer = target.clone();
         let count = docs.len() as u64;
@@ -440,6 +464,27 @@ pub async fn run_parking(
         "replication_id_version": REP_ID_VERSION,
         "history": history,
     })))
+}
+
+/// Runs `work` unless `stop` turns true first (then `None`, and the work is
+/// dropped). A stop sender that is gone never stops anything.
+async fn unless_stopped<T, E>(
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+    work: impl std::future::Future<Output = Result<T, E>>,
+) -> Result<Option<T>, ReplicationError>
+where
+    ReplicationError: From<E>,
+{
+    let stopped = async {
+        if stop.wait_for(|s| *s).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        biased;
+        () = stopped => Ok(None),
+        done = work => Ok(Some(done?)),
+    }
 }
 
 /// Copies the revisions whose attachments must travel (streamed, up to

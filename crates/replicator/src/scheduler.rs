@@ -779,9 +779,9 @@ impl Scheduler {
                 })
                 .collect()
         };
-        for task in tasks {
-            stop_within(task, "at shutdown").await;
-        }
+        // All at once: one stuck peer's time limit is everyone's.
+        futures_util::future::join_all(tasks.into_iter().map(|t| stop_within(t, "at shutdown")))
+            .await;
     }
 
     /// Jobs ready to run (not running, backoff over), most deserving first:
