@@ -47,7 +47,16 @@ async fn database_events_are_recorded_and_followed() {
         "{:?}",
         events_of(&c, "alpha").await
     );
-    let normal = c.get("/_db_updates").await.json();
+    // Events are recorded every 100 ms: wait until the last writes' are.
+    let mut normal = c.get("/_db_updates").await.json();
+    loop {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let again = c.get("/_db_updates").await.json();
+        if again["last_seq"] == normal["last_seq"] {
+            break;
+        }
+        normal = again;
+    }
     assert!(normal["last_seq"].is_string(), "{normal}");
     assert!(normal.get("pending").is_none(), "{normal}");
     for row in normal["results"].as_array().unwrap() {

@@ -128,6 +128,11 @@ async fn parked_jobs_wake_when_their_remote_source_changes() {
     // No credentials anywhere in what the scheduler shows.
     let shown = cb.get("/_scheduler/jobs").await.text;
     assert!(!shown.contains(recliner_tests::ADMIN_PASSWORD), "{shown}");
+    // The three parked jobs share one `_db_updates` feed of the source server.
+    let feeds = || a.logs().matches("path=/_db_updates ").count();
+    assert!(eventually(10, async || feeds() >= 1).await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(feeds(), 1, "one feed for the server");
     for i in 0..3 {
         ca.put(&format!("/remote{i}/second"), json!({})).await;
     }
@@ -137,6 +142,57 @@ async fn parked_jobs_wake_when_their_remote_source_changes() {
         jobs(&cb).await
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// Where the credentials do not allow the server's `_db_updates` (a user
+/// who is no server admin), each parked job follows its own source.
+#[tokio::test]
+async fn parked_jobs_of_a_user_without_the_server_feed_still_wake() {
+    let (a_data, b_data) = (TempDir::new("park-user-a"), TempDir::new("park-user-b"));
+    let a = TestServer::start(a_data.path(), &[]);
+    let b = TestServer::start(b_data.path(), &[]);
+    let (ca, cb) = (Client::new(&a), Client::new(&b));
+    ca.put(
+        "/_users/org.couchdb.user:carol",
+        json!({"name": "carol", "password": "carolpw", "roles": [], "type": "user"}),
+    )
+    .await;
+    let carols = a.plain_url.replace("http://", "http://carol:carolpw@");
+    for i in 0..2 {
+        ca.put(&format!("/own{i}"), json!({})).await;
+        ca.put(
+            &format!("/own{i}/_security"),
+            json!({"members": {"names": ["carol"]}}),
+        )
+        .await;
+        ca.put(&format!("/own{i}/first"), json!({})).await;
+        let doc = json!({"source": format!("{carols}/own{i}"), "target": format!("mine{i}"),
+                         "create_target": true, "continuous": true});
+        assert_eq!(
+            cb.put(&format!("/_replicator/own{i}"), doc).await.status,
+            201
+        );
+    }
+    assert!(
+        eventually(30, async || all_idle(&cb, 2).await).await,
+        "{:?}",
+        jobs(&cb).await
+    );
+    // The feed was asked for and refused; the jobs wait on their own.
+    assert!(
+        eventually(10, async || a.logs().lines().any(|l| l
+            .contains("path=/_db_updates ")
+            && l.contains("status=401")))
+        .await
+    );
+    for i in 0..2 {
+        ca.put(&format!("/own{i}/second"), json!({})).await;
+    }
+    assert!(
+        eventually(15, async || all_hold(&cb, "mine", 2, 2).await).await,
+        "{:?}",
+        jobs(&cb).await
+    );
 }
 
 /// A job that never runs out of work cannot hold back jobs with one change

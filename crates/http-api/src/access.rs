@@ -16,8 +16,6 @@ use store::{Database, DocFailure, DocInput, DocWriteResult, ErrorKind};
 use crate::AppState;
 use crate::auth::USERS_DB;
 
-/// The replicator database's name.
-pub(crate) const REPLICATOR_DB: &str = "_replicator";
 use crate::error::ApiError;
 
 const NOT_SERVER_ADMIN: &str = "You are not a server admin.";
@@ -99,7 +97,7 @@ pub(crate) async fn authorize(
     match db.as_str() {
         "_all_dbs" | "_dbs_info" if auth.admin_only_all_dbs => return require_admin(user),
         "_all_dbs" | "_dbs_info" => return Ok(()),
-        USERS_DB | REPLICATOR_DB => {
+        name if name == USERS_DB || store::name::is_replicator_db(name) => {
             if (whole_db && (*method == Method::PUT || *method == Method::DELETE))
                 || matches!(second.as_deref(), Some("_all_docs" | "_changes"))
             {
@@ -194,7 +192,7 @@ impl Writer {
         user: UserCtx,
     ) -> Result<Writer, ApiError> {
         let users_db = database.name() == USERS_DB;
-        let replicator_db = database.name() == REPLICATOR_DB;
+        let replicator_db = store::name::is_replicator_db(database.name());
         // A server admin outside `_users` is never checked: the security
         // object is not even read on that hot path.
         let security = if user.is_server_admin() && !users_db && !replicator_db {

@@ -195,10 +195,6 @@ enum DocsPath {
     Doc(String, String),
 }
 
-fn is_replicator_db(name: &str) -> bool {
-    name == REPLICATOR_DB || name.ends_with("/_replicator")
-}
-
 /// Parses the segments after `/_scheduler/docs` (each already
 /// percent-decoded). A database may be given encoded (`a%2F_replicator`)
 /// or not (`a/_replicator`): `_replicator` is never a document id, so it
@@ -206,8 +202,10 @@ fn is_replicator_db(name: &str) -> bool {
 fn parse_docs_path(segments: &[String]) -> Option<DocsPath> {
     match segments {
         [] => Some(DocsPath::Db(REPLICATOR_DB.into())),
-        [db] if is_replicator_db(db) => Some(DocsPath::Db(db.clone())),
-        [db, doc] if is_replicator_db(db) => Some(DocsPath::Doc(db.clone(), doc.clone())),
+        [db] if store::name::is_replicator_db(db) => Some(DocsPath::Db(db.clone())),
+        [db, doc] if store::name::is_replicator_db(db) => {
+            Some(DocsPath::Doc(db.clone(), doc.clone()))
+        }
         _ => {
             let at = segments.iter().position(|s| s == REPLICATOR_DB)?;
             let db = segments[..=at].join("/");

@@ -855,6 +855,43 @@ impl Endpoint {
         decode::<IgnoredAny>(&shown, &bytes).map(|_| ())
     }
 
+    /// The `_db_updates` feed of a remote database's server, from now on,
+    /// continuous, with a heartbeat: read as a stream of event lines.
+    pub(crate) async fn db_updates_feed(
+        &self,
+        heartbeat: Duration,
+    ) -> Result<Streamed, EndpointError> {
+        let path = format!(
+            "../_db_updates?feed=continuous&since=now&heartbeat={}",
+            heartbeat.as_millis()
+        );
+        // A 401 is the answer for credentials that are no server admin's:
+        // a refused session cookie is tried once more after a new login,
+        // then the refusal stands (not retried as a lost session would be).
+        for fresh_login in [false, true] {
+            let credential = self.credential().await;
+            let (request, shown) =
+                self.request(Method::GET, &path, "application/json", credential.as_ref())?;
+            let response = request.send().await.map_err(transport(&shown))?;
+            let status = response.status();
+            if let (Endpoint::Remote { session, .. }, Some(used)) = (self, credential.as_ref()) {
+                session.observe(used, status.as_u16(), response.headers());
+            }
+            if status.is_success() {
+                return Ok(Streamed {
+                    response,
+                    permit: None,
+                });
+            }
+            let cookie = matches!(credential, Some(Credential::Cookie(_)));
+            if status == StatusCode::UNAUTHORIZED && cookie && !fresh_login {
+                continue;
+            }
+            return Err(Endpoint::error_of(response, shown).await);
+        }
+        Err(self.malformed("no answer"))
+    }
+
     /// `GET /db`: the update sequence and `instance_start_time`.
     pub async fn info(&self) -> Result<DbInfo, EndpointError> {
         match self {

@@ -12,9 +12,11 @@
 pub mod checkpoint;
 pub mod endpoint;
 pub mod job;
+mod remote_feed;
 pub mod rep_id;
 pub mod scheduler;
 pub mod session;
+pub mod share;
 pub mod spec;
 pub mod transfer;
 

@@ -1,9 +1,12 @@
 //! The scheduler: every replication job of one server, whoever asked for it
 //! (`/_replicate` or a `_replicator` document), with at most `max_jobs`
-//! running at once. Jobs over the limit wait as `pending`; every `interval`
-//! the longest-running jobs make room for the longest-waiting ones, at most
-//! `max_churn` at a time, so that all jobs make progress. A job that fails
-//! is `crashing` and waits an exponential backoff before it runs again.
+//! moving data at once. Jobs over the limit wait as `pending`; every
+//! `interval` running jobs make room for waiting ones, at most `max_churn`
+//! at a time, so that all jobs make progress: which ones is decided by
+//! fair share between replicator databases (see [`crate::share`]), then by
+//! time. A continuous job that caught up parks without a slot until its
+//! source changes. A job that fails is `crashing` and waits an exponential
+//! backoff before it runs again.
 //!
 //! The scheduler also keeps what `_scheduler/docs` shows of each
 //! `_replicator` document (its state, including the final `completed` and
@@ -20,7 +23,9 @@ use tokio::task::JoinHandle;
 
 use crate::endpoint::{Endpoint, HttpOptions};
 use crate::job::{self, Progress, ProgressSnapshot, ReplicationError, RunEnd};
+use crate::remote_feed::RemoteFeeds;
 use crate::rep_id::job_id;
+use crate::share::{self, FairShare};
 use crate::spec::{ReplicationSpec, SpecDefaults, SpecError};
 
 /// The scheduler's limits; the defaults are CouchDB's.
@@ -46,6 +51,9 @@ pub struct SchedulerConfig {
     pub first_turn: Duration,
     /// What replications take for the options their requests leave out.
     pub spec_defaults: SpecDefaults,
+    /// Shares of the running slots by replicator database (CouchDB's
+    /// `[replicator.shares]`); others have [`share::DEFAULT_SHARES`].
+    pub shares: BTreeMap<String, u32>,
 }
 
 impl Default for SchedulerConfig {
@@ -60,6 +68,7 @@ impl Default for SchedulerConfig {
             health_threshold: Duration::from_secs(120),
             first_turn: Duration::from_secs(5),
             spec_defaults: SpecDefaults::default(),
+            shares: BTreeMap::new(),
         }
     }
 }
@@ -257,8 +266,11 @@ struct Parked {
     generation: u64,
     /// A change arrived: it runs at the first free slot, before others.
     woken: bool,
-    /// For a remote source, the task following its changes feed.
+    /// For a remote source without a shared feed, the task following its
+    /// changes feed.
     watcher: Option<JoinHandle<()>>,
+    /// The checkpoint it parked at.
+    since: Value,
 }
 
 impl Drop for Parked {
@@ -277,6 +289,8 @@ struct Table {
     docs: BTreeMap<(String, String), DocRecord>,
     next_generation: u64,
     shutting_down: bool,
+    /// The priorities that share the slots fairly between databases.
+    share: FairShare,
 }
 
 struct Inner {
@@ -287,6 +301,8 @@ struct Inner {
     config: std::sync::RwLock<SchedulerConfig>,
     table: Mutex<Table>,
     completed_docs: Mutex<Option<mpsc::UnboundedSender<DocCompleted>>>,
+    /// The `_db_updates` feeds that wake jobs parked on remote sources.
+    feeds: RemoteFeeds,
 }
 
 /// The replication jobs of one server. Cheap to clone.
@@ -328,6 +344,7 @@ impl Scheduler {
                 config: std::sync::RwLock::new(config),
                 table: Mutex::new(Table::default()),
                 completed_docs: Mutex::new(None),
+                feeds: RemoteFeeds::default(),
             }),
         }
     }
@@ -398,6 +415,9 @@ impl Scheduler {
             kind: EventKind::Added,
         });
         tracing::info!(job = %id, source = %spec.source, target = %spec.target, "replication job added");
+        let key = share_key(&owner, &spec);
+        let shares = share::shares_of(&self.config().shares, &key);
+        table.share.job_added(&id, &key, shares);
         table.jobs.insert(
             id.clone(),
             Job {
@@ -427,10 +447,10 @@ impl Scheduler {
     pub async fn remove(&self, id: &str) -> bool {
         let (task, done) = {
             let mut table = self.table();
-            let Some(mut job) = table.jobs.remove(id) else {
+            let Some(mut job) = remove_job(&mut table, id) else {
                 return false;
             };
-            unpark(&mut table, &mut job);
+            unpark(&mut table, &mut job, &self.inner.feeds);
             let task = job.run.as_mut().and_then(|run| {
                 let _ = run.stop.send(true);
                 run.task.take()
@@ -541,6 +561,21 @@ impl Scheduler {
             .remove(&(db.to_string(), doc_id.to_string()));
     }
 
+    /// Forgets every document of a deleted replicator database.
+    pub fn forget_db(&self, db: &str) {
+        self.table().docs.retain(|(d, _), _| d != db);
+    }
+
+    /// The jobs of a replicator database's documents.
+    pub fn jobs_of_db(&self, db: &str) -> Vec<String> {
+        self.table()
+            .jobs
+            .values()
+            .filter(|job| matches!(&job.owner, Owner::Doc { db: d, .. } if d == db))
+            .map(|job| job.id.clone())
+            .collect()
+    }
+
     /// Every known document of `db` (all databases when `None`), by id.
     pub fn docs(&self, db: Option<&str>) -> Vec<DocInfo> {
         let table = self.table();
@@ -619,12 +654,14 @@ impl Scheduler {
                     self.make_room_for_woken(&mut table);
                 }
                 _ = tokio::time::sleep_until(next_turn) => {
+                    self.account_turn();
                     self.reschedule();
                     // Read each turn: `interval` may change while the server runs.
                     next_turn = tokio::time::Instant::now() + self.config().interval;
                 }
                 update = updates.recv() => match update {
-                    Ok(db) => self.source_changed(Some(&db)),
+                    // A deleted source wakes its jobs too: they end with `db_not_found`.
+                    Ok(update) => self.source_changed(Some(&update.db)),
                     // Fell behind: any parked job may have changes.
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                         self.source_changed(None)
@@ -716,22 +753,42 @@ impl Scheduler {
         if wanted == 0 {
             return;
         }
-        let mut longest: Vec<(Instant, String)> = table
+        let mut longest: Vec<(std::cmp::Reverse<u64>, Instant, String)> = table
             .jobs
             .values()
             .filter_map(|j| {
                 j.run.as_ref().filter(|r| !r.stopping)?;
                 let since = j.last_started?;
-                (since.elapsed() >= config.first_turn).then_some((since, j.id.clone()))
+                let priority = std::cmp::Reverse(table.share.priority(&j.id));
+                (since.elapsed() >= config.first_turn).then_some((priority, since, j.id.clone()))
             })
             .collect();
         longest.sort();
-        for (_, id) in longest.into_iter().take(wanted) {
+        for (_, _, id) in longest.into_iter().take(wanted) {
             if let Some(job) = table.jobs.get_mut(&id) {
                 tracing::debug!(job = %id, "replication job paused for woken ones");
                 stop_run(job, config.max_history);
             }
         }
+    }
+
+    /// The fair-share accounting of one turn: running jobs charge their
+    /// databases, usage and priorities decay.
+    fn account_turn(&self) {
+        let config = self.config();
+        let mut table = self.table();
+        let running: Vec<(String, String, Duration)> = table
+            .jobs
+            .values()
+            .filter(|j| j.run.is_some())
+            .map(|j| {
+                let ran = j.last_started.map_or(Duration::ZERO, |t| t.elapsed());
+                (j.id.clone(), share_key(&j.owner, &j.spec), ran)
+            })
+            .collect();
+        table.share.turn(&running, config.interval, |key| {
+            share::shares_of(&config.shares, key)
+        });
     }
 
     /// One turn: start jobs whose backoff is over, then let waiting jobs
@@ -749,14 +806,23 @@ impl Scheduler {
         if turn == 0 {
             return;
         }
-        let mut oldest: Vec<(Instant, String)> = table
+        // The highest fair-share priority values stop first, then the
+        // longest running.
+        let mut oldest: Vec<(std::cmp::Reverse<u64>, Instant, String)> = table
             .jobs
             .values()
             .filter(|j| j.run.as_ref().is_some_and(|r| !r.stopping))
-            .map(|j| (j.last_started.unwrap_or_else(Instant::now), j.id.clone()))
+            .map(|j| {
+                let priority = std::cmp::Reverse(table.share.priority(&j.id));
+                (
+                    priority,
+                    j.last_started.unwrap_or_else(Instant::now),
+                    j.id.clone(),
+                )
+            })
             .collect();
         oldest.sort();
-        for (_, id) in oldest.into_iter().take(turn) {
+        for (_, _, id) in oldest.into_iter().take(turn) {
             if let Some(job) = table.jobs.get_mut(&id) {
                 stop_run(job, self.config().max_history);
                 tracing::info!(job = %id, "replication job paused to let a waiting one run");
@@ -789,7 +855,7 @@ impl Scheduler {
     fn eligible(&self, table: &Table) -> Vec<String> {
         let now = Instant::now();
         let config = &self.config();
-        let mut ready: Vec<(bool, Option<Instant>, String)> = table
+        let mut ready: Vec<(bool, u64, Option<Instant>, String)> = table
             .jobs
             .values()
             .filter(|job| job.run.is_none())
@@ -805,11 +871,20 @@ impl Scheduler {
                     _ => true,
                 }
             })
-            // Woken jobs first: they have a change to deliver now.
-            .map(|job| (job.parked.is_none(), job.last_started, job.id.clone()))
+            // Woken jobs first: they have a change to deliver now. Then
+            // the lowest fair-share priority value, then the longest waiting.
+            .map(|job| {
+                let priority = table.share.priority(&job.id);
+                (
+                    job.parked.is_none(),
+                    priority,
+                    job.last_started,
+                    job.id.clone(),
+                )
+            })
             .collect();
         ready.sort();
-        ready.into_iter().map(|(_, _, id)| id).collect()
+        ready.into_iter().map(|(_, _, _, id)| id).collect()
     }
 
     /// Starts ready jobs while slots are free, at most `limit`; returns how many.
@@ -838,7 +913,7 @@ impl Scheduler {
         let Some(mut job) = table.jobs.remove(id) else {
             return;
         };
-        unpark(table, &mut job);
+        unpark(table, &mut job, &self.inner.feeds);
         let job = table.jobs.entry(id.to_string()).or_insert(job);
         let (stop, stop_rx) = watch::channel(false);
         let scheduler = self.clone();
@@ -877,6 +952,10 @@ impl Scheduler {
         let Some(run) = job.run.take_if(|r| r.generation == generation) else {
             return;
         };
+        // The database pays for the run (at most a turn's worth), as CouchDB charges a stopped job.
+        let key = share_key(&job.owner, &job.spec);
+        let ran = job.last_started.map_or(Duration::ZERO, |t| t.elapsed());
+        table.share.charge(&key, ran, self.config().interval);
         let result = match result {
             Ok(RunEnd::Idle { since }) if !run.stopping && !table.shutting_down => {
                 self.park(&mut table, id, generation, since);
@@ -893,7 +972,7 @@ impl Scheduler {
         match result {
             Ok(log) if !run.stopping && !job.spec.continuous => {
                 tracing::info!(job = %id, "replication completed");
-                let Some(job) = table.jobs.remove(id) else {
+                let Some(job) = remove_job(&mut table, id) else {
                     return;
                 };
                 if let Owner::Doc { db, doc_id } = &job.owner {
@@ -928,7 +1007,7 @@ impl Scheduler {
                 match job.owner {
                     Owner::Transient => {
                         tracing::warn!(job = %id, error = %reason, "replication failed");
-                        if let Some(job) = table.jobs.remove(id) {
+                        if let Some(job) = remove_job(&mut table, id) {
                             let error = match e {
                                 ReplicationError::DbNotFound(_) => "db_not_found",
                                 _ => "replication_failed",
@@ -964,6 +1043,7 @@ impl Scheduler {
             generation,
             woken: false,
             watcher: None,
+            since: since.clone(),
         };
         let scheduler = self.clone();
         let store = self.inner.store.clone();
@@ -997,11 +1077,13 @@ impl Scheduler {
                     }
                 });
             }
-            crate::spec::Peer::Remote(_) => {
-                parked.watcher = Some(tokio::spawn(async move {
-                    watch_remote(&store, &spec, &since).await;
-                    scheduler.wake(&job_id);
-                }));
+            crate::spec::Peer::Remote(db) => {
+                // One feed per server where it may be read, else one per job.
+                let options = HttpOptions::of(&spec);
+                if !self.inner.feeds.park(self, id, db, options, since.clone()) {
+                    parked.watcher =
+                        Some(watch_alone(scheduler, job_id, spec.clone(), since.clone()));
+                }
             }
         }
         if let Some(job) = table.jobs.get_mut(id) {
@@ -1032,18 +1114,61 @@ async fn watch_remote(store: &Store, spec: &ReplicationSpec, since: &Value) {
 }
 
 /// Takes a job out of the parked lists.
-fn unpark(table: &mut Table, job: &mut Job) {
+fn unpark(table: &mut Table, job: &mut Job, feeds: &RemoteFeeds) {
     if job.parked.take().is_none() {
         return;
     }
-    if let crate::spec::Peer::Local(name) = &job.spec.source
-        && let Some(ids) = table.parked_by_source.get_mut(name)
-    {
-        ids.remove(&job.id);
-        if ids.is_empty() {
-            table.parked_by_source.remove(name);
+    match &job.spec.source {
+        crate::spec::Peer::Local(name) => {
+            if let Some(ids) = table.parked_by_source.get_mut(name) {
+                ids.remove(&job.id);
+                if ids.is_empty() {
+                    table.parked_by_source.remove(name);
+                }
+            }
         }
+        crate::spec::Peer::Remote(db) => feeds.unpark(&job.id, db),
     }
+}
+
+impl crate::remote_feed::Waker for Scheduler {
+    fn wake(&self, job: &str) {
+        Scheduler::wake(self, job);
+    }
+
+    fn watch_alone(&self, job: &str) {
+        let mut table = self.table();
+        let Some(job) = table.jobs.get_mut(job) else {
+            return;
+        };
+        let Some(parked) = job
+            .parked
+            .as_mut()
+            .filter(|p| !p.woken && p.watcher.is_none())
+        else {
+            return;
+        };
+        parked.watcher = Some(watch_alone(
+            self.clone(),
+            job.id.clone(),
+            job.spec.clone(),
+            parked.since.clone(),
+        ));
+    }
+}
+
+/// A parked job's own longpoll on its remote source, waking it at the
+/// first change.
+fn watch_alone(
+    scheduler: Scheduler,
+    job: String,
+    spec: Arc<ReplicationSpec>,
+    since: Value,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        watch_remote(&scheduler.inner.store, &spec, &since).await;
+        scheduler.wake(&job);
+    })
 }
 
 /// How long a continuous job that moved documents waits for more before
@@ -1074,6 +1199,28 @@ fn state_of(job: &Job) -> JobState {
     } else {
         JobState::Pending
     }
+}
+
+/// Who a job's running time is charged to for fair share: its replicator
+/// database, or for `_replicate` its user (as CouchDB keys them).
+fn share_key(owner: &Owner, spec: &ReplicationSpec) -> String {
+    match owner {
+        Owner::Doc { db, .. } => db.clone(),
+        Owner::Transient => spec
+            .user
+            .as_ref()
+            .and_then(|u| u.name.clone())
+            .unwrap_or_default(),
+    }
+}
+
+/// Takes a job out of the table for good (not to restart it).
+fn remove_job(table: &mut Table, id: &str) -> Option<Job> {
+    let job = table.jobs.remove(id)?;
+    table
+        .share
+        .job_removed(id, &share_key(&job.owner, &job.spec));
+    Some(job)
 }
 
 /// Asks a running job to stop (it checkpoints first).

@@ -127,6 +127,11 @@ pub struct Config {
     pub replicator_connection_timeout_ms: u64,
     /// Default retries of a failed request to a peer before the job crashes.
     pub replicator_retries_per_request: u64,
+    /// Shares of the running replication slots by replicator database
+    /// (CouchDB's `[replicator.shares]`: `"a/_replicator" = 300` in the
+    /// table `[replicator_shares]`); a database not named has 100.
+    #[serde(default)]
+    pub replicator_shares: std::collections::BTreeMap<String, u32>,
     /// Compact databases automatically, in the background, when their file
     /// is mostly garbage (CouchDB's compaction daemon; on by default).
     pub compaction_daemon: bool,
@@ -396,6 +401,7 @@ impl Config {
             max_churn: self.replicator_max_churn,
             first_turn: std::time::Duration::from_millis(self.replicator_first_turn_ms),
             max_history: self.replicator_max_history,
+            shares: self.replicator_shares.clone(),
             spec_defaults: replicator::SpecDefaults {
                 checkpoint_interval: self.replicator_checkpoint_interval_ms,
                 worker_batch_size: self.replicator_worker_batch_size,
@@ -594,6 +600,7 @@ impl Default for Config {
             replicator_max_churn: scheduler.max_churn,
             replicator_first_turn_ms: scheduler.first_turn.as_millis() as u64,
             replicator_max_history: scheduler.max_history,
+            replicator_shares: Default::default(),
             compaction_daemon: true,
             compaction_min_garbage: store::AutoCompaction::default().min_garbage,
             compaction_min_file_size: store::AutoCompaction::default().min_file_size,

@@ -1,9 +1,12 @@
-//! The `_replicator` database manager: follows the database's changes and
-//! turns each document into a replication job. A new document starts a job,
-//! an edited one restarts it, a deleted one cancels it; a document that is
-//! not a valid spec is marked `failed` with the reason. Only final states are
-//! written back (`_replication_state` `completed` or `failed`, with its time
-//! and stats or reason), and the manager's own writes never retrigger a job.
+//! The replicator databases' manager: follows the changes of `_replicator`
+//! and of every database named `*/_replicator`, and turns each document
+//! into a replication job. A new document starts a job, an edited one
+//! restarts it, a deleted one cancels it; a document that is not a valid
+//! spec is marked `failed` with the reason. Only final states are written
+//! back (`_replication_state` `completed` or `failed`, with its time and
+//! stats or reason), and the manager's own writes never retrigger a job.
+//! A replicator database created while the server runs is followed at
+//! once; a deleted one's jobs are cancelled.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -11,13 +14,16 @@ use std::time::SystemTime;
 
 use replicator::{DocCompleted, DocPhase, Owner, Scheduler};
 use serde_json::{Map, Value, json};
+use store::db_events::{DbEventType, DbUpdate};
+use store::name::is_replicator_db;
 use store::{ChangesQuery, Database, DocInput, Store};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
 
-/// The database CouchDB's users write replication documents into.
+/// The replicator database every server has.
 pub const REPLICATOR_DB: &str = "_replicator";
 
-/// Changes read per page while following `_replicator`.
+/// Changes read per page while following a replicator database.
 const PAGE: usize = 500;
 
 /// What the manager remembers of a document it has seen.
@@ -28,13 +34,14 @@ struct DocEntry {
     job_id: Option<String>,
 }
 
-/// Runs the `_replicator` documents of one server: hands their jobs to the
+/// Runs the replication documents of one server: hands their jobs to the
 /// scheduler and records their final states.
 #[derive(Clone)]
 pub struct ReplicatorManager {
     store: Store,
     scheduler: Scheduler,
-    docs: Arc<Mutex<HashMap<String, DocEntry>>>,
+    /// By replicator database and document id.
+    docs: Arc<Mutex<HashMap<(String, String), DocEntry>>>,
     /// Finds a document owner's roles, so its jobs run with its rights.
     roles: RolesLookup,
 }
@@ -77,21 +84,124 @@ impl ReplicatorManager {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, DocEntry>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<(String, String), DocEntry>> {
         self.docs.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Follows `_replicator` until `shutdown` turns true. Jobs belong to the
-    /// scheduler, which stops them at shutdown.
+    /// Follows every replicator database until `shutdown` turns true.
+    /// Jobs belong to the scheduler, which stops them at shutdown.
     pub async fn run(self, mut shutdown: watch::Receiver<bool>) {
-        let db = match self.store.ensure_db(REPLICATOR_DB).await {
-            Ok(db) => db,
+        if let Err(e) = self.store.ensure_db(REPLICATOR_DB).await {
+            tracing::error!(error = %e, "cannot open the _replicator database");
+        }
+        // Subscribed before listing: a database created in between is seen.
+        let mut events = self.store.subscribe_db_updates();
+        let mut followers: HashMap<String, JoinHandle<()>> = HashMap::new();
+        self.follow_all(&mut followers).await;
+        let mut completed = self.scheduler.completed_docs();
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Ok(DbUpdate { kind: DbEventType::Created, db }) if is_replicator_db(&db) => {
+                        self.follow(&mut followers, &db).await;
+                    }
+                    Ok(DbUpdate { kind: DbEventType::Deleted, db }) if is_replicator_db(&db) => {
+                        self.unfollow(&mut followers, &db).await;
+                    }
+                    Ok(_) => {}
+                    // Missed events: compare with the databases there are.
+                    Err(broadcast::error::RecvError::Lagged(_)) => self.follow_all(&mut followers).await,
+                    Err(broadcast::error::RecvError::Closed) => break,
+                },
+                Some(done) = completed.recv() => self.record_completion(done).await,
+                _ = shutdown.changed() => break,
+            }
+        }
+        for follower in followers.into_values() {
+            follower.abort();
+        }
+    }
+
+    /// Follows every replicator database there is, and stops following
+    /// those that are gone.
+    async fn follow_all(&self, followers: &mut HashMap<String, JoinHandle<()>>) {
+        let names = match self.store.all_dbs().await {
+            Ok(names) => names,
             Err(e) => {
-                tracing::error!(error = %e, "cannot open the _replicator database");
+                tracing::error!(error = %e, "cannot list the replicator databases");
                 return;
             }
         };
-        let mut completed = self.scheduler.completed_docs();
+        let present: std::collections::HashSet<&str> = names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| is_replicator_db(n))
+            .collect();
+        let gone: Vec<String> = followers
+            .keys()
+            .filter(|n| !present.contains(n.as_str()))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.unfollow(followers, &name).await;
+        }
+        for name in present {
+            if !followers.contains_key(name) {
+                self.follow(followers, name).await;
+            }
+        }
+    }
+
+    /// Starts following a replicator database (again, when it was
+    /// deleted and created anew).
+    async fn follow(&self, followers: &mut HashMap<String, JoinHandle<()>>, name: &str) {
+        if followers.contains_key(name) {
+            // Created again after a deletion this manager missed.
+            self.unfollow(followers, name).await;
+        }
+        let db = match self.store.db(name).await {
+            Ok(db) => db,
+            Err(e) => {
+                tracing::debug!(db = %name, error = %e, "replicator database gone before it was followed");
+                return;
+            }
+        };
+        tracing::info!(db = %name, "following a replicator database");
+        let manager = self.clone();
+        followers.insert(
+            name.to_string(),
+            tokio::spawn(async move { manager.follow_db(db).await }),
+        );
+    }
+
+    /// A replicator database was deleted: its jobs are cancelled.
+    async fn unfollow(&self, followers: &mut HashMap<String, JoinHandle<()>>, name: &str) {
+        if let Some(follower) = followers.remove(name) {
+            follower.abort();
+        }
+        let jobs: Vec<String> = {
+            let mut docs = self.lock();
+            let keys: Vec<(String, String)> =
+                docs.keys().filter(|(db, _)| db == name).cloned().collect();
+            keys.into_iter()
+                .filter_map(|key| docs.remove(&key).and_then(|e| e.job_id))
+                .collect()
+        };
+        // A job the follower added just before it was stopped is not in
+        // the map yet: the scheduler knows its owner.
+        let mut jobs: std::collections::BTreeSet<String> = jobs.into_iter().collect();
+        jobs.extend(self.scheduler.jobs_of_db(name));
+        if !jobs.is_empty() {
+            tracing::info!(db = %name, jobs = jobs.len(), "replicator database deleted; its jobs are cancelled");
+        }
+        self.scheduler.forget_db(name);
+        for job in jobs {
+            self.scheduler.remove(&job).await;
+        }
+    }
+
+    /// Follows one replicator database's changes for as long as it exists.
+    async fn follow_db(self, db: Database) {
         let mut updates = db.subscribe();
         let mut since = 0;
         loop {
@@ -119,34 +229,34 @@ impl ReplicatorManager {
                         continue;
                     }
                 }
-                Err(e) => tracing::error!(error = %e, "reading _replicator failed"),
-            }
-            loop {
-                tokio::select! {
-                    changed = updates.changed() => {
-                        if changed.is_err() { return; }
-                        break;
-                    }
-                    Some(done) = completed.recv() => self.record_completion(&db, done).await,
-                    _ = shutdown.changed() => return,
+                Err(e) => {
+                    tracing::error!(db = %db.name(), error = %e, "reading a replicator database failed")
                 }
+            }
+            if updates.changed().await.is_err() {
+                return;
             }
         }
     }
 
     /// A one-shot job finished: its document says so (unless it changed meanwhile).
-    async fn record_completion(&self, db: &Database, done: DocCompleted) {
-        let DocCompleted { doc_id, stats, .. } = done;
-        let finished_job = match self.lock().get_mut(&doc_id) {
+    async fn record_completion(&self, done: DocCompleted) {
+        let DocCompleted { db, doc_id, stats } = done;
+        let key = (db, doc_id);
+        let finished_job = match self.lock().get_mut(&key) {
             Some(entry) => entry.job_id.take(),
             None => None,
         };
         if finished_job.is_none() {
             return;
         }
-        tracing::info!(doc = %doc_id, "replication completed");
+        let (db, doc_id) = key;
+        tracing::info!(db = %db, doc = %doc_id, "replication completed");
+        let Ok(db) = self.store.db(&db).await else {
+            return;
+        };
         write_state(
-            db,
+            &db,
             &doc_id,
             "completed",
             json!({"_replication_stats": stats}),
@@ -158,24 +268,29 @@ impl ReplicatorManager {
         if id.starts_with("_design/") {
             return;
         }
+        let key = (db.name().to_string(), id.to_string());
         let doc = match (deleted, doc) {
             (false, Some(Value::Object(doc))) => doc,
             _ => {
-                let entry = self.lock().remove(id);
+                let entry = self.lock().remove(&key);
                 if let Some(job_id) = entry.and_then(|e| e.job_id) {
                     tracing::info!(doc = %id, job = %job_id, "replication document deleted; job cancelled");
                     self.scheduler.remove(&job_id).await;
                 }
-                self.scheduler.forget_doc(REPLICATOR_DB, id);
+                self.scheduler.forget_doc(db.name(), id);
                 return;
             }
         };
         let print = fingerprint(&doc);
-        if self.lock().get(id).is_some_and(|e| e.fingerprint == print) {
+        if self
+            .lock()
+            .get(&key)
+            .is_some_and(|e| e.fingerprint == print)
+        {
             // Our own state write, or an edit of fields that do not matter.
             return;
         }
-        let previous = self.lock().remove(id);
+        let previous = self.lock().remove(&key);
         if let Some(job_id) = previous.and_then(|e| e.job_id) {
             tracing::info!(doc = %id, job = %job_id, "replication document edited; job restarted");
             // Waits for its checkpoint before its successor starts.
@@ -183,7 +298,7 @@ impl ReplicatorManager {
         }
         let job_id = self.schedule(db, id, &doc).await;
         self.lock().insert(
-            id.to_string(),
+            key,
             DocEntry {
                 fingerprint: print,
                 job_id,
@@ -213,8 +328,7 @@ impl ReplicatorManager {
                 .map(|spec| (spec.source.to_string(), spec.target.to_string()))
                 .ok()
                 .unzip();
-            self.scheduler
-                .set_doc(REPLICATOR_DB, id, phase, source, target);
+            self.scheduler.set_doc(db.name(), id, phase, source, target);
             return None;
         }
         let mut spec = match self.scheduler.parse_spec(&Value::Object(doc.clone())) {
@@ -241,7 +355,7 @@ impl ReplicatorManager {
         let added = self.scheduler.add(
             spec,
             Owner::Doc {
-                db: REPLICATOR_DB.into(),
+                db: db.name().into(),
                 doc_id: id.into(),
             },
         );
@@ -254,7 +368,7 @@ impl ReplicatorManager {
             return None;
         }
         self.scheduler.set_doc(
-            REPLICATOR_DB,
+            db.name(),
             id,
             DocPhase::Scheduled(added.id.clone()),
             Some(source),
@@ -266,7 +380,7 @@ impl ReplicatorManager {
     async fn fail(&self, db: &Database, id: &str, reason: String, peers: Option<(String, String)>) {
         let (source, target) = peers.unzip();
         self.scheduler.set_doc(
-            REPLICATOR_DB,
+            db.name(),
             id,
             DocPhase::Failed(reason.clone()),
             source,

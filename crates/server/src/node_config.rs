@@ -118,6 +118,11 @@ const BLACKLISTED_SECTIONS: &[&str] = &[
     "feature_flags",
 ];
 
+/// CouchDB's section of replicator databases' shares, and the table
+/// that holds them in the configuration file.
+const SHARES_SECTION: &str = "replicator.shares";
+const SHARES_TABLE: &str = "replicator_shares";
+
 /// The configuration field that holds CouchDB settings Recliner keeps
 /// without using them; never a setting of its own.
 const OTHER: &str = "other";
@@ -254,6 +259,7 @@ impl ServerConfig {
             config.first_turn = scheduler.first_turn;
             config.max_history = scheduler.max_history;
             config.spec_defaults = scheduler.spec_defaults;
+            config.shares = scheduler.shares;
         });
         Ok(())
     }
@@ -386,6 +392,45 @@ impl ServerConfig {
         Ok(old)
     }
 
+    /// `PUT _config/replicator.shares/DB` (`None`: `DELETE`, back to the
+    /// default 100): the next turns share the slots accordingly.
+    fn set_shares(
+        &self,
+        db: &str,
+        value: Option<&str>,
+        persist: bool,
+    ) -> Result<String, ConfigError> {
+        let mut next = self.current().clone();
+        let old = match value {
+            Some(text) => {
+                let shares = text
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=1000).contains(n))
+                    .ok_or_else(|| {
+                        ConfigError::Refused(format!(
+                            "shares of {db} must be an integer from 1 to 1000"
+                        ))
+                    })?;
+                next.replicator_shares.insert(db.to_string(), shares)
+            }
+            None => next.replicator_shares.remove(db),
+        };
+        if value.is_none() && old.is_none() {
+            return Err(ConfigError::Unknown);
+        }
+        if persist {
+            let shares = value
+                .and_then(|_| next.replicator_shares.get(db))
+                .map(|n| toml_edit::value(i64::from(*n)));
+            self.persist_table_item(SHARES_TABLE, db, shares)?;
+        }
+        self.replace(next)?;
+        tracing::info!(db, persist, "replicator shares changed");
+        Ok(old.map(|n| n.to_string()).unwrap_or_default())
+    }
+
     /// A CouchDB setting Recliner has no use for: kept (and shown) as set,
     /// as CouchDB keeps any key; `None` removes it.
     fn set_other(
@@ -428,6 +473,16 @@ impl ServerConfig {
         key: &str,
         value: Option<&str>,
     ) -> Result<(), ConfigError> {
+        self.persist_table_item(table, key, value.map(toml_edit::value))
+    }
+
+    /// [`ServerConfig::persist_table_entry`] with a value of any type.
+    fn persist_table_item(
+        &self,
+        table: &str,
+        key: &str,
+        value: Option<toml_edit::Item>,
+    ) -> Result<(), ConfigError> {
         let mut doc = self.read_file()?;
         let mut table_item = doc.as_table_mut();
         for part in table.split('.') {
@@ -446,7 +501,7 @@ impl ServerConfig {
         }
         match value {
             Some(value) => {
-                table_item.insert(key, toml_edit::value(value));
+                table_item.insert(key, value);
             }
             None => {
                 table_item.remove(key);
@@ -462,7 +517,7 @@ impl NodeConfig for ServerConfig {
         let current = self.current().clone();
         if let Ok(Value::Object(fields)) = serde_json::to_value(&current) {
             for (setting, value) in fields {
-                if setting == OTHER {
+                if setting == OTHER || setting == SHARES_TABLE {
                     continue;
                 }
                 let (section, key) = place(&setting);
@@ -476,6 +531,16 @@ impl NodeConfig for ServerConfig {
             .entry("couchdb".into())
             .or_default()
             .insert("uuid".into(), self.server_uuid.clone());
+        if !current.replicator_shares.is_empty() {
+            sections.insert(
+                SHARES_SECTION.into(),
+                current
+                    .replicator_shares
+                    .iter()
+                    .map(|(db, shares)| (db.clone(), shares.to_string()))
+                    .collect(),
+            );
+        }
         // Password hashes, as CouchDB shows them to server admins.
         sections.insert("admins".into(), current.admins.clone());
         for (section, keys) in &current.other {
@@ -503,6 +568,9 @@ impl NodeConfig for ServerConfig {
         if section == "admins" {
             return self.set_admin(key, value, persist);
         }
+        if section == SHARES_SECTION {
+            return self.set_shares(key, Some(value), persist);
+        }
         let fields = match serde_json::to_value(&*self.current()) {
             Ok(Value::Object(fields)) => fields,
             _ => return Err(ConfigError::Unknown),
@@ -526,6 +594,9 @@ impl NodeConfig for ServerConfig {
         check_section(section)?;
         if section == "admins" {
             return self.delete_admin(key, persist);
+        }
+        if section == SHARES_SECTION {
+            return self.set_shares(key, None, persist);
         }
         let fields = match serde_json::to_value(&*self.current()) {
             Ok(Value::Object(fields)) => fields,

@@ -39,6 +39,13 @@ impl DbEventType {
     }
 }
 
+/// One event, as [`Store::subscribe_db_updates`] announces it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbUpdate {
+    pub kind: DbEventType,
+    pub db: Arc<str>,
+}
+
 /// Events not yet recorded, in the order they first happened, each once.
 #[derive(Debug)]
 pub(crate) struct DbEvents {
@@ -46,9 +53,10 @@ pub(crate) struct DbEvents {
     wake: tokio::sync::Notify,
     /// Databases written since automatic compaction last looked.
     written: Mutex<HashSet<String>>,
-    /// Every commit's database, for whoever follows them as they happen
-    /// (the replication scheduler wakes parked jobs with it).
-    updates: tokio::sync::broadcast::Sender<Arc<str>>,
+    /// Every event as it happens, for whoever follows them (the replication
+    /// scheduler wakes parked jobs with it, the `_replicator` manager finds
+    /// new replicator databases).
+    updates: tokio::sync::broadcast::Sender<DbUpdate>,
 }
 
 /// Commits a slow follower may fall behind by before it is told it lagged.
@@ -80,9 +88,12 @@ impl DbEvents {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .insert(db.to_string());
-            if self.updates.receiver_count() > 0 {
-                let _ = self.updates.send(Arc::from(db));
-            }
+        }
+        if self.updates.receiver_count() > 0 {
+            let _ = self.updates.send(DbUpdate {
+                kind,
+                db: Arc::from(db),
+            });
         }
         if db == GLOBAL_CHANGES_DB {
             return;
@@ -124,10 +135,11 @@ impl DbEvents {
 }
 
 impl Store {
-    /// The name of each database as its commits land (a commit that moved
-    /// the update sequence). A receiver that falls behind is told how many
-    /// it missed (`Lagged`) and should then look at every database it follows.
-    pub fn subscribe_db_updates(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
+    /// Each database event as it happens: a creation, a deletion, or a
+    /// commit that moved the update sequence. A receiver that falls behind
+    /// is told how many it missed (`Lagged`) and should then look at every
+    /// database it follows.
+    pub fn subscribe_db_updates(&self) -> tokio::sync::broadcast::Receiver<DbUpdate> {
         self.inner.live.events.updates.subscribe()
     }
 

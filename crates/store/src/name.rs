@@ -10,6 +10,12 @@ pub const SYSTEM_DATABASES: &[&str] = &["_users", "_replicator", "_global_change
 /// The suffix of every database file.
 pub const DB_FILE_SUFFIX: &str = ".sqlite";
 
+/// Whether documents written to `name` are replications to run: CouchDB's
+/// `_replicator` and any database whose name ends in `/_replicator`.
+pub fn is_replicator_db(name: &str) -> bool {
+    name == "_replicator" || name.ends_with("/_replicator")
+}
+
 /// CouchDB's reason text for an invalid name (shown in 400 `illegal_database_name`).
 pub fn illegal_name_reason(name: &str) -> String {
     format!(
@@ -91,6 +97,21 @@ mod tests {
         }
         for bad in ["", "A", "1db", "_db", "db!", "dé", "_dbs", &"a".repeat(239)] {
             assert!(!is_valid_db_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn replicator_databases_are_named_for_it() {
+        for yes in ["_replicator", "a/_replicator", "a/b/_replicator"] {
+            assert!(is_replicator_db(yes) && is_valid_db_name(yes), "{yes}");
+        }
+        for no in [
+            "replicator",
+            "a_replicator",
+            "_replicator/a",
+            "a/_replicators",
+        ] {
+            assert!(!is_replicator_db(no), "{no}");
         }
     }
 
