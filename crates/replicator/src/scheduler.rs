@@ -801,7 +801,7 @@ impl Scheduler {
         if running < self.config().max_jobs {
             return;
         }
-        let waiting = self.eligible(&table).len();
+        let waiting = self.ready(&table).len();
         let turn = churn.saturating_sub(started).min(waiting);
         if turn == 0 {
             return;
@@ -850,12 +850,13 @@ impl Scheduler {
             .await;
     }
 
-    /// Jobs ready to run (not running, backoff over), most deserving first:
-    /// never started, then the longest since their last start.
-    fn eligible(&self, table: &Table) -> Vec<String> {
+    /// Jobs ready to run (not running, backoff over), each with what
+    /// orders them: woken jobs first (they have a change to deliver now),
+    /// then the lowest fair-share priority value, then the longest waiting.
+    fn ready<'t>(&self, table: &'t Table) -> Vec<(bool, u64, Option<Instant>, &'t str)> {
         let now = Instant::now();
         let config = &self.config();
-        let mut ready: Vec<(bool, u64, Option<Instant>, String)> = table
+        table
             .jobs
             .values()
             .filter(|job| job.run.is_none())
@@ -871,20 +872,32 @@ impl Scheduler {
                     _ => true,
                 }
             })
-            // Woken jobs first: they have a change to deliver now. Then
-            // the lowest fair-share priority value, then the longest waiting.
             .map(|job| {
                 let priority = table.share.priority(&job.id);
                 (
                     job.parked.is_none(),
                     priority,
                     job.last_started,
-                    job.id.clone(),
+                    job.id.as_str(),
                 )
             })
-            .collect();
-        ready.sort();
-        ready.into_iter().map(|(_, _, _, id)| id).collect()
+            .collect()
+    }
+
+    /// The `count` most deserving ready jobs, in order. Only those are
+    /// sorted: with thousands of jobs waiting at a start, sorting them all
+    /// at every free slot cost more than running them.
+    fn eligible(&self, table: &Table, count: usize) -> Vec<String> {
+        let mut ready = self.ready(table);
+        if count == 0 {
+            return Vec::new();
+        }
+        if ready.len() > count {
+            ready.select_nth_unstable(count);
+            ready.truncate(count);
+        }
+        ready.sort_unstable();
+        ready.into_iter().map(|(_, _, _, id)| id.to_string()).collect()
     }
 
     /// Starts ready jobs while slots are free, at most `limit`; returns how many.
@@ -897,9 +910,9 @@ impl Scheduler {
         if free == 0 {
             return 0;
         }
-        let ready = self.eligible(table);
+        let ready = self.eligible(table, free);
         let mut started = 0;
-        for id in ready.into_iter().take(free) {
+        for id in ready {
             self.start(table, &id);
             started += 1;
         }
