@@ -801,7 +801,7 @@ impl Scheduler {
         if running < self.config().max_jobs {
             return;
         }
-        let waiting = self.ready(&table).len();
+        let waiting = self.ready(&table).count();
         let turn = churn.saturating_sub(started).min(waiting);
         if turn == 0 {
             return;
@@ -853,24 +853,30 @@ impl Scheduler {
     /// Jobs ready to run (not running, backoff over), each with what
     /// orders them: woken jobs first (they have a change to deliver now),
     /// then the lowest fair-share priority value, then the longest waiting.
-    fn ready<'t>(&self, table: &'t Table) -> Vec<(bool, u64, Option<Instant>, &'t str)> {
+    fn ready<'t>(
+        &self,
+        table: &'t Table,
+    ) -> impl Iterator<Item = (bool, u64, Option<Instant>, &'t str)> {
         let now = Instant::now();
-        let config = &self.config();
+        let config = self.config();
         table
             .jobs
             .values()
             .filter(|job| job.run.is_none())
             .filter(|job| job.parked.as_ref().is_none_or(|p| p.woken))
-            .filter(|job| {
+            .filter(move |job| {
+                // Only a job whose last event is a crash waits out a
+                // backoff (as CouchDB's `not_recently_crashed`).
+                let Some(Event {
+                    kind: EventKind::Crashed(_),
+                    at_instant,
+                    ..
+                }) = job.history.front()
+                else {
+                    return true;
+                };
                 let crashes = consecutive_crashes(&job.history, config.health_threshold);
-                let last_crash = job.history.iter().find_map(|e| match e.kind {
-                    EventKind::Crashed(_) => Some(e.at_instant),
-                    _ => None,
-                });
-                match last_crash {
-                    Some(at) if crashes > 0 => now.duration_since(at) >= backoff(config, crashes),
-                    _ => true,
-                }
+                crashes == 0 || now.duration_since(*at_instant) >= backoff(&config, crashes)
             })
             .map(|job| {
                 let priority = table.share.priority(&job.id);
@@ -881,23 +887,35 @@ impl Scheduler {
                     job.id.as_str(),
                 )
             })
-            .collect()
     }
 
     /// The `count` most deserving ready jobs, in order. Only those are
     /// sorted: with thousands of jobs waiting at a start, sorting them all
     /// at every free slot cost more than running them.
     fn eligible(&self, table: &Table, count: usize) -> Vec<String> {
-        let mut ready = self.ready(table);
-        if count == 0 {
-            return Vec::new();
+        match count {
+            0 => return Vec::new(),
+            // The common case, a job ending: one pass, nothing collected.
+            1 => {
+                return self
+                    .ready(table)
+                    .min()
+                    .map(|(_, _, _, id)| id.to_string())
+                    .into_iter()
+                    .collect();
+            }
+            _ => {}
         }
+        let mut ready: Vec<_> = self.ready(table).collect();
         if ready.len() > count {
             ready.select_nth_unstable(count);
             ready.truncate(count);
         }
         ready.sort_unstable();
-        ready.into_iter().map(|(_, _, _, id)| id.to_string()).collect()
+        ready
+            .into_iter()
+            .map(|(_, _, _, id)| id.to_string())
+            .collect()
     }
 
     /// Starts ready jobs while slots are free, at most `limit`; returns how many.

@@ -120,6 +120,14 @@ pub fn configure(conn: &Connection, durability: Durability) -> rusqlite::Result<
     conn.pragma_update(None, "cache_size", -8192)?;
     // Savepoint sub-journals and sort spills stay in memory, not temp files.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // The write-ahead log and its index stay on disk when the last
+    // connection closes (the log emptied): with more databases than
+    // `max_dbs_open`, each close and reopen otherwise deleted and created
+    // both files again, and creating files was most of a restart's work.
+    conn.file_control(
+        Some(rusqlite::MAIN_DB),
+        rusqlite::FileControl::PersistWal(&mut 1),
+    )?;
     Ok(())
 }
 

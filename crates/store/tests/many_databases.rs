@@ -260,3 +260,39 @@ fn concurrent_opens_of_one_closed_database_share_one_handle() {
         assert_eq!((info.doc_count, info.update_seq), (33, 33));
     });
 }
+
+/// A database closed to make room keeps its (emptied) write-ahead log and
+/// its index file, so reopening it creates no files: with many more
+/// databases than the limit, creating and deleting those two files at
+/// every close was most of the work. Its data is all there when reopened.
+#[test]
+fn closed_databases_keep_their_log_files_and_reopen_with_their_data() {
+    let _serial = serial();
+    let rt = runtime();
+    rt.block_on(async {
+        let (t, store) = small_store();
+        for i in 0..LIMIT * 2 {
+            let db = store.create_db(&name(i)).await.unwrap();
+            db.bulk_docs(vec![doc(json!({"_id": "d", "i": i}))], true)
+                .await
+                .unwrap();
+        }
+        // The first half was closed to make room for the second.
+        let first = t.dir.join(store::name::file_name(&name(0)));
+        let sibling = |suffix: &str| {
+            let mut path = first.as_os_str().to_owned();
+            path.push(suffix);
+            std::path::PathBuf::from(path)
+        };
+        assert!(store.open_dbs() <= LIMIT);
+        assert_eq!(std::fs::metadata(sibling("-wal")).unwrap().len(), 0);
+        assert!(sibling("-shm").exists());
+        for i in 0..LIMIT * 2 {
+            let db = store.db(&name(i)).await.unwrap();
+            assert_eq!(get(&db, "d").await["i"], i);
+        }
+        // Deleting a database takes them with it.
+        store.delete_db(&name(0)).await.unwrap();
+        assert!(!sibling("-wal").exists() && !sibling("-shm").exists());
+    });
+}
