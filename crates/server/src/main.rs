@@ -13,6 +13,14 @@ mod replicate_cmd;
 mod security;
 mod tls;
 
+/// jemalloc instead of glibc's allocator: the blocking threads that open
+/// and close database connections left glibc's per-thread arenas holding
+/// freed memory, and resident memory grew with every database ever opened.
+/// jemalloc gives freed memory back within a second (see the build
+/// settings in `.cargo/config.toml`) and measured faster under load.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
