@@ -297,6 +297,10 @@ async fn main() {
     let idle_cpu = (cpu_seconds(pid).unwrap_or(0.0) - cpu_before) / 10.0 * 100.0;
     let rss_idle = proc_status_mib(pid, "VmRSS:").unwrap_or(f64::NAN);
 
+    // The high-water mark so far is the first catch-up's; from here on the
+    // load's (writing 5 to `clear_refs` resets it).
+    let rss_catch_up = proc_status_mib(pid, "VmHWM:").unwrap_or(f64::NAN);
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
     let (local, written) = load(&c, &c, "", o.jobs, o.rate, o.seconds).await;
     let rss_load = proc_status_mib(pid, "VmHWM:").unwrap_or(f64::NAN);
     eprintln!(
@@ -336,6 +340,7 @@ async fn main() {
     println!(
         "| resident memory idle / peak under load | {rss_idle:.0} / {rss_load:.0} MiB | under 500 MiB |"
     );
+    println!("| peak resident memory while every job first caught up | {rss_catch_up:.0} MiB | |");
     println!(
         "| local: {written} writes at {}/s for {} s, arrived | {} | all |",
         o.rate,
