@@ -57,6 +57,20 @@ pub fn recliner_bin() -> PathBuf {
     bin
 }
 
+/// A peer that accepts connections and never answers, on a loopback port:
+/// a replication reading from it stays running (it never catches up, so it
+/// never parks) and costs nothing. Its connections are held until the
+/// test process ends.
+pub fn silent_peer() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = listener.local_addr().expect("a bound address").port();
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().flatten().collect();
+        drop(held);
+    });
+    port
+}
+
 /// `url` without its `user:password@`.
 pub fn without_credentials(url: &str) -> String {
     match (url.find("://"), url.find('@')) {

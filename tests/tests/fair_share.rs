@@ -7,21 +7,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use recliner_tests::{Client, TempDir, TestServer, eventually};
+use recliner_tests::{Client, TempDir, TestServer, eventually, silent_peer};
 use serde_json::{Value, json};
-
-/// A peer that accepts connections and never answers: a job reading from
-/// it stays running (it never catches up, so it never parks) and costs
-/// nothing. Connections are held until the test ends.
-fn silent_peer() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let held: Vec<_> = listener.incoming().flatten().collect();
-        drop(held);
-    });
-    port
-}
 
 async fn scheduler_doc(c: &Client, db: &str, id: &str) -> Value {
     c.get(&format!("/_scheduler/docs/{}/{id}", db.replace('/', "%2F")))

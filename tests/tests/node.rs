@@ -156,8 +156,7 @@ async fn a_couchdb_script_changes_max_jobs_through_the_config_api_and_the_schedu
 
     // Sources that accept connections and never answer keep their jobs
     // running: a caught-up job would park and give its slot away.
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = silent.local_addr().unwrap().port();
+    let port = recliner_tests::silent_peer();
     for i in 0..3 {
         let doc = json!({"source": format!("http://127.0.0.1:{port}/src{i}"),
                          "target": format!("dst{i}"), "create_target": true, "continuous": true});

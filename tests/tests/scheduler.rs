@@ -347,8 +347,7 @@ async fn jobs_waiting_on_a_silent_peer_let_the_server_stop_at_once() {
     let data = TempDir::new("sched-silent-stop");
     let server = TestServer::start(data.path(), &[]);
     let c = Client::new(&server);
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = silent.local_addr().unwrap().port();
+    let port = recliner_tests::silent_peer();
     for i in 0..3 {
         let doc = json!({"source": format!("http://127.0.0.1:{port}/db{i}"), "target": format!("t{i}"),
                          "create_target": true, "continuous": true});
@@ -370,5 +369,4 @@ async fn jobs_waiting_on_a_silent_peer_let_the_server_stop_at_once() {
         "stopping took {:?}",
         asked.elapsed()
     );
-    drop(silent);
 }

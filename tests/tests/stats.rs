@@ -392,8 +392,7 @@ async fn the_replicator_gauges_count_running_pending_and_crashed_jobs() {
     );
     // A source that accepts connections and never answers keeps its job
     // running (a caught-up job would park and free the slot).
-    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let silent_port = silent.local_addr().unwrap().port();
+    let silent_port = recliner_tests::silent_peer();
     let hung = json!({"source": format!("http://127.0.0.1:{silent_port}/silent"), "target": "t1",
                       "create_target": true, "continuous": true});
     assert_eq!(c.put("/_replicator/r0", hung).await.status, 201);
@@ -414,7 +413,6 @@ async fn the_replicator_gauges_count_running_pending_and_crashed_jobs() {
     // The same figures as `_scheduler/jobs` shows.
     let listed = c.get("/_scheduler/jobs").await.json();
     assert_eq!(listed["total_rows"], 3);
-    drop(silent);
 }
 
 /// Each figure Recliner shows is CouchDB's: the same path, type and
