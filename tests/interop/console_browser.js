@@ -5,6 +5,7 @@
 // edit a document, resolve a conflict by picking a winner, upload an
 // attachment, start replications from the form and watch the live
 // dashboard (throughput chart, states), stop and delete a job, log out.
+// The login form and a database's link are worked by keyboard alone.
 // Every outcome is checked on the page and, where it matters, over HTTP.
 // Any console error or uncaught page error fails the run.
 //
@@ -175,9 +176,15 @@ const steps = [
   }],
 
   ['log in through the form', async () => {
-    await page.getByLabel('User name').fill(USER);
-    await page.getByLabel('Password').fill(PASSWORD);
-    await page.getByRole('button', { name: 'Log in', exact: true }).click();
+    // By keyboard alone: type, Tab to the password, Enter submits.
+    await page.getByLabel('User name').focus();
+    await page.keyboard.type(USER);
+    await page.keyboard.press('Tab');
+    const focused = await page.evaluate(() => document.activeElement && document.activeElement.labels
+      && [...document.activeElement.labels].map((l) => l.textContent.trim()).join(' '));
+    assert.equal(focused, 'Password', 'Tab moves from the user name to the password');
+    await page.keyboard.type(PASSWORD);
+    await page.keyboard.press('Enter');
     await heading('Databases');
     await page.locator('#user-name', { hasText: USER }).waitFor();
     const cookies = await context.cookies(ORIGIN);
@@ -204,6 +211,10 @@ const steps = [
     const row = page.locator(`tr[data-db="${db}"]`);
     await row.waitFor();
     assert.equal((await row.locator('td').first().textContent()).trim(), '0');
+    // A database opens from the keyboard: its link takes focus, Enter follows it.
+    await row.getByRole('link', { name: db, exact: true }).focus();
+    await page.keyboard.press('Enter');
+    await heading(db);
     noProblems();
   }],
 
