@@ -242,11 +242,10 @@ const MAX_INLINE_INFLATED: u64 = 1 << 30;
 /// when they were stored gzip-encoded (as CouchDB's replicator sends text).
 /// Inflation stops at the recorded length (checked when the attachment was
 /// written), so a small upload can never inflate into gigabytes here.
-pub(crate) fn read_identity(
-    conn: &Connection,
+pub(crate) fn identity_bytes(
+    stored: Vec<u8>,
     meta: &AttachmentMeta,
 ) -> Result<Vec<u8>, StoreError> {
-    let stored = read_blob(conn, &meta.digest)?;
     match meta.encoding.as_deref() {
         Some("gzip") => {
             use std::io::Read;
@@ -277,20 +276,15 @@ pub(crate) fn read_identity(
 /// How many bytes a stored gzip blob inflates to, counting without keeping
 /// them; `None` past `limit`. Checks the `length` a client declares for
 /// bytes it sends encoded.
-pub(crate) fn inflated_length(
-    conn: &Connection,
-    digest: &str,
-    limit: u64,
-) -> Result<Option<u64>, StoreError> {
+pub(crate) fn inflated_length(stored: &[u8], limit: u64) -> Result<Option<u64>, StoreError> {
     use std::io::Read;
-    let stored = read_blob(conn, digest)?;
     // An empty stream reads as zero inflated bytes, yet it is no gzip.
     if stored.is_empty() {
         return Err(StoreError::bad_request(
             "gzip attachment does not inflate: no gzip header",
         ));
     }
-    let mut decoder = flate2::read::GzDecoder::new(&stored[..]).take(limit.saturating_add(1));
+    let mut decoder = flate2::read::GzDecoder::new(stored).take(limit.saturating_add(1));
     let counted = std::io::copy(&mut decoder, &mut std::io::sink())
         .map_err(|e| StoreError::bad_request(format!("gzip attachment does not inflate: {e}")))?;
     Ok((counted <= limit).then_some(counted))
@@ -640,7 +634,7 @@ impl crate::Database {
     pub async fn gzip_content_length(&self, name: &str, digest: &str) -> Result<u64, StoreError> {
         let (name, digest) = (name.to_string(), digest.to_string());
         let limit = self.max_attachment_size();
-        self.read(move |conn| inflated_length(conn, &digest, limit))
+        self.read(move |conn| inflated_length(&read_blob(conn, &digest)?, limit))
             .await?
             .ok_or(StoreError::AttachmentTooLarge(name))
     }
@@ -697,8 +691,8 @@ impl crate::Database {
         let (id, name) = (id.to_string(), name.to_string());
         let (meta, (blob_id, chunks)) = self
             .read(move |conn| {
-                let row =
-                    crate::read::load_row(conn, &id)?.ok_or(StoreError::DocNotFound("missing"))?;
+                let row = crate::rows::ReadRows::doc_row(conn, &id)?
+                    .ok_or(StoreError::DocNotFound("missing"))?;
                 let rev = match rev {
                     Some(rev) => rev,
                     None => {

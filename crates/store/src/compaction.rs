@@ -12,7 +12,7 @@ use std::time::Duration;
 use rusqlite::params;
 
 use crate::attachments;
-use crate::read::decode_tree;
+use crate::sqlite::decode_tree;
 use crate::{Database, StoreError};
 
 /// What [`Database::garbage`] estimates.

@@ -407,7 +407,7 @@ impl Database {
             None => {
                 let conn = open_connection(&self.inner.path, false, self.inner.options.durability)
                     .map_err(|e| match e {
-                        StoreError::Sqlite(_) if !self.inner.path.exists() => self.not_found(),
+                        StoreError::Backend(_) if !self.inner.path.exists() => self.not_found(),
                         other => other,
                     })?;
                 conn.pragma_update(None, "query_only", "ON")?;

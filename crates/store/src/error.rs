@@ -44,8 +44,9 @@ pub enum StoreError {
     /// The database file holds something we cannot read.
     #[error("corrupt database {db}: {detail}")]
     Corrupt { db: String, detail: String },
+    /// The storage backend failed (a SQLite or PostgreSQL error): a 500.
     #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Backend(Box<dyn std::error::Error + Send + Sync>),
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
     /// One document's write was refused for a reason other than a conflict

@@ -3,12 +3,10 @@
 
 use std::ops::Bound;
 
-use revtree::RevId;
-use rusqlite::types::Value as SqlValue;
-use rusqlite::{Connection, params_from_iter};
-
-use crate::read::{self, DocJson, DocRow, GetOptions};
+use crate::read::{self, DocJson, GetOptions};
+use crate::rows::{DocRow, IdPage, ReadRows};
 use crate::{Database, StoreError};
+use revtree::RevId;
 
 /// A changes-feed query for one page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +68,7 @@ pub struct ChangesPage {
 }
 
 fn change_row(
-    conn: &Connection,
+    rows: &dyn ReadRows,
     id: String,
     row: &DocRow,
     q: &ChangesQuery,
@@ -91,7 +89,7 @@ fn change_row(
             attachments: q.attachments,
             ..Default::default()
         };
-        read::doc_at(conn, &id, row, &winner.rev, &opts)?
+        read::doc_at(rows, &id, row, &winner.rev, &opts)?
     } else {
         None
     };
@@ -104,18 +102,14 @@ fn change_row(
     })
 }
 
-fn changes_in(conn: &Connection, q: &ChangesQuery) -> Result<ChangesPage, StoreError> {
-    let update_seq: i64 =
-        conn.query_row("SELECT update_seq FROM db_state WHERE id = 0", [], |r| {
-            r.get(0)
-        })?;
-    let update_seq = update_seq as u64;
-    let limit = q.limit.min(i64::MAX as usize) as i64;
+fn changes_in(store: &dyn ReadRows, q: &ChangesQuery) -> Result<ChangesPage, StoreError> {
+    let update_seq = store.counts()?.update_seq;
+    let limit = q.limit.min(i64::MAX as usize);
     let mut rows = Vec::new();
     if let Some(ids) = &q.doc_ids {
         let mut found = Vec::new();
         for id in ids {
-            if let Some(row) = read::load_row(conn, id)?
+            if let Some(row) = store.doc_row(id)?
                 && (q.descending || row.seq > q.since)
                 && !found.iter().any(|(i, _): &(String, DocRow)| i == id)
             {
@@ -126,37 +120,15 @@ fn changes_in(conn: &Connection, q: &ChangesQuery) -> Result<ChangesPage, StoreE
         if q.descending {
             found.reverse();
         }
-        for (id, row) in found.into_iter().take(limit as usize) {
-            rows.push(change_row(conn, id, &row, q)?);
+        for (id, row) in found.into_iter().take(limit) {
+            rows.push(change_row(store, id, &row, q)?);
         }
     } else {
-        let (columns, from) = if q.include_docs {
-            (read::DOC_COLUMNS_WITH_BODY, read::DOCS_WITH_BODY)
-        } else {
-            (read::DOC_COLUMNS, "docs")
-        };
-        let sql = if q.descending {
-            format!(
-                "SELECT {columns} FROM {from} WHERE (?1 = 0 OR seq < ?1) ORDER BY seq DESC LIMIT ?2"
-            )
-        } else {
-            format!("SELECT {columns} FROM {from} WHERE seq > ?1 ORDER BY seq LIMIT ?2")
-        };
-        let mut stmt = conn.prepare_cached(&sql)?;
-        let mut cursor = stmt.query(rusqlite::params![
-            i64::try_from(q.since).unwrap_or(i64::MAX),
-            limit
-        ])?;
-        while let Some(r) = cursor.next()? {
-            let (id, row) = if q.include_docs {
-                read::doc_row_with_body(r)?
-            } else {
-                read::doc_row(r)?
-            };
-            rows.push(change_row(conn, id, &row, q)?);
+        for (id, row) in store.changes(q.since, q.descending, limit as u64, q.include_docs)? {
+            rows.push(change_row(store, id, &row, q)?);
         }
     }
-    let exhausted = (rows.len() as i64) < limit;
+    let exhausted = rows.len() < limit;
     let last_seq = match (rows.last(), exhausted, q.descending) {
         (_, true, false) => update_seq.max(q.since),
         (Some(last), _, _) => last.seq,
@@ -165,10 +137,7 @@ fn changes_in(conn: &Connection, q: &ChangesQuery) -> Result<ChangesPage, StoreE
     let pending = if q.descending || exhausted || !q.count_pending {
         0
     } else {
-        let count: i64 = conn
-            .prepare_cached("SELECT COUNT(*) FROM docs WHERE seq > ?1")?
-            .query_row([last_seq as i64], |r| r.get(0))?;
-        count as u64
+        store.count_changes_after(last_seq)?
     };
     Ok(ChangesPage {
         rows,
@@ -234,92 +203,43 @@ pub struct AllDocsPage {
     pub update_seq: u64,
 }
 
-fn bound_sql(bound: &Bound<String>, incl: &str, excl: &str, args: &mut Vec<SqlValue>) -> String {
-    match bound {
-        Bound::Included(k) => {
-            args.push(SqlValue::Text(k.clone()));
-            format!(" AND id {incl} ?{}", args.len())
-        }
-        Bound::Excluded(k) => {
-            args.push(SqlValue::Text(k.clone()));
-            format!(" AND id {excl} ?{}", args.len())
-        }
-        Bound::Unbounded => String::new(),
-    }
-}
-
-fn all_docs_in(conn: &Connection, q: &AllDocsQuery) -> Result<AllDocsPage, StoreError> {
-    let (doc_count, update_seq): (i64, i64) = conn.query_row(
-        "SELECT doc_count, update_seq FROM db_state WHERE id = 0",
-        [],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let mut args = Vec::new();
+fn all_docs_in(store: &dyn ReadRows, q: &AllDocsQuery) -> Result<AllDocsPage, StoreError> {
+    let counts = store.counts()?;
     let (lo, hi) = if q.descending {
         (&q.end, &q.start)
     } else {
         (&q.start, &q.end)
     };
-    let mut filter = bound_sql(lo, ">=", ">", &mut args);
-    filter.push_str(&bound_sql(hi, "<=", "<", &mut args));
     // Rows the client skips over, plus those before the range, make the offset.
-    let before_sql = if q.descending {
-        let mut a = Vec::new();
-        let f = bound_sql(&invert(hi), ">=", ">", &mut a);
-        (f, a)
-    } else {
-        let mut a = Vec::new();
-        let f = bound_sql(&invert(lo), "<=", "<", &mut a);
-        (f, a)
+    let before = match (q.count_offset, q.descending) {
+        (false, _) => 0,
+        (true, false) if *lo == Bound::Unbounded => 0,
+        (true, false) => store.count_live(&Bound::Unbounded, &invert(lo))?,
+        (true, true) if *hi == Bound::Unbounded => 0,
+        (true, true) => store.count_live(&invert(hi), &Bound::Unbounded)?,
     };
-    let before: i64 = if !q.count_offset || before_sql.0.is_empty() {
-        0
-    } else {
-        conn.query_row(
-            &format!(
-                "SELECT COUNT(*) FROM docs WHERE deleted = 0{}",
-                before_sql.0
-            ),
-            params_from_iter(before_sql.1.iter()),
-            |r| r.get(0),
-        )?
+    let page = IdPage {
+        lo,
+        hi,
+        descending: q.descending,
+        skip: q.skip as u64,
+        limit: q.limit as u64,
+        with_bodies: q.include_docs,
     };
-    let order = if q.descending { "DESC" } else { "ASC" };
-    args.push(SqlValue::Integer(q.limit.min(i64::MAX as usize) as i64));
-    let limit_arg = args.len();
-    args.push(SqlValue::Integer(q.skip.min(i64::MAX as usize) as i64));
-    let skip_arg = args.len();
-    let (columns, from) = if q.include_docs {
-        (read::DOC_COLUMNS_WITH_BODY, read::DOCS_WITH_BODY)
-    } else {
-        (read::DOC_COLUMNS, "docs")
-    };
-    let sql = format!(
-        "SELECT {columns} FROM {from} WHERE deleted = 0{filter}
-         ORDER BY id {order} LIMIT ?{limit_arg} OFFSET ?{skip_arg}"
-    );
-    let mut stmt = conn.prepare_cached(&sql)?;
-    let mut cursor = stmt.query(params_from_iter(args.iter()))?;
+    let doc_options = q.doc_options();
     let mut rows = Vec::new();
-    while let Some(r) = cursor.next()? {
-        let (id, row) = if q.include_docs {
-            read::doc_row_with_body(r)?
-        } else {
-            read::doc_row(r)?
-        };
-        rows.push(all_docs_row(conn, id, &row, &q.doc_options())?);
+    for (id, row) in store.live_docs(&page)? {
+        rows.push(all_docs_row(store, id, &row, &doc_options)?);
     }
     Ok(AllDocsPage {
-        total_rows: doc_count as u64,
+        total_rows: counts.doc_count,
         // Rows skipped past the end count up to the end, as in CouchDB
         // (and a skip near 2^64 must not overflow).
-        offset: q.count_offset.then_some(
-            (before as u64)
-                .saturating_add(q.skip as u64)
-                .min(doc_count as u64),
-        ),
+        offset: q
+            .count_offset
+            .then_some(before.saturating_add(q.skip as u64).min(counts.doc_count)),
         rows,
-        update_seq: update_seq as u64,
+        update_seq: counts.update_seq,
     })
 }
 
@@ -344,14 +264,14 @@ impl AllDocsQuery {
 }
 
 fn all_docs_row(
-    conn: &Connection,
+    rows: &dyn ReadRows,
     id: String,
     row: &DocRow,
     doc_options: &Option<GetOptions>,
 ) -> Result<AllDocsRow, StoreError> {
     let winner = read::winner_of(&id, row)?;
     let doc = match doc_options {
-        Some(opts) if !winner.deleted => read::doc_at(conn, &id, row, &winner.rev, opts)?,
+        Some(opts) if !winner.deleted => read::doc_at(rows, &id, row, &winner.rev, opts)?,
         _ => None,
     };
     Ok(AllDocsRow {
@@ -383,7 +303,7 @@ impl Database {
         self.read(move |conn| {
             let mut out = Vec::with_capacity(keys.len());
             for key in keys {
-                let row = match read::load_row(conn, &key)? {
+                let row = match ReadRows::doc_row(conn, &key)? {
                     Some(row) => Some(all_docs_row(conn, key.clone(), &row, &doc_options)?),
                     None => None,
                 };

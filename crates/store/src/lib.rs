@@ -41,9 +41,11 @@ mod partition;
 mod purge;
 mod read;
 mod replaced;
+mod rows;
 mod schema;
 mod seq;
 mod server_uuid;
+mod sqlite;
 mod update;
 mod writer;
 

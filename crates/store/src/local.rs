@@ -3,11 +3,9 @@
 //! checkpoints live here. As in CouchDB, writes do not check the revision
 //! (last writer wins), and a deletion removes the document.
 
-use std::ops::Bound;
-
-use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map, Value};
 
+use crate::rows::{IdPage, LocalDocRow, ReadRows};
 use crate::writer::WriteCtx;
 use crate::{AllDocsQuery, Database, DocFailure, DocInput, StoreError};
 
@@ -50,93 +48,61 @@ pub(crate) fn put_in_tx(
         },
     };
     if doc.deleted {
-        ctx.conn
-            .prepare_cached("DELETE FROM local_docs WHERE id = ?1")?
-            .execute([id])?;
+        ctx.rows.delete_local(id)?;
         return Ok(Ok("0-0".into()));
     }
-    let rev = previous + 1;
+    let rev = previous.saturating_add(1);
     let body = Value::Object(doc.body.clone()).to_string();
-    ctx.conn
-        .prepare_cached("INSERT OR REPLACE INTO local_docs (id, rev, body) VALUES (?1, ?2, ?3)")?
-        .execute(params![id, rev as i64, body])?;
+    ctx.rows.put_local(id, rev, &body)?;
     Ok(Ok(format!("0-{rev}")))
 }
 
-fn get_in(conn: &Connection, id: &str) -> Result<Option<Value>, StoreError> {
-    let row: Option<(i64, String)> = conn
-        .prepare_cached("SELECT rev, body FROM local_docs WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let Some((rev, body)) = row else {
-        return Ok(None);
-    };
-    local_doc(id, rev, &body).map(Some)
+fn get_in(rows: &dyn ReadRows, id: &str) -> Result<Option<Value>, StoreError> {
+    match rows.local_doc(id)? {
+        Some(row) => local_doc(&row).map(Some),
+        None => Ok(None),
+    }
 }
 
 /// A stored local document with its `_id` and `_rev` first.
-fn local_doc(id: &str, rev: i64, body: &str) -> Result<Value, StoreError> {
-    let body: Map<String, Value> = serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
-        db: String::new(),
-        detail: format!("local document {id}: {e}"),
-    })?;
+fn local_doc(row: &LocalDocRow) -> Result<Value, StoreError> {
+    let body: Map<String, Value> =
+        serde_json::from_str(&row.body).map_err(|e| StoreError::Corrupt {
+            db: String::new(),
+            detail: format!("local document {}: {e}", row.id),
+        })?;
     let mut doc = Map::with_capacity(body.len() + 2);
-    doc.insert("_id".into(), Value::String(id.to_string()));
-    doc.insert("_rev".into(), Value::String(format!("0-{rev}")));
+    doc.insert("_id".into(), Value::String(row.id.clone()));
+    doc.insert("_rev".into(), Value::String(format!("0-{}", row.rev)));
     doc.extend(body);
     Ok(Value::Object(doc))
 }
 
 /// The rows of `_local_docs` in id order (byte order, as CouchDB's local
 /// tree), within the query's bounds, skip and limit.
-fn local_docs_in(conn: &Connection, query: &AllDocsQuery) -> Result<Vec<LocalRow>, StoreError> {
-    let (low, high) = if query.descending {
+fn local_docs_in(rows: &dyn ReadRows, query: &AllDocsQuery) -> Result<Vec<LocalRow>, StoreError> {
+    let (lo, hi) = if query.descending {
         (&query.end, &query.start)
     } else {
         (&query.start, &query.end)
     };
-    let mut sql = String::from("SELECT id, rev, body FROM local_docs WHERE 1");
-    let mut args: Vec<&str> = Vec::new();
-    for (bound, included, excluded) in [(low, ">=", ">"), (high, "<=", "<")] {
-        match bound {
-            Bound::Included(id) => {
-                sql.push_str(&format!(" AND id {included} ?"));
-                args.push(id);
-            }
-            Bound::Excluded(id) => {
-                sql.push_str(&format!(" AND id {excluded} ?"));
-                args.push(id);
-            }
-            Bound::Unbounded => {}
-        }
-    }
-    sql.push_str(if query.descending {
-        " ORDER BY id DESC"
-    } else {
-        " ORDER BY id ASC"
-    });
-    // SQLite reads a negative limit as none.
-    let limit = i64::try_from(query.limit).unwrap_or(-1);
-    let skip = i64::try_from(query.skip).unwrap_or(i64::MAX);
-    sql.push_str(&format!(" LIMIT {limit} OFFSET {skip}"));
-    let mut statement = conn.prepare(&sql)?;
-    let rows = statement.query_map(rusqlite::params_from_iter(args), |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, String>(2)?,
-        ))
-    })?;
+    let page = IdPage {
+        lo,
+        hi,
+        descending: query.descending,
+        skip: query.skip as u64,
+        limit: query.limit as u64,
+        with_bodies: query.include_docs,
+    };
     let mut out = Vec::new();
-    for row in rows {
-        let (id, rev, body) = row?;
+    for row in rows.local_docs(&page)? {
         let doc = match query.include_docs {
-            true => Some(local_doc(&id, rev, &body)?),
+            true => Some(local_doc(&row)?),
             false => None,
         };
         out.push(LocalRow {
-            id,
-            rev: format!("0-{rev}"),
+            rev: format!("0-{}", row.rev),
+            id: row.id,
             doc,
         });
     }
@@ -203,11 +169,7 @@ impl Database {
     pub async fn delete_local(&self, id: &str) -> Result<String, StoreError> {
         let id = id.to_string();
         self.write(1, move |ctx| {
-            let removed = ctx
-                .conn
-                .prepare_cached("DELETE FROM local_docs WHERE id = ?1")?
-                .execute([&id])?;
-            if removed == 0 {
+            if !ctx.rows.delete_local(&id)? {
                 return Err(StoreError::DocNotFound("missing"));
             }
             Ok("0-0".to_string())

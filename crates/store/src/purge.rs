@@ -18,7 +18,6 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::body::BodyLen;
 use crate::database::read_meta;
-use crate::update::load_doc;
 use crate::writer::WriteCtx;
 use crate::{Database, StoreError};
 
@@ -174,7 +173,7 @@ fn purge_in_tx(
 
 /// Purges the leaves of one document among `revs`; returns those purged.
 fn purge_doc(ctx: &mut WriteCtx<'_>, id: &str, revs: &[RevId]) -> Result<Vec<RevId>, StoreError> {
-    let Some(stored) = load_doc(ctx.conn, id)? else {
+    let Some(stored) = ctx.rows.load_doc(id)? else {
         return Ok(Vec::new());
     };
     let key = stored.key;
@@ -633,7 +632,7 @@ mod tests {
     fn leaves_of(db: &Database, id: &str) -> Vec<RevId> {
         let id = id.to_string();
         db.read_blocking(move |conn| {
-            Ok(crate::read::load_row(conn, &id)?
+            Ok(crate::rows::ReadRows::doc_row(conn, &id)?
                 .map(|row| row.tree.leaves().into_iter().map(|l| l.rev).collect())
                 .unwrap_or_default())
         })

@@ -5,11 +5,10 @@
 use std::collections::HashSet;
 
 use revtree::{RevId, RevTree, RevsDiff};
-use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 use crate::attachments::{self, Attachments};
-use crate::body::BodyText;
+use crate::rows::{DocRow, ReadRows};
 use crate::{Database, StoreError};
 
 /// A document as JSON text, ready to be sent or embedded in a response.
@@ -115,100 +114,23 @@ pub struct BulkGetError {
     pub reason: String,
 }
 
-/// A document row as readers need it.
-pub(crate) struct DocRow {
-    pub key: i64,
-    pub seq: u64,
-    pub tree: RevTree,
-    /// The winner as stored, and the row of its body (0 when not kept):
-    /// reading the winner's body is then a rowid lookup.
-    pub winner: String,
-    pub winner_row: i64,
-    /// The winner's body and attachments, when the query joined them in.
-    pub winner_body: Option<(String, Option<String>)>,
-}
-
-/// The `docs` columns [`doc_row`] reads, in order.
-pub(crate) const DOC_COLUMNS: &str = "id, doc_key, seq, tree, winner, winner_row";
-
-/// Reads a row selected with [`DOC_COLUMNS`].
-pub(crate) fn doc_row(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreError> {
-    let id: String = r.get(0)?;
-    let tree: Vec<u8> = r.get(3)?;
-    let row = DocRow {
-        key: r.get(1)?,
-        seq: r.get::<_, i64>(2)? as u64,
-        tree: decode_tree(&id, &tree)?,
-        winner: r.get(4)?,
-        winner_row: r.get(5)?,
-        winner_body: None,
-    };
-    Ok((id, row))
-}
-
-/// The columns of [`DOC_COLUMNS`] plus the winner's body, for scans that
-/// embed documents: one joined query per page instead of a lookup per row.
-pub(crate) const DOC_COLUMNS_WITH_BODY: &str =
-    "d.id, d.doc_key, d.seq, d.tree, d.winner, d.winner_row, r.body, r.atts";
-
-/// The `FROM` clause that goes with [`DOC_COLUMNS_WITH_BODY`].
-pub(crate) const DOCS_WITH_BODY: &str = "docs d LEFT JOIN revs r ON r.row = d.winner_row";
-
-/// Reads a row selected with [`DOC_COLUMNS_WITH_BODY`].
-pub(crate) fn doc_row_with_body(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreError> {
-    let (id, mut row) = doc_row(r)?;
-    let body: Option<BodyText> = r.get(6)?;
-    row.winner_body = body
-        .map(|BodyText(b)| Ok::<_, rusqlite::Error>((b, r.get(7)?)))
-        .transpose()?;
-    Ok((id, row))
-}
-
-pub(crate) fn load_row(conn: &Connection, id: &str) -> Result<Option<DocRow>, StoreError> {
-    let mut stmt = conn.prepare_cached(&format!("SELECT {DOC_COLUMNS} FROM docs WHERE id = ?1"))?;
-    let mut rows = stmt.query([id])?;
-    match rows.next()? {
-        Some(r) => Ok(Some(doc_row(r)?.1)),
-        None => Ok(None),
-    }
-}
-
-pub(crate) fn decode_tree(id: &str, bytes: &[u8]) -> Result<RevTree, StoreError> {
-    RevTree::decode(bytes).map_err(|e| StoreError::Corrupt {
-        db: String::new(),
-        detail: format!("document {id}: {e}"),
-    })
-}
-
-/// The stored body text and attachments of one revision, if kept.
+/// The stored body text and attachments of one revision, if kept: the
+/// winner's from the row when the page brought it along.
 fn load_body(
-    conn: &Connection,
+    rows: &dyn ReadRows,
     row: &DocRow,
     rev: &RevId,
 ) -> Result<Option<(String, Attachments)>, StoreError> {
-    let rev_text = rev.to_string();
-    if rev_text == row.winner
-        && let Some((body, atts)) = &row.winner_body
+    if let Some((body, atts)) = &row.winner_body
+        && rev.to_string() == row.winner
     {
         return Ok(Some((
             body.clone(),
             attachments::decode_atts(atts.as_deref())?,
         )));
     }
-    let found: Option<(BodyText, Option<String>)> = if row.winner_row != 0 && rev_text == row.winner
-    {
-        conn.prepare_cached("SELECT body, atts FROM revs WHERE row = ?1")?
-            .query_row([row.winner_row], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?
-    } else {
-        conn.prepare_cached("SELECT body, atts FROM revs WHERE doc_key = ?1 AND rev = ?2")?
-            .query_row(params![row.key, rev_text], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?
-    };
-    match found {
-        Some((BodyText(body), atts)) => {
-            Ok(Some((body, attachments::decode_atts(atts.as_deref())?)))
-        }
+    match rows.revision_body(row, rev)? {
+        Some((body, atts)) => Ok(Some((body, attachments::decode_atts(atts.as_deref())?))),
         None => Ok(None),
     }
 }
@@ -280,7 +202,7 @@ pub(crate) struct RevRequest<'a> {
 
 /// One revision as JSON, or `None` when its body is not kept.
 pub(crate) fn rev_json(
-    conn: &Connection,
+    rows: &dyn ReadRows,
     req: RevRequest<'_>,
 ) -> Result<Option<DocJson>, StoreError> {
     let RevRequest {
@@ -291,7 +213,7 @@ pub(crate) fn rev_json(
         follows,
     } = req;
     let tree = &row.tree;
-    let Some((body, atts)) = load_body(conn, row, rev)? else {
+    let Some((body, atts)) = load_body(rows, row, rev)? else {
         return Ok(None);
     };
     let deleted = tree.is_deleted_rev(rev).unwrap_or(false);
@@ -337,7 +259,10 @@ pub(crate) fn rev_json(
                 if follows {
                     meta.follows_json()
                 } else {
-                    meta.inline_json(&attachments::read_identity(conn, meta)?)
+                    meta.inline_json(&attachments::identity_bytes(
+                        rows.blob(&meta.digest)?,
+                        meta,
+                    )?)
                 }
             } else {
                 meta.stub_json(opts.att_encoding_info)
@@ -359,14 +284,14 @@ pub(crate) fn rev_json(
 
 /// One revision of a document in a plain JSON answer (no `follows`).
 pub(crate) fn doc_at(
-    conn: &Connection,
+    rows: &dyn ReadRows,
     id: &str,
     row: &DocRow,
     rev: &RevId,
     opts: &GetOptions,
 ) -> Result<Option<DocJson>, StoreError> {
     rev_json(
-        conn,
+        rows,
         RevRequest {
             id,
             row,
@@ -391,11 +316,13 @@ fn rev_list(revs: &[RevId]) -> Value {
 
 /// CouchDB's single-document read.
 pub(crate) fn get_in(
-    conn: &Connection,
+    rows: &dyn ReadRows,
     id: &str,
     opts: &GetOptions,
 ) -> Result<DocJson, StoreError> {
-    let row = load_row(conn, id)?.ok_or(StoreError::DocNotFound("missing"))?;
+    let row = rows
+        .doc_row(id)?
+        .ok_or(StoreError::DocNotFound("missing"))?;
     let rev = match &opts.rev {
         Some(rev) if opts.latest => row
             .tree
@@ -420,7 +347,7 @@ pub(crate) fn get_in(
         return Err(StoreError::DocNotFound("missing"));
     }
     rev_json(
-        conn,
+        rows,
         RevRequest {
             id,
             row: &row,
@@ -481,14 +408,14 @@ fn open_revs_targets(
 }
 
 pub(crate) fn open_revs_in(
-    conn: &Connection,
+    rows: &dyn ReadRows,
     id: &str,
     which: &OpenRevs,
     opts: &GetOptions,
     follows: bool,
     sorted: bool,
 ) -> Result<Vec<OpenRev>, StoreError> {
-    let Some(row) = load_row(conn, id)? else {
+    let Some(row) = rows.doc_row(id)? else {
         return match which {
             OpenRevs::All => Err(StoreError::DocNotFound("missing")),
             OpenRevs::List(revs) => Ok(revs.iter().cloned().map(OpenRev::Missing).collect()),
@@ -498,7 +425,7 @@ pub(crate) fn open_revs_in(
     for target in open_revs_targets(&row.tree, which, opts.latest, sorted) {
         match target {
             Ok(rev) => match rev_json(
-                conn,
+                rows,
                 RevRequest {
                     id,
                     row: &row,
@@ -622,7 +549,7 @@ impl Database {
         self.read(move |conn| {
             let mut out = Vec::new();
             for (id, revs) in request {
-                let diff = match load_row(conn, &id)? {
+                let diff = match ReadRows::doc_row(conn, &id)? {
                     Some(row) => row.tree.revs_diff(&revs),
                     None => RevTree::new().revs_diff(&revs),
                 };

@@ -4,7 +4,8 @@
 //! a new document. Found before the write, as CouchDB finds it; the write
 //! still checks for conflicts itself.
 
-use crate::read::{DocJson, GetOptions, get_in, load_row};
+use crate::read::{DocJson, GetOptions, get_in};
+use crate::rows::ReadRows;
 use crate::{Database, DocInput, StoreError};
 
 /// What a write replaces.
@@ -32,7 +33,7 @@ impl Database {
         let rev = doc.rev.clone();
         let path = doc.revisions.clone();
         self.read(move |conn| {
-            let Some(row) = load_row(conn, &id)? else {
+            let Some(row) = ReadRows::doc_row(conn, &id)? else {
                 // Editing a revision of a document that does not exist conflicts.
                 return Ok(if new_edits && rev.is_some() {
                     Replaced::NoChange

@@ -2,12 +2,12 @@
 //! and `new_edits=false` (replication), inside the writer's transaction.
 
 use revtree::{AttachmentDigest, EditError, LeafState, MergeOutcome, RevId, RevTree, new_rev_hash};
-use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
 use crate::attachments::{self, AttachmentMeta, Attachments, digest_md5};
-use crate::body::{BodyLen, StoredBody};
+use crate::body::StoredBody;
 use crate::doc::AttachmentInput;
+use crate::rows::{DocUpdate, RevisionRef, StoredDoc, WriteRows};
 use crate::writer::WriteCtx;
 use crate::{Database, DocFailure, DocInput, StoreError, local};
 
@@ -20,14 +20,6 @@ pub struct DocWriteResult {
     /// For a refused replicated document (`new_edits: false`): the revision
     /// it carried, which CouchDB names in its error row.
     pub refused_rev: Option<String>,
-}
-
-/// A document row as the writer needs it.
-pub(crate) struct StoredDoc {
-    pub(crate) key: i64,
-    pub(crate) tree: RevTree,
-    /// Body length of the winner when the document is live (for `sizes.external`).
-    pub(crate) live_body_len: Option<i64>,
 }
 
 impl Database {
@@ -341,7 +333,7 @@ fn write_prepared(
             let at_limit = match full.get(partition) {
                 Some(at_limit) => *at_limit,
                 None => {
-                    let size = crate::partition::partition_size(ctx.conn, partition)?;
+                    let size = ctx.rows.partition_size(partition)?;
                     let at_limit = size >= ctx.max_partition_size;
                     full.insert(partition.to_string(), at_limit);
                     at_limit
@@ -446,44 +438,6 @@ fn is_local(doc: &DocInput) -> bool {
         .is_some_and(|id| id.starts_with("_local/"))
 }
 
-pub(crate) fn load_doc(conn: &Connection, id: &str) -> Result<Option<StoredDoc>, StoreError> {
-    // Two point lookups rather than a LEFT JOIN: SQLite re-prepares that
-    // join on every execution, which costs far more than the second lookup.
-    let row: Option<(i64, Vec<u8>, bool, i64)> = conn
-        .prepare_cached("SELECT doc_key, tree, deleted, winner_row FROM docs WHERE id = ?1")?
-        .query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-        .optional()?;
-    let Some((key, tree, deleted, winner_row)) = row else {
-        return Ok(None);
-    };
-    let tree = RevTree::decode(&tree).map_err(|e| StoreError::Corrupt {
-        db: String::new(),
-        detail: format!("document {id}: {e}"),
-    })?;
-    let live_body_len = if deleted {
-        None
-    } else {
-        let len: Option<BodyLen> = conn
-            .prepare_cached("SELECT body FROM revs WHERE row = ?1")?
-            .query_row([winner_row], |r| r.get(0))
-            .optional()?;
-        Some(len.map_or(0, |BodyLen(len)| len))
-    };
-    Ok(Some(StoredDoc {
-        key,
-        tree,
-        live_body_len,
-    }))
-}
-
-fn rev_atts(conn: &Connection, key: i64, rev: &RevId) -> Result<Attachments, StoreError> {
-    let text: Option<Option<String>> = conn
-        .prepare_cached("SELECT atts FROM revs WHERE doc_key = ?1 AND rev = ?2")?
-        .query_row(params![key, rev.to_string()], |r| r.get(0))
-        .optional()?;
-    attachments::decode_atts(text.flatten().as_deref())
-}
-
 fn missing_stub(id: &str, name: &str) -> StoreError {
     StoreError::MissingStub(format!("Invalid attachment stub in {id} for {name}"))
 }
@@ -495,7 +449,7 @@ fn new_bytes_meta(
     input: AttachmentInput,
     default_revpos: u64,
 ) -> Result<Option<AttachmentMeta>, StoreError> {
-    let conn = ctx.conn;
+    let rows = ctx.rows;
     Ok(match input {
         AttachmentInput::Inline {
             content_type,
@@ -508,7 +462,7 @@ fn new_bytes_meta(
             if data.len() as u64 > ctx.max_attachment_size {
                 return Err(StoreError::AttachmentTooLarge(name.to_string()));
             }
-            let digest = attachments::put_blob(conn, &data)?;
+            let digest = rows.put_blob(&data)?;
             Some(AttachmentMeta {
                 content_type,
                 length: data.len() as u64,
@@ -527,7 +481,7 @@ fn new_bytes_meta(
             if length > ctx.max_attachment_size {
                 return Err(StoreError::AttachmentTooLarge(name.to_string()));
             }
-            let digest = attachments::put_blob(conn, &gzip)?;
+            let digest = rows.put_blob(&gzip)?;
             Some(AttachmentMeta {
                 content_type,
                 length,
@@ -549,7 +503,7 @@ fn new_bytes_meta(
             // cannot come before this write has referenced the bytes.
             pin: _,
         } => {
-            if !attachments::has_blob(conn, &digest)? {
+            if !rows.has_blob(&digest)? {
                 return Err(StoreError::bad_request(format!(
                     "Staged attachment {digest} is not stored"
                 )));
@@ -587,7 +541,7 @@ fn check_declared_length(
     }
     match encoding {
         None => Ok(()),
-        Some("gzip") => match attachments::inflated_length(ctx.conn, digest, limit)? {
+        Some("gzip") => match attachments::inflated_length(&ctx.rows.blob(digest)?, limit)? {
             Some(actual) if actual == length => Ok(()),
             Some(actual) => Err(StoreError::bad_request(format!(
                 "Attachment {name} declares length {length} but its gzip content inflates to {actual} bytes"
@@ -611,13 +565,13 @@ fn interactive_edit(
         stored: body_stored,
         hash: early_hash,
     } = prepared;
-    let stored = load_doc(ctx.conn, id)?;
+    let stored = ctx.rows.load_doc(id)?;
     let mut tree = stored.as_ref().map(|s| s.tree.clone()).unwrap_or_default();
     let Ok(parent) = tree.edit_parent(doc.rev.as_ref(), doc.deleted) else {
         return Ok(Err(DocFailure::conflict()));
     };
     let parent_atts = match (&parent, &stored) {
-        (Some(p), Some(s)) => rev_atts(ctx.conn, s.key, p)?,
+        (Some(p), Some(s)) => ctx.rows.revision_attachments(s.key, p)?,
         _ => Vec::new(),
     };
     let new_pos = match &parent {
@@ -679,8 +633,17 @@ fn interactive_edit(
         Err(EditError::PositionOverflow) => return Err(position_overflow(id)),
     };
     let key = stored.as_ref().map_or_else(|| allocate_key(ctx), |s| s.key);
-    let written = write_revision(ctx.conn, key, &new_rev, &body_stored, &atts)?;
-    finish_update(ctx, id, key, stored.as_ref(), tree, Some(written))?;
+    let written = ctx
+        .rows
+        .write_revision(key, &new_rev, &body_stored, &atts)?;
+    finish_update(
+        ctx,
+        id,
+        key,
+        stored.as_ref(),
+        tree,
+        Some((new_rev.clone(), written)),
+    )?;
     Ok(Ok(new_rev.to_string()))
 }
 
@@ -707,7 +670,7 @@ fn replicated_edit(
         ));
     };
     let leaf = path.leaf();
-    let stored = load_doc(ctx.conn, id)?;
+    let stored = ctx.rows.load_doc(id)?;
     let mut tree = stored.as_ref().map(|s| s.tree.clone()).unwrap_or_default();
     let had_body = tree.is_available(&leaf) == Some(true);
     let outcome = tree.merge(
@@ -729,7 +692,7 @@ fn replicated_edit(
                 AttachmentInput::Stub { digest, revpos } => {
                     let known = match &stored {
                         Some(s) => find_stored_attachment(
-                            ctx.conn,
+                            ctx.rows,
                             s.key,
                             &name,
                             digest.as_deref(),
@@ -744,7 +707,8 @@ fn replicated_edit(
             };
             atts.push((name, meta));
         }
-        written = Some(write_revision(ctx.conn, key, &leaf, &body_stored, &atts)?);
+        let row = ctx.rows.write_revision(key, &leaf, &body_stored, &atts)?;
+        written = Some((leaf.clone(), row));
     }
     finish_update(ctx, id, key, stored.as_ref(), tree, written)?;
     Ok(Ok(leaf.to_string()))
@@ -756,19 +720,15 @@ fn replicated_edit(
 /// decide: a peer that stores text as sent (PouchDB) names it by the
 /// content's digest, where this database holds it compressed under another.
 fn find_stored_attachment(
-    conn: &Connection,
+    rows: &dyn WriteRows,
     key: i64,
     name: &str,
     digest: Option<&str>,
     revpos: Option<u64>,
 ) -> Result<Option<AttachmentMeta>, StoreError> {
-    let mut stmt =
-        conn.prepare_cached("SELECT atts FROM revs WHERE doc_key = ?1 AND atts IS NOT NULL")?;
-    let mut rows = stmt.query([key])?;
     let mut same_revpos = None;
-    while let Some(row) = rows.next()? {
-        let text: String = row.get(0)?;
-        for (n, meta) in attachments::decode_atts(Some(&text))? {
+    for atts in rows.every_revision_attachments(key)? {
+        for (n, meta) in atts {
             if n != name {
                 continue;
             }
@@ -789,118 +749,60 @@ fn allocate_key(ctx: &mut WriteCtx<'_>) -> i64 {
     key
 }
 
-/// A revision body just written: its row, and its length for `sizes.external`.
-struct Written {
-    rev: RevId,
-    row: i64,
-    body_len: i64,
-}
-
-fn write_revision(
-    conn: &Connection,
-    key: i64,
-    rev: &RevId,
-    body: &StoredBody,
-    atts: &Attachments,
-) -> Result<Written, StoreError> {
-    // Plain INSERT and last_insert_rowid: an upsert with RETURNING makes
-    // SQLite re-prepare statements, which costs more than this.
-    let atts = attachments::encode_atts(atts);
-    let inserted = conn
-        .prepare_cached(
-            "INSERT OR IGNORE INTO revs (doc_key, rev, body, atts) VALUES (?1, ?2, ?3, ?4)",
-        )?
-        .execute(params![key, rev.to_string(), body, atts])?;
-    let row = if inserted == 1 {
-        conn.last_insert_rowid()
-    } else {
-        // The revision was known without its body (replication fills it in).
-        conn.prepare_cached(
-            "UPDATE revs SET body = ?3, atts = ?4 WHERE doc_key = ?1 AND rev = ?2",
-        )?
-        .execute(params![key, rev.to_string(), body, atts])?;
-        conn.prepare_cached("SELECT row FROM revs WHERE doc_key = ?1 AND rev = ?2")?
-            .query_row(params![key, rev.to_string()], |r| r.get(0))?
-    };
-    Ok(Written {
-        rev: rev.clone(),
-        row,
-        body_len: body.text_len(),
-    })
-}
-
 /// Stems the tree, drops stemmed bodies, stores the document row at the next
-/// sequence and keeps the counters right.
+/// sequence and keeps the counters right. `written` is the revision whose
+/// body this update stored, if any.
 fn finish_update(
     ctx: &mut WriteCtx<'_>,
     id: &str,
     key: i64,
     stored: Option<&StoredDoc>,
     mut tree: RevTree,
-    written: Option<Written>,
+    written: Option<(RevId, RevisionRef)>,
 ) -> Result<(), StoreError> {
     for rev in tree.stem(ctx.state.revs_limit) {
-        ctx.conn
-            .prepare_cached("DELETE FROM revs WHERE doc_key = ?1 AND rev = ?2")?
-            .execute(params![key, rev.to_string()])?;
+        ctx.rows.drop_revision(key, &rev)?;
     }
     let winner = tree.winner().ok_or_else(|| StoreError::Corrupt {
         db: String::new(),
         detail: format!("document {id} has an empty revision tree"),
     })?;
-    let (winner_row, winner_len): (i64, i64) = match &written {
-        Some(w) if w.rev == winner.rev => (w.row, w.body_len),
+    let winner_ref = match written {
+        Some((rev, written)) if rev == winner.rev => written,
         _ => ctx
-            .conn
-            .prepare_cached("SELECT row, body FROM revs WHERE doc_key = ?1 AND rev = ?2")?
-            .query_row(params![key, winner.rev.to_string()], |r| {
-                Ok((r.get(0)?, r.get::<_, BodyLen>(1)?.0))
-            })
-            .optional()?
-            .unwrap_or((0, 0)),
+            .rows
+            .revision_ref(key, &winner.rev)?
+            .unwrap_or(RevisionRef {
+                row: 0,
+                body_len: 0,
+            }),
     };
     let state = &mut *ctx.state;
     state.update_seq += 1;
-    let seq = state.update_seq as i64;
-    let encoded = tree.encode();
-    match stored {
-        Some(old) => {
-            ctx.conn
-                .prepare_cached(
-                    "UPDATE docs SET seq = ?2, winner = ?3, deleted = ?4, winner_row = ?5, tree = ?6
-                     WHERE doc_key = ?1",
-                )?
-                .execute(params![key, seq, winner.rev.to_string(), winner.deleted, winner_row, encoded])?;
-            match old.live_body_len {
-                Some(len) => {
-                    state.doc_count -= 1;
-                    state.external_size -= len;
-                }
-                None => state.doc_del_count -= 1,
+    ctx.rows.write_doc(&DocUpdate {
+        key,
+        id,
+        seq: state.update_seq,
+        winner: &winner.rev,
+        deleted: winner.deleted,
+        winner_row: winner_ref.row,
+        tree: &tree,
+        is_new: stored.is_none(),
+    })?;
+    if let Some(old) = stored {
+        match old.live_body_len {
+            Some(len) => {
+                state.doc_count -= 1;
+                state.external_size -= len;
             }
-        }
-        None => {
-            ctx.conn
-                .prepare_cached(
-                    "INSERT INTO docs (doc_key, id, seq, winner, deleted, winner_row, tree)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )?
-                .execute(params![
-                    key,
-                    id,
-                    seq,
-                    winner.rev.to_string(),
-                    winner.deleted,
-                    winner_row,
-                    encoded
-                ])?;
+            None => state.doc_del_count -= 1,
         }
     }
     if winner.deleted {
         state.doc_del_count += 1;
     } else {
         state.doc_count += 1;
-        state.external_size += winner_len;
+        state.external_size += winner_ref.body_len;
     }
     Ok(())
 }

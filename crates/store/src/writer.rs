@@ -97,6 +97,10 @@ impl DbState {
 
 /// What a write sees: the connection (inside its savepoint) and the state.
 pub(crate) struct WriteCtx<'a> {
+    /// The same transaction as row storage, for the rules of `update`.
+    pub rows: &'a dyn crate::rows::WriteRows,
+    /// The SQLite transaction itself, for the writes not yet behind the
+    /// row-storage seam (local documents, purge, compaction, metadata).
     pub conn: &'a Connection,
     pub state: &'a mut DbState,
     /// The database's `max_attachment_size`, for checks of declared lengths.
@@ -104,6 +108,18 @@ pub(crate) struct WriteCtx<'a> {
     /// A partition at this size takes no more edits; 0 when the database
     /// is not partitioned or has no limit.
     pub max_partition_size: u64,
+}
+
+impl<'a> WriteCtx<'a> {
+    fn new(conn: &'a Connection, state: &'a mut DbState, limits: WriteLimits) -> WriteCtx<'a> {
+        WriteCtx {
+            rows: conn,
+            conn,
+            state,
+            max_attachment_size: limits.max_attachment_size,
+            max_partition_size: limits.max_partition_size,
+        }
+    }
 }
 
 /// The limits a group of writes checks, read once per group.
@@ -720,15 +736,7 @@ fn run_in_savepoint(
     let before = working.clone();
     let ok = match tx.savepoint() {
         Ok(mut sp) => {
-            let ok = run_job(
-                job,
-                &mut WriteCtx {
-                    conn: &sp,
-                    state: working,
-                    max_attachment_size: limits.max_attachment_size,
-                    max_partition_size: limits.max_partition_size,
-                },
-            );
+            let ok = run_job(job, &mut WriteCtx::new(&sp, working, limits));
             if ok {
                 match sp.commit() {
                     Ok(()) => true,
@@ -762,15 +770,7 @@ fn run_group(
     if let [job] = jobs {
         // A lone write needs no savepoint: if it fails, the whole
         // transaction is rolled back instead.
-        if !run_job(
-            job.as_mut(),
-            &mut WriteCtx {
-                conn: &tx,
-                state: &mut working,
-                max_attachment_size: limits.max_attachment_size,
-                max_partition_size: limits.max_partition_size,
-            },
-        ) {
+        if !run_job(job.as_mut(), &mut WriteCtx::new(&tx, &mut working, limits)) {
             return Ok(());
         }
     } else {

@@ -1,0 +1,114 @@
+//! Documents and revisions as SQLite rows: `docs` (one row per document,
+//! its encoded tree and winner) and `revs` (one row per kept body); the
+//! queries both sides of the seam share.
+
+use std::ops::Bound;
+
+use revtree::RevTree;
+use rusqlite::types::Value as SqlValue;
+
+use crate::StoreError;
+use crate::body::BodyText;
+use crate::rows::DocRow;
+
+/// The `docs` columns [`doc_row`] reads, in order.
+pub(super) const DOC_COLUMNS: &str = "id, doc_key, seq, tree, winner, winner_row";
+
+/// The columns of [`DOC_COLUMNS`] plus the winner's body, for scans that
+/// embed documents: one joined query per page instead of a lookup per row.
+pub(super) const DOC_COLUMNS_WITH_BODY: &str =
+    "d.id, d.doc_key, d.seq, d.tree, d.winner, d.winner_row, r.body, r.atts";
+
+/// The `FROM` clause that goes with [`DOC_COLUMNS_WITH_BODY`].
+pub(super) const DOCS_WITH_BODY: &str = "docs d LEFT JOIN revs r ON r.row = d.winner_row";
+
+pub(super) fn columns(with_bodies: bool) -> (&'static str, &'static str) {
+    if with_bodies {
+        (DOC_COLUMNS_WITH_BODY, DOCS_WITH_BODY)
+    } else {
+        (DOC_COLUMNS, "docs")
+    }
+}
+
+pub(crate) fn decode_tree(id: &str, bytes: &[u8]) -> Result<RevTree, StoreError> {
+    RevTree::decode(bytes).map_err(|e| StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("document {id}: {e}"),
+    })
+}
+
+/// Reads a row selected with [`DOC_COLUMNS`].
+pub(super) fn doc_row(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreError> {
+    let id: String = r.get(0)?;
+    let tree: Vec<u8> = r.get(3)?;
+    let row = DocRow {
+        key: r.get(1)?,
+        seq: r.get::<_, i64>(2)? as u64,
+        tree: decode_tree(&id, &tree)?,
+        winner: r.get(4)?,
+        winner_row: r.get(5)?,
+        winner_body: None,
+    };
+    Ok((id, row))
+}
+
+/// Reads a row selected with [`DOC_COLUMNS_WITH_BODY`].
+pub(super) fn doc_row_with_body(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreError> {
+    let (id, mut row) = doc_row(r)?;
+    let body: Option<BodyText> = r.get(6)?;
+    row.winner_body = body
+        .map(|BodyText(b)| Ok::<_, rusqlite::Error>((b, r.get(7)?)))
+        .transpose()?;
+    Ok((id, row))
+}
+
+pub(super) fn read_rows(
+    stmt: &mut rusqlite::CachedStatement<'_>,
+    args: impl rusqlite::Params,
+    with_bodies: bool,
+) -> Result<Vec<(String, DocRow)>, StoreError> {
+    let mut cursor = stmt.query(args)?;
+    let mut rows = Vec::new();
+    while let Some(r) = cursor.next()? {
+        rows.push(if with_bodies {
+            doc_row_with_body(r)?
+        } else {
+            doc_row(r)?
+        });
+    }
+    Ok(rows)
+}
+
+/// ` AND id >= ?n` and the like, its argument pushed to `args`.
+pub(super) fn bound_sql(
+    bound: &Bound<String>,
+    incl: &str,
+    excl: &str,
+    args: &mut Vec<SqlValue>,
+) -> String {
+    match bound {
+        Bound::Included(k) => {
+            args.push(SqlValue::Text(k.clone()));
+            format!(" AND id {incl} ?{}", args.len())
+        }
+        Bound::Excluded(k) => {
+            args.push(SqlValue::Text(k.clone()));
+            format!(" AND id {excl} ?{}", args.len())
+        }
+        Bound::Unbounded => String::new(),
+    }
+}
+
+pub(super) fn range_sql(
+    lo: &Bound<String>,
+    hi: &Bound<String>,
+    args: &mut Vec<SqlValue>,
+) -> String {
+    let mut filter = bound_sql(lo, ">=", ">", args);
+    filter.push_str(&bound_sql(hi, "<=", "<", args));
+    filter
+}
+
+pub(super) fn sql_int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

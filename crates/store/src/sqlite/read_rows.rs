@@ -1,0 +1,154 @@
+//! Readers' row storage on a SQLite connection (a reader's snapshot).
+
+use std::ops::Bound;
+
+use revtree::RevId;
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+
+use super::doc_rows::{DOC_COLUMNS, columns, doc_row, range_sql, read_rows, sql_int};
+use crate::StoreError;
+use crate::attachments;
+use crate::body::BodyText;
+use crate::rows::{DbCounts, DocRow, IdPage, LocalDocRow, ReadRows};
+
+impl ReadRows for Connection {
+    fn doc_row(&self, id: &str) -> Result<Option<DocRow>, StoreError> {
+        let mut stmt =
+            self.prepare_cached(&format!("SELECT {DOC_COLUMNS} FROM docs WHERE id = ?1"))?;
+        let mut rows = stmt.query([id])?;
+        match rows.next()? {
+            Some(r) => Ok(Some(doc_row(r)?.1)),
+            None => Ok(None),
+        }
+    }
+
+    fn revision_body(
+        &self,
+        row: &DocRow,
+        rev: &RevId,
+    ) -> Result<Option<(String, Option<String>)>, StoreError> {
+        let rev_text = rev.to_string();
+        let found: Option<(BodyText, Option<String>)> =
+            if row.winner_row != 0 && rev_text == row.winner {
+                self.prepare_cached("SELECT body, atts FROM revs WHERE row = ?1")?
+                    .query_row([row.winner_row], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?
+            } else {
+                self.prepare_cached("SELECT body, atts FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+                    .query_row(params![row.key, rev_text], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?
+            };
+        Ok(found.map(|(BodyText(body), atts)| (body, atts)))
+    }
+
+    fn blob(&self, digest: &str) -> Result<Vec<u8>, StoreError> {
+        attachments::read_blob(self, digest)
+    }
+
+    fn counts(&self) -> Result<DbCounts, StoreError> {
+        let (doc_count, update_seq): (i64, i64) = self
+            .prepare_cached("SELECT doc_count, update_seq FROM db_state WHERE id = 0")?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(DbCounts {
+            doc_count: doc_count as u64,
+            update_seq: update_seq as u64,
+        })
+    }
+
+    fn changes(
+        &self,
+        since: u64,
+        descending: bool,
+        limit: u64,
+        with_bodies: bool,
+    ) -> Result<Vec<(String, DocRow)>, StoreError> {
+        let (columns, from) = columns(with_bodies);
+        let sql = if descending {
+            format!(
+                "SELECT {columns} FROM {from} WHERE (?1 = 0 OR seq < ?1) ORDER BY seq DESC LIMIT ?2"
+            )
+        } else {
+            format!("SELECT {columns} FROM {from} WHERE seq > ?1 ORDER BY seq LIMIT ?2")
+        };
+        let mut stmt = self.prepare_cached(&sql)?;
+        read_rows(
+            &mut stmt,
+            params![sql_int(since), sql_int(limit)],
+            with_bodies,
+        )
+    }
+
+    fn count_changes_after(&self, seq: u64) -> Result<u64, StoreError> {
+        let count: i64 = self
+            .prepare_cached("SELECT COUNT(*) FROM docs WHERE seq > ?1")?
+            .query_row([sql_int(seq)], |r| r.get(0))?;
+        Ok(count as u64)
+    }
+
+    fn count_live(&self, lo: &Bound<String>, hi: &Bound<String>) -> Result<u64, StoreError> {
+        let mut args = Vec::new();
+        let filter = range_sql(lo, hi, &mut args);
+        let count: i64 = self
+            .prepare_cached(&format!(
+                "SELECT COUNT(*) FROM docs WHERE deleted = 0{filter}"
+            ))?
+            .query_row(params_from_iter(args.iter()), |r| r.get(0))?;
+        Ok(count as u64)
+    }
+
+    fn live_docs(&self, page: &IdPage<'_>) -> Result<Vec<(String, DocRow)>, StoreError> {
+        let mut args = Vec::new();
+        let filter = range_sql(page.lo, page.hi, &mut args);
+        let order = if page.descending { "DESC" } else { "ASC" };
+        args.push(SqlValue::Integer(sql_int(page.limit)));
+        let limit_arg = args.len();
+        args.push(SqlValue::Integer(sql_int(page.skip)));
+        let skip_arg = args.len();
+        let (columns, from) = columns(page.with_bodies);
+        let sql = format!(
+            "SELECT {columns} FROM {from} WHERE deleted = 0{filter}
+             ORDER BY id {order} LIMIT ?{limit_arg} OFFSET ?{skip_arg}"
+        );
+        let mut stmt = self.prepare_cached(&sql)?;
+        read_rows(&mut stmt, params_from_iter(args.iter()), page.with_bodies)
+    }
+
+    fn local_doc(&self, id: &str) -> Result<Option<LocalDocRow>, StoreError> {
+        Ok(self
+            .prepare_cached("SELECT rev, body FROM local_docs WHERE id = ?1")?
+            .query_row([id], |r| {
+                Ok(LocalDocRow {
+                    id: id.to_string(),
+                    rev: r.get::<_, i64>(0)? as u64,
+                    body: r.get(1)?,
+                })
+            })
+            .optional()?)
+    }
+
+    fn local_docs(&self, page: &IdPage<'_>) -> Result<Vec<LocalDocRow>, StoreError> {
+        let mut args = Vec::new();
+        let filter = range_sql(page.lo, page.hi, &mut args);
+        let order = if page.descending { "DESC" } else { "ASC" };
+        args.push(SqlValue::Integer(sql_int(page.limit)));
+        let limit_arg = args.len();
+        args.push(SqlValue::Integer(sql_int(page.skip)));
+        let skip_arg = args.len();
+        let sql = format!(
+            "SELECT id, rev, body FROM local_docs WHERE 1{filter}
+             ORDER BY id {order} LIMIT ?{limit_arg} OFFSET ?{skip_arg}"
+        );
+        let mut stmt = self.prepare_cached(&sql)?;
+        let mut cursor = stmt.query(params_from_iter(args.iter()))?;
+        let mut out = Vec::new();
+        while let Some(r) = cursor.next()? {
+            out.push(LocalDocRow {
+                id: r.get(0)?,
+                rev: r.get::<_, i64>(1)? as u64,
+                body: r.get(2)?,
+            });
+        }
+        Ok(out)
+    }
+}
