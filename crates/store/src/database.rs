@@ -88,7 +88,7 @@ pub(crate) fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, 
         .optional()?)
 }
 
-fn write_meta(conn: &Connection, key: &str, value: &str) -> Result<(), StoreError> {
+pub(crate) fn write_meta(conn: &Connection, key: &str, value: &str) -> Result<(), StoreError> {
     conn.prepare_cached("INSERT OR REPLACE INTO db_meta (key, value) VALUES (?1, ?2)")?
         .execute([key, value])?;
     Ok(())
@@ -469,7 +469,7 @@ impl Database {
             ));
         }
         self.write(1, move |ctx| {
-            write_meta(ctx.conn, "revs_limit", &limit.to_string())?;
+            ctx.rows.set_meta("revs_limit", &limit.to_string())?;
             ctx.state.revs_limit = limit;
             Ok(())
         })
@@ -484,7 +484,8 @@ impl Database {
         let name = self.inner.name.clone();
         let value: Value = self
             .read(move |conn| {
-                let text = read_meta(conn, "security")?.unwrap_or_else(|| "{}".into());
+                let text =
+                    crate::rows::ReadRows::meta(conn, "security")?.unwrap_or_else(|| "{}".into());
                 serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
                     db: name,
                     detail: format!("_security: {e}"),
@@ -510,7 +511,7 @@ impl Database {
             ));
         }
         let text = security.to_string();
-        self.write(1, move |ctx| write_meta(ctx.conn, "security", &text))
+        self.write(1, move |ctx| ctx.rows.set_meta("security", &text))
             .await?;
         if let Ok(mut cache) = self.inner.security.lock() {
             *cache = Some(Arc::new(security));

@@ -14,10 +14,8 @@
 //! next purge sequence; infos older than `purged_infos_limit` are dropped.
 
 use revtree::{RevId, RevTree};
-use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::body::BodyLen;
-use crate::database::read_meta;
+use crate::rows::{DocUpdate, PurgeInfoRow, ReadRows, RevisionRef, WriteRows};
 use crate::writer::WriteCtx;
 use crate::{Database, StoreError};
 
@@ -69,7 +67,8 @@ impl Database {
 
     /// How many purge infos the database keeps (`_purged_infos_limit`).
     pub async fn purged_infos_limit(&self) -> Result<u64, StoreError> {
-        self.read(read_limit).await
+        self.read(|conn| Ok(purge_limit(ReadRows::meta(conn, LIMIT_KEY)?)))
+            .await
     }
 
     /// Sets `_purged_infos_limit` (at least 1); older infos go at once.
@@ -80,10 +79,8 @@ impl Database {
             ));
         }
         self.write(1, move |ctx| {
-            ctx.conn
-                .prepare_cached("INSERT OR REPLACE INTO db_meta (key, value) VALUES (?1, ?2)")?
-                .execute(params![LIMIT_KEY, limit.to_string()])?;
-            trim_infos(ctx.conn, ctx.state.purge_seq, limit)
+            ctx.rows.set_meta(LIMIT_KEY, &limit.to_string())?;
+            trim_infos(ctx.rows, ctx.state.purge_seq, limit)
         })
         .await
     }
@@ -91,28 +88,17 @@ impl Database {
     /// The purge infos kept, oldest first.
     pub async fn purge_infos(&self) -> Result<Vec<PurgeInfo>, StoreError> {
         self.read(|conn| {
-            let mut stmt = conn.prepare_cached(
-                "SELECT purge_seq, uuid, doc_id, revs FROM purge_infos ORDER BY purge_seq",
-            )?;
-            let rows = stmt.query_map([], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                ))
-            })?;
+            let rows: &dyn ReadRows = conn;
             let mut infos = Vec::new();
-            for row in rows {
-                let (seq, uuid, id, revs) = row?;
-                let revs = serde_json::from_str(&revs).map_err(|e| StoreError::Corrupt {
+            for row in rows.purge_infos()? {
+                let revs = serde_json::from_str(&row.revs).map_err(|e| StoreError::Corrupt {
                     db: String::new(),
-                    detail: format!("purge info {seq}: {e}"),
+                    detail: format!("purge info {}: {e}", row.purge_seq),
                 })?;
                 infos.push(PurgeInfo {
-                    purge_seq: seq as u64,
-                    uuid,
-                    id,
+                    purge_seq: row.purge_seq,
+                    uuid: row.uuid,
+                    id: row.id,
                     revs,
                 });
             }
@@ -122,18 +108,17 @@ impl Database {
     }
 }
 
-fn read_limit(conn: &Connection) -> Result<u64, StoreError> {
-    Ok(read_meta(conn, LIMIT_KEY)?
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_PURGED_INFOS_LIMIT))
+/// `_purged_infos_limit` as the metadata keeps it.
+fn purge_limit(meta: Option<String>) -> u64 {
+    meta.and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_PURGED_INFOS_LIMIT)
 }
 
 /// Keeps the newest `limit` purge infos.
-fn trim_infos(conn: &Connection, purge_seq: u64, limit: u64) -> Result<(), StoreError> {
+fn trim_infos(rows: &dyn WriteRows, purge_seq: u64, limit: u64) -> Result<(), StoreError> {
     let oldest_dropped = purge_seq.saturating_sub(limit);
     if oldest_dropped > 0 {
-        conn.prepare_cached("DELETE FROM purge_infos WHERE purge_seq <= ?1")?
-            .execute([oldest_dropped.min(i64::MAX as u64) as i64])?;
+        rows.drop_purge_infos_through(oldest_dropped)?;
     }
     Ok(())
 }
@@ -149,16 +134,12 @@ fn purge_in_tx(
         ctx.state.purge_seq += 1;
         let revs = serde_json::to_string(&request.recorded)
             .map_err(|e| StoreError::CommitFailed(format!("purge info: {e}")))?;
-        ctx.conn
-            .prepare_cached(
-                "INSERT INTO purge_infos (purge_seq, uuid, doc_id, revs) VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![
-                ctx.state.purge_seq as i64,
-                uuid::Uuid::new_v4().simple().to_string(),
-                request.id,
-                revs
-            ])?;
+        ctx.rows.record_purge(&PurgeInfoRow {
+            purge_seq: ctx.state.purge_seq,
+            uuid: uuid::Uuid::new_v4().simple().to_string(),
+            id: request.id.clone(),
+            revs,
+        })?;
         results.push(PurgeResult {
             id: request.id,
             purged,
@@ -167,7 +148,8 @@ fn purge_in_tx(
     if ctx.state.update_seq == update_seq_before {
         ctx.state.update_seq += 1;
     }
-    trim_infos(ctx.conn, ctx.state.purge_seq, read_limit(ctx.conn)?)?;
+    let limit = purge_limit(ctx.rows.meta(LIMIT_KEY)?);
+    trim_infos(ctx.rows, ctx.state.purge_seq, limit)?;
     Ok(results)
 }
 
@@ -195,48 +177,37 @@ fn purge_doc(ctx: &mut WriteCtx<'_>, id: &str, revs: &[RevId]) -> Result<Vec<Rev
     }
     let Some(winner) = tree.winner() else {
         // Nothing left: the document never existed.
-        ctx.conn
-            .prepare_cached("DELETE FROM revs WHERE doc_key = ?1")?
-            .execute([key])?;
-        ctx.conn
-            .prepare_cached("DELETE FROM docs WHERE doc_key = ?1")?
-            .execute([key])?;
+        ctx.rows.delete_doc(key)?;
         return Ok(outcome.purged);
     };
     for rev in &outcome.removed {
-        ctx.conn
-            .prepare_cached("DELETE FROM revs WHERE doc_key = ?1 AND rev = ?2")?
-            .execute(params![key, rev.to_string()])?;
+        ctx.rows.drop_revision(key, rev)?;
     }
-    let (winner_row, winner_len): (i64, i64) = ctx
-        .conn
-        .prepare_cached("SELECT row, body FROM revs WHERE doc_key = ?1 AND rev = ?2")?
-        .query_row(params![key, winner.rev.to_string()], |r| {
-            Ok((r.get(0)?, r.get::<_, BodyLen>(1)?.0))
-        })
-        .optional()?
-        .unwrap_or((0, 0));
+    let winner_ref = ctx
+        .rows
+        .revision_ref(key, &winner.rev)?
+        .unwrap_or(RevisionRef {
+            row: 0,
+            body_len: 0,
+        });
     // CouchDB gives each remaining leaf a new sequence; the document sits
     // at the last of them.
     state.update_seq += tree.leaves().len() as u64;
-    ctx.conn
-        .prepare_cached(
-            "UPDATE docs SET seq = ?2, winner = ?3, deleted = ?4, winner_row = ?5, tree = ?6
-             WHERE doc_key = ?1",
-        )?
-        .execute(params![
-            key,
-            state.update_seq as i64,
-            winner.rev.to_string(),
-            winner.deleted,
-            winner_row,
-            tree.encode()
-        ])?;
+    ctx.rows.write_doc(&DocUpdate {
+        key,
+        id,
+        seq: state.update_seq,
+        winner: &winner.rev,
+        deleted: winner.deleted,
+        winner_row: winner_ref.row,
+        tree: &tree,
+        is_new: false,
+    })?;
     if winner.deleted {
         state.doc_del_count += 1;
     } else {
         state.doc_count += 1;
-        state.external_size += winner_len;
+        state.external_size += winner_ref.body_len;
     }
     Ok(outcome.purged)
 }
@@ -248,7 +219,9 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::body::BodyLen;
     use crate::{AllDocsQuery, ChangesQuery, DocInput, GetOptions, StoreOptions};
+    use rusqlite::{Connection, params};
 
     fn scratch(name: &str) -> PathBuf {
         let dir =

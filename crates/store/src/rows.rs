@@ -86,6 +86,24 @@ pub(crate) trait WriteRows {
     fn put_local(&self, id: &str, rev: u64, body: &str) -> Result<(), StoreError>;
     /// Removes a local document; false when there was none.
     fn delete_local(&self, id: &str) -> Result<bool, StoreError>;
+    /// Removes a document and every revision of it (purged whole).
+    fn delete_doc(&self, key: i64) -> Result<(), StoreError>;
+    /// Records what one purge request removed.
+    fn record_purge(&self, info: &PurgeInfoRow) -> Result<(), StoreError>;
+    /// Forgets the purge infos up to and including `purge_seq`.
+    fn drop_purge_infos_through(&self, purge_seq: u64) -> Result<(), StoreError>;
+    /// A value of the database's metadata (`revs_limit`, `security`, ...).
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError>;
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError>;
+}
+
+/// One purge request as recorded: its purge sequence, a uuid, the
+/// document id and the revisions asked for (JSON text).
+pub(crate) struct PurgeInfoRow {
+    pub purge_seq: u64,
+    pub uuid: String,
+    pub id: String,
+    pub revs: String,
 }
 
 /// A local document as stored: no tree, a revision number and a body.
@@ -158,4 +176,8 @@ pub(crate) trait ReadRows {
     fn local_doc(&self, id: &str) -> Result<Option<LocalDocRow>, StoreError>;
     /// A page of local documents in id (byte) order; `with_bodies` is ignored.
     fn local_docs(&self, page: &IdPage<'_>) -> Result<Vec<LocalDocRow>, StoreError>;
+    /// The purge infos kept, oldest first.
+    fn purge_infos(&self) -> Result<Vec<PurgeInfoRow>, StoreError>;
+    /// A value of the database's metadata.
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError>;
 }

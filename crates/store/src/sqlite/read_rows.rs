@@ -10,7 +10,7 @@ use super::doc_rows::{DOC_COLUMNS, columns, doc_row, range_sql, read_rows, sql_i
 use crate::StoreError;
 use crate::attachments;
 use crate::body::BodyText;
-use crate::rows::{DbCounts, DocRow, IdPage, LocalDocRow, ReadRows};
+use crate::rows::{DbCounts, DocRow, IdPage, LocalDocRow, PurgeInfoRow, ReadRows};
 
 impl ReadRows for Connection {
     fn doc_row(&self, id: &str) -> Result<Option<DocRow>, StoreError> {
@@ -150,5 +150,26 @@ impl ReadRows for Connection {
             });
         }
         Ok(out)
+    }
+
+    fn purge_infos(&self) -> Result<Vec<PurgeInfoRow>, StoreError> {
+        let mut stmt = self.prepare_cached(
+            "SELECT purge_seq, uuid, doc_id, revs FROM purge_infos ORDER BY purge_seq",
+        )?;
+        let mut cursor = stmt.query([])?;
+        let mut out = Vec::new();
+        while let Some(r) = cursor.next()? {
+            out.push(PurgeInfoRow {
+                purge_seq: r.get::<_, i64>(0)? as u64,
+                uuid: r.get(1)?,
+                id: r.get(2)?,
+                revs: r.get(3)?,
+            });
+        }
+        Ok(out)
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        crate::database::read_meta(self, key)
     }
 }

@@ -7,7 +7,7 @@ use super::doc_rows::{decode_tree, sql_int};
 use crate::StoreError;
 use crate::attachments::{self, Attachments};
 use crate::body::{BodyLen, StoredBody};
-use crate::rows::{DocUpdate, RevisionRef, StoredDoc, WriteRows};
+use crate::rows::{DocUpdate, PurgeInfoRow, RevisionRef, StoredDoc, WriteRows};
 
 impl WriteRows for Connection {
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StoreError> {
@@ -172,5 +172,40 @@ impl WriteRows for Connection {
             .prepare_cached("DELETE FROM local_docs WHERE id = ?1")?
             .execute([id])?;
         Ok(removed > 0)
+    }
+
+    fn delete_doc(&self, key: i64) -> Result<(), StoreError> {
+        self.prepare_cached("DELETE FROM revs WHERE doc_key = ?1")?
+            .execute([key])?;
+        self.prepare_cached("DELETE FROM docs WHERE doc_key = ?1")?
+            .execute([key])?;
+        Ok(())
+    }
+
+    fn record_purge(&self, info: &PurgeInfoRow) -> Result<(), StoreError> {
+        self.prepare_cached(
+            "INSERT INTO purge_infos (purge_seq, uuid, doc_id, revs) VALUES (?1, ?2, ?3, ?4)",
+        )?
+        .execute(params![
+            sql_int(info.purge_seq),
+            info.uuid,
+            info.id,
+            info.revs
+        ])?;
+        Ok(())
+    }
+
+    fn drop_purge_infos_through(&self, purge_seq: u64) -> Result<(), StoreError> {
+        self.prepare_cached("DELETE FROM purge_infos WHERE purge_seq <= ?1")?
+            .execute([sql_int(purge_seq)])?;
+        Ok(())
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        crate::database::read_meta(self, key)
+    }
+
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        crate::database::write_meta(self, key, value)
     }
 }
