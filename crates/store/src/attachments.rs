@@ -534,7 +534,7 @@ impl AttachmentReader {
         let idx = self.next;
         self.next += 1;
         self.db
-            .read(move |conn| read_chunk(conn, id, idx))
+            .read(move |rows| rows.blob_chunk(id, idx))
             .await
             .map(Some)
     }
@@ -634,7 +634,7 @@ impl crate::Database {
     pub async fn gzip_content_length(&self, name: &str, digest: &str) -> Result<u64, StoreError> {
         let (name, digest) = (name.to_string(), digest.to_string());
         let limit = self.max_attachment_size();
-        self.read(move |conn| inflated_length(&read_blob(conn, &digest)?, limit))
+        self.read(move |rows| inflated_length(&rows.blob(&digest)?, limit))
             .await?
             .ok_or(StoreError::AttachmentTooLarge(name))
     }
@@ -657,11 +657,12 @@ impl crate::Database {
         }
         let digest = blob.digest.clone();
         let (blob_id, chunks) = self
-            .read(move |conn| {
-                blob_chunks(conn, &digest)?.ok_or_else(|| StoreError::Corrupt {
-                    db: String::new(),
-                    detail: format!("uploaded attachment bytes {digest} are missing"),
-                })
+            .read(move |rows| {
+                rows.blob_chunks(&digest)?
+                    .ok_or_else(|| StoreError::Corrupt {
+                        db: String::new(),
+                        detail: format!("uploaded attachment bytes {digest} are missing"),
+                    })
             })
             .await?;
         let mut received = AttachmentReader {
@@ -690,8 +691,9 @@ impl crate::Database {
     ) -> Result<(AttachmentMeta, AttachmentReader), StoreError> {
         let (id, name) = (id.to_string(), name.to_string());
         let (meta, (blob_id, chunks)) = self
-            .read(move |conn| {
-                let row = crate::rows::ReadRows::doc_row(conn, &id)?
+            .read(move |rows| {
+                let row = rows
+                    .doc_row(&id)?
                     .ok_or(StoreError::DocNotFound("missing"))?;
                 let rev = match rev {
                     Some(rev) => rev,
@@ -706,21 +708,20 @@ impl crate::Database {
                         winner.rev
                     }
                 };
-                let text: Option<Option<String>> = conn
-                    .prepare_cached("SELECT atts FROM revs WHERE doc_key = ?1 AND rev = ?2")?
-                    .query_row(params![row.key, rev.to_string()], |r| r.get(0))
-                    .optional()?;
-                let atts = decode_atts(text.ok_or(StoreError::DocNotFound("missing"))?.as_deref())?;
+                let atts = rows
+                    .revision_attachments(row.key, &rev)?
+                    .ok_or(StoreError::DocNotFound("missing"))?;
                 let meta = atts
                     .into_iter()
                     .find(|(n, _)| n == &name)
                     .map(|(_, m)| m)
                     .ok_or(StoreError::DocNotFound("Document is missing attachment"))?;
                 let chunks =
-                    blob_chunks(conn, &meta.digest)?.ok_or_else(|| StoreError::Corrupt {
-                        db: String::new(),
-                        detail: format!("attachment bytes {} are missing", meta.digest),
-                    })?;
+                    rows.blob_chunks(&meta.digest)?
+                        .ok_or_else(|| StoreError::Corrupt {
+                            db: String::new(),
+                            detail: format!("attachment bytes {} are missing", meta.digest),
+                        })?;
                 Ok((meta, chunks))
             })
             .await?;

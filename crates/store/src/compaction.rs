@@ -66,7 +66,7 @@ impl Database {
     /// those the last compaction kept), counted at the average body size.
     pub async fn garbage(&self) -> Result<Garbage, StoreError> {
         let kept = self.kept_extra_revs().load(Ordering::Relaxed);
-        self.read(move |conn| {
+        self.read_sqlite(move |conn| {
             let pragma = |name: &str| -> Result<u64, StoreError> {
                 let value: i64 = conn.pragma_query_value(None, name, |r| r.get(0))?;
                 Ok(value.max(0) as u64)

@@ -13,6 +13,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
+use crate::rows::ReadRows;
 use crate::schema::{self, Durability};
 use crate::writer::{DbState, TypedJob, WriteCtx, WriterConfig, WriterHandle};
 use crate::{StoreError, StoreOptions};
@@ -380,6 +381,16 @@ impl Database {
     pub(crate) async fn read<T, F>(&self, op: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
+        F: FnOnce(&dyn ReadRows) -> Result<T, StoreError> + Send + 'static,
+    {
+        self.read_sqlite(move |conn| op(conn)).await
+    }
+
+    /// [`Database::read`] on the SQLite connection itself, for what only
+    /// this backend has (its pages and free list).
+    pub(crate) async fn read_sqlite<T, F>(&self, op: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let db = self.clone();
@@ -432,23 +443,18 @@ impl Database {
     /// Everything `GET /db` reports.
     pub async fn info(&self) -> Result<DbInfo, StoreError> {
         let db = self.clone();
-        self.read(move |conn| {
-            let state = DbState::load(conn)?;
-            let page_size: i64 = conn.pragma_query_value(None, "page_size", |r| r.get(0))?;
-            let pages: i64 = conn.pragma_query_value(None, "page_count", |r| r.get(0))?;
-            let free: i64 = conn.pragma_query_value(None, "freelist_count", |r| r.get(0))?;
-            let file_len = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
-            let mut wal = db.inner.path.as_os_str().to_owned();
-            wal.push("-wal");
+        self.read(move |rows| {
+            let counts = rows.counts()?;
+            let sizes = rows.storage_sizes()?;
             Ok(DbInfo {
                 db_name: db.inner.name.clone(),
-                update_seq: state.update_seq,
-                purge_seq: state.purge_seq,
-                doc_count: state.doc_count,
-                doc_del_count: state.doc_del_count,
-                file_size: file_len(&db.inner.path) + file_len(Path::new(&wal)),
-                active_size: ((pages - free).max(0) * page_size) as u64,
-                external_size: state.external_size.max(0) as u64,
+                update_seq: counts.update_seq,
+                purge_seq: counts.purge_seq,
+                doc_count: counts.doc_count,
+                doc_del_count: counts.doc_del_count,
+                file_size: sizes.file,
+                active_size: sizes.active,
+                external_size: counts.external_size.max(0) as u64,
                 instance_start_time: db.inner.instance_start_time.clone(),
                 uuid: db.inner.uuid.clone(),
             })
@@ -458,7 +464,13 @@ impl Database {
 
     /// How many generations of history each document keeps.
     pub async fn revs_limit(&self) -> Result<u32, StoreError> {
-        self.read(|conn| Ok(DbState::load(conn)?.revs_limit)).await
+        self.read(|rows| {
+            Ok(rows
+                .meta("revs_limit")?
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(revtree::DEFAULT_REVS_LIMIT))
+        })
+        .await
     }
 
     /// Sets `_revs_limit` (at least 1); applies to documents as they are next written.
@@ -483,9 +495,8 @@ impl Database {
         }
         let name = self.inner.name.clone();
         let value: Value = self
-            .read(move |conn| {
-                let text =
-                    crate::rows::ReadRows::meta(conn, "security")?.unwrap_or_else(|| "{}".into());
+            .read(move |rows| {
+                let text = rows.meta("security")?.unwrap_or_else(|| "{}".into());
                 serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
                     db: name,
                     detail: format!("_security: {e}"),

@@ -31,7 +31,7 @@ pub(crate) fn partition_size(
     Ok(partition_counts(conn, partition)?.external_size)
 }
 
-fn partition_counts(
+pub(crate) fn partition_counts(
     conn: &rusqlite::Connection,
     partition: &str,
 ) -> Result<PartitionInfo, StoreError> {
@@ -61,7 +61,7 @@ fn partition_counts(
 impl Database {
     pub async fn partition_info(&self, partition: &str) -> Result<PartitionInfo, StoreError> {
         let partition = partition.to_string();
-        self.read(move |conn| partition_counts(conn, &partition))
+        self.read(move |rows| rows.partition_counts(&partition))
             .await
     }
 }

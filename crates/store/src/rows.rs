@@ -138,11 +138,22 @@ pub(crate) struct IdPage<'a> {
     pub with_bodies: bool,
 }
 
-/// The counters a page reports beside its rows.
+/// The counters a database keeps, as a snapshot sees them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DbCounts {
     pub doc_count: u64,
+    pub doc_del_count: u64,
     pub update_seq: u64,
+    pub purge_seq: u64,
+    /// Bytes of the live documents' bodies as JSON (`sizes.external`).
+    pub external_size: i64,
+}
+
+/// What the database takes in storage (`sizes.file`, `sizes.active`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StorageSizes {
+    pub file: u64,
+    pub active: u64,
 }
 
 /// Row storage as readers see it: one consistent snapshot per call.
@@ -180,4 +191,18 @@ pub(crate) trait ReadRows {
     fn purge_infos(&self) -> Result<Vec<PurgeInfoRow>, StoreError>;
     /// A value of the database's metadata.
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError>;
+    /// The attachments recorded with one revision; `None` when the
+    /// revision's body is not kept.
+    fn revision_attachments(
+        &self,
+        key: i64,
+        rev: &RevId,
+    ) -> Result<Option<Attachments>, StoreError>;
+    /// A stored blob's handle and number of chunks; `None` for an unknown digest.
+    fn blob_chunks(&self, digest: &str) -> Result<Option<(i64, u64)>, StoreError>;
+    /// One chunk of a stored blob.
+    fn blob_chunk(&self, blob: i64, index: u64) -> Result<Vec<u8>, StoreError>;
+    /// Counts and body bytes of a partition's documents.
+    fn partition_counts(&self, partition: &str) -> Result<crate::PartitionInfo, StoreError>;
+    fn storage_sizes(&self) -> Result<StorageSizes, StoreError>;
 }

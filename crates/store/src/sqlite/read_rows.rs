@@ -7,10 +7,12 @@ use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 use super::doc_rows::{DOC_COLUMNS, columns, doc_row, range_sql, read_rows, sql_int};
+use crate::PartitionInfo;
 use crate::StoreError;
 use crate::attachments;
+use crate::attachments::Attachments;
 use crate::body::BodyText;
-use crate::rows::{DbCounts, DocRow, IdPage, LocalDocRow, PurgeInfoRow, ReadRows};
+use crate::rows::{DbCounts, DocRow, IdPage, LocalDocRow, PurgeInfoRow, ReadRows, StorageSizes};
 
 impl ReadRows for Connection {
     fn doc_row(&self, id: &str) -> Result<Option<DocRow>, StoreError> {
@@ -47,13 +49,20 @@ impl ReadRows for Connection {
     }
 
     fn counts(&self) -> Result<DbCounts, StoreError> {
-        let (doc_count, update_seq): (i64, i64) = self
-            .prepare_cached("SELECT doc_count, update_seq FROM db_state WHERE id = 0")?
-            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(DbCounts {
-            doc_count: doc_count as u64,
-            update_seq: update_seq as u64,
-        })
+        Ok(self
+            .prepare_cached(
+                "SELECT doc_count, doc_del_count, update_seq, purge_seq, external_size
+                 FROM db_state WHERE id = 0",
+            )?
+            .query_row([], |r| {
+                Ok(DbCounts {
+                    doc_count: r.get::<_, i64>(0)?.max(0) as u64,
+                    doc_del_count: r.get::<_, i64>(1)?.max(0) as u64,
+                    update_seq: r.get::<_, i64>(2)?.max(0) as u64,
+                    purge_seq: r.get::<_, i64>(3)?.max(0) as u64,
+                    external_size: r.get(4)?,
+                })
+            })?)
     }
 
     fn changes(
@@ -171,5 +180,48 @@ impl ReadRows for Connection {
 
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         crate::database::read_meta(self, key)
+    }
+
+    fn revision_attachments(
+        &self,
+        key: i64,
+        rev: &RevId,
+    ) -> Result<Option<Attachments>, StoreError> {
+        let text: Option<Option<String>> = self
+            .prepare_cached("SELECT atts FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+            .query_row(params![key, rev.to_string()], |r| r.get(0))
+            .optional()?;
+        text.map(|text| attachments::decode_atts(text.as_deref()))
+            .transpose()
+    }
+
+    fn blob_chunks(&self, digest: &str) -> Result<Option<(i64, u64)>, StoreError> {
+        attachments::blob_chunks(self, digest)
+    }
+
+    fn blob_chunk(&self, blob: i64, index: u64) -> Result<Vec<u8>, StoreError> {
+        attachments::read_chunk(self, blob, index)
+    }
+
+    fn partition_counts(&self, partition: &str) -> Result<PartitionInfo, StoreError> {
+        crate::partition::partition_counts(self, partition)
+    }
+
+    fn storage_sizes(&self) -> Result<StorageSizes, StoreError> {
+        let pragma = |name: &str| -> Result<i64, StoreError> {
+            Ok(self.pragma_query_value(None, name, |r| r.get(0))?)
+        };
+        let active = ((pragma("page_count")? - pragma("freelist_count")?).max(0)
+            * pragma("page_size")?) as u64;
+        // The file and its write-ahead log, where recent writes are.
+        let file_len = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let file = match self.path() {
+            Some(path) if !path.is_empty() => {
+                let wal = format!("{path}-wal");
+                file_len(std::path::Path::new(path)) + file_len(std::path::Path::new(&wal))
+            }
+            _ => 0,
+        };
+        Ok(StorageSizes { file, active })
     }
 }
