@@ -124,9 +124,16 @@ fn changes_in(store: &dyn ReadRows, q: &ChangesQuery) -> Result<ChangesPage, Sto
             rows.push(change_row(store, id, &row, q)?);
         }
     } else {
-        for (id, row) in store.changes(q.since, q.descending, limit as u64, q.include_docs)? {
-            rows.push(change_row(store, id, &row, q)?);
-        }
+        store.changes(
+            q.since,
+            q.descending,
+            limit as u64,
+            q.include_docs,
+            &mut |id, row| {
+                rows.push(change_row(store, id, &row, q)?);
+                Ok(())
+            },
+        )?;
     }
     let exhausted = rows.len() < limit;
     let last_seq = match (rows.last(), exhausted, q.descending) {
@@ -228,9 +235,10 @@ fn all_docs_in(store: &dyn ReadRows, q: &AllDocsQuery) -> Result<AllDocsPage, St
     };
     let doc_options = q.doc_options();
     let mut rows = Vec::new();
-    for (id, row) in store.live_docs(&page)? {
+    store.live_docs(&page, &mut |id, row| {
         rows.push(all_docs_row(store, id, &row, &doc_options)?);
-    }
+        Ok(())
+    })?;
     Ok(AllDocsPage {
         total_rows: counts.doc_count,
         // Rows skipped past the end count up to the end, as in CouchDB

@@ -156,6 +156,10 @@ pub(crate) struct StorageSizes {
     pub active: u64,
 }
 
+/// Takes the rows of a scan one by one: a page is answered as it is read,
+/// never held as rows and answer both.
+pub(crate) type RowVisitor<'a> = dyn FnMut(String, DocRow) -> Result<(), StoreError> + 'a;
+
 /// Row storage as readers see it: one consistent snapshot per call.
 pub(crate) trait ReadRows {
     fn doc_row(&self, id: &str) -> Result<Option<DocRow>, StoreError>;
@@ -170,20 +174,21 @@ pub(crate) trait ReadRows {
     /// The database's counters as this snapshot sees them.
     fn counts(&self) -> Result<DbCounts, StoreError>;
     /// Documents by sequence: after `since` ascending, or before it
-    /// descending (0: from the newest).
+    /// descending (0: from the newest), each handed to `each` as it is read.
     fn changes(
         &self,
         since: u64,
         descending: bool,
         limit: u64,
         with_bodies: bool,
-    ) -> Result<Vec<(String, DocRow)>, StoreError>;
+        each: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError>;
     /// How many documents changed after `seq`.
     fn count_changes_after(&self, seq: u64) -> Result<u64, StoreError>;
     /// Live documents with ids within the bounds (ascending order).
     fn count_live(&self, lo: &Bound<String>, hi: &Bound<String>) -> Result<u64, StoreError>;
-    /// A page of live documents in id order.
-    fn live_docs(&self, page: &IdPage<'_>) -> Result<Vec<(String, DocRow)>, StoreError>;
+    /// A page of live documents in id order, each handed to `each` as it is read.
+    fn live_docs(&self, page: &IdPage<'_>, each: &mut RowVisitor<'_>) -> Result<(), StoreError>;
     fn local_doc(&self, id: &str) -> Result<Option<LocalDocRow>, StoreError>;
     /// A page of local documents in id (byte) order; `with_bodies` is ignored.
     fn local_docs(&self, page: &IdPage<'_>) -> Result<Vec<LocalDocRow>, StoreError>;

@@ -9,7 +9,7 @@ use rusqlite::types::Value as SqlValue;
 
 use crate::StoreError;
 use crate::body::BodyText;
-use crate::rows::DocRow;
+use crate::rows::{DocRow, RowVisitor};
 
 /// The `docs` columns [`doc_row`] reads, in order.
 pub(super) const DOC_COLUMNS: &str = "id, doc_key, seq, tree, winner, winner_row";
@@ -66,17 +66,18 @@ pub(super) fn read_rows(
     stmt: &mut rusqlite::CachedStatement<'_>,
     args: impl rusqlite::Params,
     with_bodies: bool,
-) -> Result<Vec<(String, DocRow)>, StoreError> {
+    each: &mut RowVisitor<'_>,
+) -> Result<(), StoreError> {
     let mut cursor = stmt.query(args)?;
-    let mut rows = Vec::new();
     while let Some(r) = cursor.next()? {
-        rows.push(if with_bodies {
+        let (id, row) = if with_bodies {
             doc_row_with_body(r)?
         } else {
             doc_row(r)?
-        });
+        };
+        each(id, row)?;
     }
-    Ok(rows)
+    Ok(())
 }
 
 /// ` AND id >= ?n` and the like, its argument pushed to `args`.

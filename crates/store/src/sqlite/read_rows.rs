@@ -12,7 +12,9 @@ use crate::StoreError;
 use crate::attachments;
 use crate::attachments::Attachments;
 use crate::body::BodyText;
-use crate::rows::{DbCounts, DocRow, IdPage, LocalDocRow, PurgeInfoRow, ReadRows, StorageSizes};
+use crate::rows::{
+    DbCounts, DocRow, IdPage, LocalDocRow, PurgeInfoRow, ReadRows, RowVisitor, StorageSizes,
+};
 
 impl ReadRows for Connection {
     fn doc_row(&self, id: &str) -> Result<Option<DocRow>, StoreError> {
@@ -71,7 +73,8 @@ impl ReadRows for Connection {
         descending: bool,
         limit: u64,
         with_bodies: bool,
-    ) -> Result<Vec<(String, DocRow)>, StoreError> {
+        each: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
         let (columns, from) = columns(with_bodies);
         let sql = if descending {
             format!(
@@ -85,6 +88,7 @@ impl ReadRows for Connection {
             &mut stmt,
             params![sql_int(since), sql_int(limit)],
             with_bodies,
+            each,
         )
     }
 
@@ -106,7 +110,7 @@ impl ReadRows for Connection {
         Ok(count as u64)
     }
 
-    fn live_docs(&self, page: &IdPage<'_>) -> Result<Vec<(String, DocRow)>, StoreError> {
+    fn live_docs(&self, page: &IdPage<'_>, each: &mut RowVisitor<'_>) -> Result<(), StoreError> {
         let mut args = Vec::new();
         let filter = range_sql(page.lo, page.hi, &mut args);
         let order = if page.descending { "DESC" } else { "ASC" };
@@ -120,7 +124,12 @@ impl ReadRows for Connection {
              ORDER BY id {order} LIMIT ?{limit_arg} OFFSET ?{skip_arg}"
         );
         let mut stmt = self.prepare_cached(&sql)?;
-        read_rows(&mut stmt, params_from_iter(args.iter()), page.with_bodies)
+        read_rows(
+            &mut stmt,
+            params_from_iter(args.iter()),
+            page.with_bodies,
+            each,
+        )
     }
 
     fn local_doc(&self, id: &str) -> Result<Option<LocalDocRow>, StoreError> {
