@@ -225,14 +225,7 @@ fn all_docs_in(store: &dyn ReadRows, q: &AllDocsQuery) -> Result<AllDocsPage, St
         (true, true) if *hi == Bound::Unbounded => 0,
         (true, true) => store.count_live(&invert(hi), &Bound::Unbounded)?,
     };
-    let page = IdPage {
-        lo,
-        hi,
-        descending: q.descending,
-        skip: q.skip as u64,
-        limit: q.limit as u64,
-        with_bodies: q.include_docs,
-    };
+    let page = q.id_page();
     let doc_options = q.doc_options();
     let mut rows = Vec::new();
     store.live_docs(&page, &mut |id, row| {
@@ -261,6 +254,23 @@ fn invert(bound: &Bound<String>) -> Bound<String> {
 }
 
 impl AllDocsQuery {
+    /// The page of ids this query asks for, bounds in ascending order.
+    pub(crate) fn id_page(&self) -> IdPage<'_> {
+        let (lo, hi) = if self.descending {
+            (&self.end, &self.start)
+        } else {
+            (&self.start, &self.end)
+        };
+        IdPage {
+            lo,
+            hi,
+            descending: self.descending,
+            skip: self.skip as u64,
+            limit: self.limit as u64,
+            with_bodies: self.include_docs,
+        }
+    }
+
     /// How each row's document is read; `None` without `include_docs`.
     pub fn doc_options(&self) -> Option<GetOptions> {
         self.include_docs.then(|| GetOptions {

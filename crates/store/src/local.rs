@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::rows::{IdPage, LocalDocRow, ReadRows};
+use crate::rows::{LocalDocRow, ReadRows};
 use crate::writer::WriteCtx;
 use crate::{AllDocsQuery, Database, DocFailure, DocInput, StoreError};
 
@@ -81,19 +81,7 @@ fn local_doc(row: &LocalDocRow) -> Result<Value, StoreError> {
 /// The rows of `_local_docs` in id order (byte order, as CouchDB's local
 /// tree), within the query's bounds, skip and limit.
 fn local_docs_in(rows: &dyn ReadRows, query: &AllDocsQuery) -> Result<Vec<LocalRow>, StoreError> {
-    let (lo, hi) = if query.descending {
-        (&query.end, &query.start)
-    } else {
-        (&query.start, &query.end)
-    };
-    let page = IdPage {
-        lo,
-        hi,
-        descending: query.descending,
-        skip: query.skip as u64,
-        limit: query.limit as u64,
-        with_bodies: query.include_docs,
-    };
+    let page = query.id_page();
     let mut out = Vec::new();
     for row in rows.local_docs(&page)? {
         let doc = match query.include_docs {

@@ -15,7 +15,7 @@
 
 use revtree::{RevId, RevTree};
 
-use crate::rows::{DocUpdate, PurgeInfoRow, ReadRows, RevisionRef, WriteRows};
+use crate::rows::{PurgeInfoRow, ReadRows, WriteRows};
 use crate::writer::WriteCtx;
 use crate::{Database, StoreError};
 
@@ -175,40 +175,18 @@ fn purge_doc(ctx: &mut WriteCtx<'_>, id: &str, revs: &[RevId]) -> Result<Vec<Rev
         }
         None => state.doc_del_count -= 1,
     }
-    let Some(winner) = tree.winner() else {
+    if tree.winner().is_none() {
         // Nothing left: the document never existed.
         ctx.rows.delete_doc(key)?;
         return Ok(outcome.purged);
-    };
+    }
     for rev in &outcome.removed {
         ctx.rows.drop_revision(key, rev)?;
     }
-    let winner_ref = ctx
-        .rows
-        .revision_ref(key, &winner.rev)?
-        .unwrap_or(RevisionRef {
-            row: 0,
-            body_len: 0,
-        });
     // CouchDB gives each remaining leaf a new sequence; the document sits
     // at the last of them.
-    state.update_seq += tree.leaves().len() as u64;
-    ctx.rows.write_doc(&DocUpdate {
-        key,
-        id,
-        seq: state.update_seq,
-        winner: &winner.rev,
-        deleted: winner.deleted,
-        winner_row: winner_ref.row,
-        tree: &tree,
-        is_new: false,
-    })?;
-    if winner.deleted {
-        state.doc_del_count += 1;
-    } else {
-        state.doc_count += 1;
-        state.external_size += winner_ref.body_len;
-    }
+    let advance = tree.leaves().len() as u64;
+    crate::update::record_winner(ctx, key, id, &tree, None, advance, false)?;
     Ok(outcome.purged)
 }
 

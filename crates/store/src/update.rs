@@ -763,6 +763,33 @@ fn finish_update(
     for rev in tree.stem(ctx.state.revs_limit) {
         ctx.rows.drop_revision(key, &rev)?;
     }
+    record_winner(ctx, key, id, &tree, written, 1, stored.is_none())?;
+    let state = &mut *ctx.state;
+    if let Some(old) = stored {
+        match old.live_body_len {
+            Some(len) => {
+                state.doc_count -= 1;
+                state.external_size -= len;
+            }
+            None => state.doc_del_count -= 1,
+        }
+    }
+    Ok(())
+}
+
+/// Writes a document's row for its tree's winner, `advance` sequences on,
+/// and counts the winner in the database's counters. `written` is the
+/// revision whose body this update stored, if any (else the winner's body
+/// is looked up).
+pub(crate) fn record_winner(
+    ctx: &mut WriteCtx<'_>,
+    key: i64,
+    id: &str,
+    tree: &RevTree,
+    written: Option<(RevId, RevisionRef)>,
+    advance: u64,
+    is_new: bool,
+) -> Result<(), StoreError> {
     let winner = tree.winner().ok_or_else(|| StoreError::Corrupt {
         db: String::new(),
         detail: format!("document {id} has an empty revision tree"),
@@ -778,7 +805,7 @@ fn finish_update(
             }),
     };
     let state = &mut *ctx.state;
-    state.update_seq += 1;
+    state.update_seq += advance;
     ctx.rows.write_doc(&DocUpdate {
         key,
         id,
@@ -786,18 +813,9 @@ fn finish_update(
         winner: &winner.rev,
         deleted: winner.deleted,
         winner_row: winner_ref.row,
-        tree: &tree,
-        is_new: stored.is_none(),
+        tree,
+        is_new,
     })?;
-    if let Some(old) = stored {
-        match old.live_body_len {
-            Some(len) => {
-                state.doc_count -= 1;
-                state.external_size -= len;
-            }
-            None => state.doc_del_count -= 1,
-        }
-    }
     if winner.deleted {
         state.doc_del_count += 1;
     } else {

@@ -9,7 +9,7 @@ use rusqlite::types::Value as SqlValue;
 
 use crate::StoreError;
 use crate::body::BodyText;
-use crate::rows::{DocRow, RowVisitor};
+use crate::rows::{DocRow, IdPage, RowVisitor};
 
 /// The `docs` columns [`doc_row`] reads, in order.
 pub(super) const DOC_COLUMNS: &str = "id, doc_key, seq, tree, winner, winner_row";
@@ -108,6 +108,18 @@ pub(super) fn range_sql(
     let mut filter = bound_sql(lo, ">=", ">", args);
     filter.push_str(&bound_sql(hi, "<=", "<", args));
     filter
+}
+
+/// `{head}` (a `SELECT ... WHERE <condition>`) narrowed to the page's ids,
+/// ordered and cut by its skip and limit; the arguments go to `args`.
+pub(super) fn id_page_sql(head: &str, page: &IdPage<'_>, args: &mut Vec<SqlValue>) -> String {
+    let filter = range_sql(page.lo, page.hi, args);
+    let order = if page.descending { "DESC" } else { "ASC" };
+    args.push(SqlValue::Integer(sql_int(page.limit)));
+    let limit_arg = args.len();
+    args.push(SqlValue::Integer(sql_int(page.skip)));
+    let skip_arg = args.len();
+    format!("{head}{filter} ORDER BY id {order} LIMIT ?{limit_arg} OFFSET ?{skip_arg}")
 }
 
 pub(super) fn sql_int(n: u64) -> i64 {

@@ -3,10 +3,9 @@
 use std::ops::Bound;
 
 use revtree::RevId;
-use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
-use super::doc_rows::{DOC_COLUMNS, columns, doc_row, range_sql, read_rows, sql_int};
+use super::doc_rows::{DOC_COLUMNS, columns, doc_row, id_page_sql, range_sql, read_rows, sql_int};
 use crate::PartitionInfo;
 use crate::StoreError;
 use crate::attachments;
@@ -112,17 +111,9 @@ impl ReadRows for Connection {
 
     fn live_docs(&self, page: &IdPage<'_>, each: &mut RowVisitor<'_>) -> Result<(), StoreError> {
         let mut args = Vec::new();
-        let filter = range_sql(page.lo, page.hi, &mut args);
-        let order = if page.descending { "DESC" } else { "ASC" };
-        args.push(SqlValue::Integer(sql_int(page.limit)));
-        let limit_arg = args.len();
-        args.push(SqlValue::Integer(sql_int(page.skip)));
-        let skip_arg = args.len();
         let (columns, from) = columns(page.with_bodies);
-        let sql = format!(
-            "SELECT {columns} FROM {from} WHERE deleted = 0{filter}
-             ORDER BY id {order} LIMIT ?{limit_arg} OFFSET ?{skip_arg}"
-        );
+        let head = format!("SELECT {columns} FROM {from} WHERE deleted = 0");
+        let sql = id_page_sql(&head, page, &mut args);
         let mut stmt = self.prepare_cached(&sql)?;
         read_rows(
             &mut stmt,
@@ -147,15 +138,10 @@ impl ReadRows for Connection {
 
     fn local_docs(&self, page: &IdPage<'_>) -> Result<Vec<LocalDocRow>, StoreError> {
         let mut args = Vec::new();
-        let filter = range_sql(page.lo, page.hi, &mut args);
-        let order = if page.descending { "DESC" } else { "ASC" };
-        args.push(SqlValue::Integer(sql_int(page.limit)));
-        let limit_arg = args.len();
-        args.push(SqlValue::Integer(sql_int(page.skip)));
-        let skip_arg = args.len();
-        let sql = format!(
-            "SELECT id, rev, body FROM local_docs WHERE 1{filter}
-             ORDER BY id {order} LIMIT ?{limit_arg} OFFSET ?{skip_arg}"
+        let sql = id_page_sql(
+            "SELECT id, rev, body FROM local_docs WHERE 1",
+            page,
+            &mut args,
         );
         let mut stmt = self.prepare_cached(&sql)?;
         let mut cursor = stmt.query(params_from_iter(args.iter()))?;
