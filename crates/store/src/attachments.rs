@@ -4,7 +4,6 @@
 
 use base64::Engine;
 use md5::{Digest, Md5};
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -92,7 +91,7 @@ impl AttachmentMeta {
 /// A revision's attachments in order, as stored in the `revs.atts` column.
 pub type Attachments = Vec<(String, AttachmentMeta)>;
 
-pub(crate) fn encode_atts(atts: &Attachments) -> Option<String> {
+pub fn encode_atts(atts: &Attachments) -> Option<String> {
     if atts.is_empty() {
         return None;
     }
@@ -108,7 +107,7 @@ pub(crate) fn encode_atts(atts: &Attachments) -> Option<String> {
     Some(Value::Object(map).to_string())
 }
 
-pub(crate) fn decode_atts(text: Option<&str>) -> Result<Attachments, StoreError> {
+pub fn decode_atts(text: Option<&str>) -> Result<Attachments, StoreError> {
     let Some(text) = text else {
         return Ok(Vec::new());
     };
@@ -150,87 +149,12 @@ pub fn digest_of(data: &[u8]) -> String {
     digest_string(&Md5::digest(data))
 }
 
-/// The blob holding bytes with this digest, if stored.
-pub(crate) fn blob_id(conn: &Connection, digest: &str) -> Result<Option<i64>, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT blob_id FROM att_blobs WHERE digest = ?1")?
-        .query_row([digest], |r| r.get(0))
-        .optional()?)
-}
-
-/// Whether the blob store holds bytes with this digest.
-pub(crate) fn has_blob(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
-    Ok(blob_id(conn, digest)?.is_some())
-}
-
 /// A fresh blob id. Chunks are written under it before the digest is known,
 /// and the digest is then filed pointing at it, so finishing an upload never
 /// rewrites its bytes. Random 63-bit ids need no coordination between
-/// concurrent uploads.
-fn new_blob_id() -> i64 {
+/// concurrent uploads (or nodes).
+pub fn new_blob_id() -> i64 {
     (uuid::Uuid::new_v4().as_u64_pair().0 >> 1) as i64
-}
-
-/// Stores bytes held in memory (inline attachments); returns their digest.
-pub(crate) fn put_blob(conn: &Connection, data: &[u8]) -> Result<String, StoreError> {
-    let digest = digest_of(data);
-    if has_blob(conn, &digest)? {
-        return Ok(digest);
-    }
-    let id = new_blob_id();
-    let mut insert =
-        conn.prepare_cached("INSERT INTO att_chunks (blob_id, idx, data) VALUES (?1, ?2, ?3)")?;
-    for (i, chunk) in data.chunks(CHUNK_SIZE).enumerate() {
-        insert.execute(params![id, i as i64, chunk])?;
-    }
-    conn.prepare_cached("INSERT INTO att_blobs (digest, blob_id, length) VALUES (?1, ?2, ?3)")?
-        .execute(params![digest, id, data.len() as i64])?;
-    Ok(digest)
-}
-
-/// A stored blob's id and number of chunks, or `None` when the digest is unknown.
-pub(crate) fn blob_chunks(
-    conn: &Connection,
-    digest: &str,
-) -> Result<Option<(i64, u64)>, StoreError> {
-    let Some(id) = blob_id(conn, digest)? else {
-        return Ok(None);
-    };
-    let count: i64 = conn
-        .prepare_cached("SELECT COUNT(*) FROM att_chunks WHERE blob_id = ?1")?
-        .query_row([id], |r| r.get(0))?;
-    Ok(Some((id, count as u64)))
-}
-
-/// One chunk of a stored blob.
-pub(crate) fn read_chunk(conn: &Connection, id: i64, idx: u64) -> Result<Vec<u8>, StoreError> {
-    conn.prepare_cached("SELECT data FROM att_chunks WHERE blob_id = ?1 AND idx = ?2")?
-        .query_row(params![id, idx as i64], |r| r.get(0))
-        .optional()?
-        .ok_or_else(|| StoreError::Corrupt {
-            db: String::new(),
-            detail: format!("attachment blob {id} lacks chunk {idx}"),
-        })
-}
-
-/// All bytes of a blob, for inline (`attachments=true` JSON) answers, where
-/// CouchDB also builds the whole base64 string.
-pub(crate) fn read_blob(conn: &Connection, digest: &str) -> Result<Vec<u8>, StoreError> {
-    let Some(id) = blob_id(conn, digest)? else {
-        return Err(StoreError::Corrupt {
-            db: String::new(),
-            detail: format!("attachment {digest} is not stored"),
-        });
-    };
-    let mut out = Vec::new();
-    let mut stmt =
-        conn.prepare_cached("SELECT data FROM att_chunks WHERE blob_id = ?1 ORDER BY idx")?;
-    let mut rows = stmt.query([id])?;
-    while let Some(row) = rows.next()? {
-        let chunk: Vec<u8> = row.get(0)?;
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
 }
 
 /// The most bytes an attachment is inflated to for inline JSON, where it is
@@ -456,14 +380,7 @@ impl AttachmentUpload {
         let idx = self.next_idx;
         self.next_idx += 1;
         self.db
-            .write(1, move |ctx| {
-                ctx.conn
-                    .prepare_cached(
-                        "INSERT INTO att_chunks (blob_id, idx, data) VALUES (?1, ?2, ?3)",
-                    )?
-                    .execute(params![id, idx, chunk])?;
-                Ok(())
-            })
+            .write(1, move |ctx| ctx.rows.put_chunk(id, idx as u64, &chunk))
             .await
     }
 
@@ -491,18 +408,8 @@ impl AttachmentUpload {
         };
         self.db
             .write(1, move |ctx| {
-                if has_blob(ctx.conn, &digest)? {
-                    // Already stored under another blob: drop this copy.
-                    ctx.conn
-                        .execute("DELETE FROM att_chunks WHERE blob_id = ?1", [id])?;
-                } else {
-                    ctx.conn
-                        .prepare_cached(
-                            "INSERT INTO att_blobs (digest, blob_id, length) VALUES (?1, ?2, ?3)",
-                        )?
-                        .execute(params![digest, id, length as i64])?;
-                }
-                Ok(())
+                // Already stored under another blob: this copy is dropped.
+                ctx.rows.file_blob(&digest, id, length)
             })
             .await?;
         Ok(staged)

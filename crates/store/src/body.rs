@@ -17,14 +17,14 @@ const COMPRESS_MIN: usize = 64;
 
 /// A body ready to be bound into `revs.body`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StoredBody {
+pub enum StoredBody {
     Text(String),
     Snappy { data: Vec<u8>, text_len: usize },
 }
 
 impl StoredBody {
     /// Bytes held.
-    pub fn len(&self) -> usize {
+    pub fn stored_len(&self) -> usize {
         match self {
             StoredBody::Text(text) => text.len(),
             StoredBody::Snappy { data, .. } => data.len(),

@@ -1,26 +1,20 @@
-//! One open database: its file, the reader connections, the writer (a
-//! thread while writes come, none when idle), and the update-sequence
-//! channel that wakes changes-feed listeners.
+//! One open database: its backend (rows for readers and the writer), the
+//! writer (a thread while writes come, none when idle), and the
+//! update-sequence channel that wakes changes-feed listeners.
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use rusqlite::{Connection, OpenFlags, OptionalExtension};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use crate::rows::ReadRows;
-use crate::schema::{self, Durability};
-use crate::writer::{DbState, TypedJob, WriteCtx, WriterConfig, WriterHandle};
+use crate::backend::{DbBackend, ReadRows};
+use crate::writer::{TypedJob, WriteCtx, WriterConfig, WriterHandle};
 use crate::{StoreError, StoreOptions};
-
-/// Reader connections kept open per database; more are opened on demand and
-/// closed after use when this many are already pooled.
-const MAX_POOLED_READERS: usize = 8;
 
 /// An open database. Cheap to clone; every clone talks to the same writer.
 #[derive(Clone)]
@@ -30,18 +24,15 @@ pub struct Database {
 
 struct DbInner {
     name: String,
-    path: PathBuf,
+    backend: Arc<dyn DbBackend>,
     uuid: String,
     /// The uuid as it ends every sequence given out (`crate::seq`).
     seq_token: String,
     instance_start_time: String,
-    options: StoreOptions,
     live: Arc<crate::LiveSettings>,
-    readers: Mutex<Vec<Connection>>,
     writer: WriterHandle,
     deleted: AtomicBool,
-    /// Closed (deleted, evicted or at shutdown): writes are refused and
-    /// reader connections are no longer pooled.
+    /// Closed (deleted, evicted or at shutdown): writes are refused.
     closed: AtomicBool,
     compacting: AtomicBool,
     /// Revision rows beyond one per document right after the last
@@ -82,114 +73,40 @@ pub struct DbInfo {
     pub uuid: String,
 }
 
-pub(crate) fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
-    Ok(conn
-        .prepare_cached("SELECT value FROM db_meta WHERE key = ?1")?
-        .query_row([key], |r| r.get(0))
-        .optional()?)
-}
-
-pub(crate) fn write_meta(conn: &Connection, key: &str, value: &str) -> Result<(), StoreError> {
-    conn.prepare_cached("INSERT OR REPLACE INTO db_meta (key, value) VALUES (?1, ?2)")?
-        .execute([key, value])?;
-    Ok(())
-}
-
-pub(crate) fn open_connection(
-    path: &Path,
-    create: bool,
-    durability: Durability,
-) -> Result<Connection, StoreError> {
-    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    if create {
-        flags |= OpenFlags::SQLITE_OPEN_CREATE;
-    }
-    let conn = Connection::open_with_flags(path, flags)?;
-    if create {
-        // Before anything writes the file's header (switching to WAL
-        // does): later, the mode can only change by rewriting the file.
-        // Lets compaction give freed pages back to the file system.
-        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
-    }
-    schema::configure(&conn, durability)?;
-    Ok(conn)
-}
-
 impl Database {
-    /// Creates a new database file and opens it, with settings of its own.
+    /// Creates a new SQLite database file and opens it, with settings of its own.
     #[cfg(test)]
     pub(crate) fn create(
         name: &str,
-        path: &Path,
+        path: &std::path::Path,
         options: StoreOptions,
     ) -> Result<Database, StoreError> {
         let live = Arc::new(crate::LiveSettings::new(&options));
-        Database::create_in(name, path, options, live, false)
+        let setup = crate::backend::NewDb {
+            partitioned: false,
+            security: live.default_security().json(),
+        };
+        let backend = crate::sqlite::test_file(name, path, options.durability, Some(&setup))?;
+        Database::start(name, backend.into(), options, live)
     }
 
-    /// Creates a new database file and opens it, with the store's settings.
-    pub(crate) fn create_in(
-        name: &str,
-        path: &Path,
-        options: StoreOptions,
-        live: Arc<crate::LiveSettings>,
-        partitioned: bool,
-    ) -> Result<Database, StoreError> {
-        let mut conn = open_connection(path, true, options.durability)?;
-        schema::migrate(&mut conn)?;
-        let tx = conn.transaction()?;
-        if read_meta(&tx, "uuid")?.is_none() {
-            if partitioned {
-                write_meta(&tx, "partitioned", "true")?;
-            }
-            write_meta(&tx, "uuid", &uuid::Uuid::new_v4().simple().to_string())?;
-            // Fixed for the life of the database: CouchDB's replicator
-            // restarts from scratch when it changes.
-            let micros = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_micros())
-                .unwrap_or(0);
-            write_meta(&tx, "instance_start_time", &micros.to_string())?;
-            write_meta(&tx, "revs_limit", &revtree::DEFAULT_REVS_LIMIT.to_string())?;
-            write_meta(&tx, "security", live.default_security().json())?;
-        }
-        tx.commit()?;
-        Database::start(name, path, conn, options, live)
-    }
-
-    /// Opens an existing database file, with settings of its own.
+    /// Opens an existing SQLite database file, with settings of its own.
     #[cfg(test)]
     pub(crate) fn open(
         name: &str,
-        path: &Path,
+        path: &std::path::Path,
         options: StoreOptions,
     ) -> Result<Database, StoreError> {
         let live = Arc::new(crate::LiveSettings::new(&options));
-        Database::open_in(name, path, options, live)
+        let backend = crate::sqlite::test_file(name, path, options.durability, None)?;
+        Database::start(name, backend.into(), options, live)
     }
 
-    /// Opens an existing database file with the store's settings.
-    pub(crate) fn open_in(
+    /// Wraps a database its backend opened: reads what is fixed for its
+    /// life (uuid, creation time, partitioning) and the latest sequence.
+    pub(crate) fn start(
         name: &str,
-        path: &Path,
-        options: StoreOptions,
-        live: Arc<crate::LiveSettings>,
-    ) -> Result<Database, StoreError> {
-        if !path.is_file() {
-            return Err(StoreError::DbNotFound(name.to_string()));
-        }
-        let mut conn = open_connection(path, false, options.durability)?;
-        schema::migrate(&mut conn)?;
-        Database::start(name, path, conn, options, live)
-    }
-
-    /// Wraps an open file. `conn` (which set the schema up) becomes the
-    /// first pooled reader; the writer opens its own connection with the
-    /// first write.
-    fn start(
-        name: &str,
-        path: &Path,
-        conn: Connection,
+        backend: Arc<dyn DbBackend>,
         options: StoreOptions,
         live: Arc<crate::LiveSettings>,
     ) -> Result<Database, StoreError> {
@@ -197,17 +114,22 @@ impl Database {
             db: name.to_string(),
             detail: format!("no {what}"),
         };
-        let uuid = read_meta(&conn, "uuid")?.ok_or_else(|| corrupt("uuid"))?;
-        let instance_start_time = read_meta(&conn, "instance_start_time")?
-            .ok_or_else(|| corrupt("instance_start_time"))?;
-        let update_seq = DbState::load(&conn)?.update_seq;
-        let partitioned = read_meta(&conn, "partitioned")?.as_deref() == Some("true");
-        conn.pragma_update(None, "query_only", "ON")?;
+        let (uuid, instance_start_time, partitioned, update_seq) =
+            read_with(backend.as_ref(), |rows| {
+                Ok((
+                    rows.meta("uuid")?,
+                    rows.meta("instance_start_time")?,
+                    rows.meta("partitioned")?.as_deref() == Some("true"),
+                    rows.counts()?.update_seq,
+                ))
+            })?;
+        let uuid = uuid.ok_or_else(|| corrupt("uuid"))?;
+        let instance_start_time =
+            instance_start_time.ok_or_else(|| corrupt("instance_start_time"))?;
         let writer = WriterHandle::new(
             WriterConfig {
                 db_name: name.to_string(),
-                path: path.to_path_buf(),
-                durability: options.durability,
+                backend: backend.clone(),
                 live: live.clone(),
                 idle_timeout: options.writer_idle_timeout,
                 partitioned,
@@ -217,13 +139,11 @@ impl Database {
         Ok(Database {
             inner: Arc::new(DbInner {
                 name: name.to_string(),
-                path: path.to_path_buf(),
+                backend,
                 seq_token: crate::seq::token_of(&uuid),
                 uuid,
                 instance_start_time,
-                options,
                 live,
-                readers: Mutex::new(vec![conn]),
                 writer,
                 deleted: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
@@ -258,9 +178,14 @@ impl Database {
         self.inner.live.compression_level(content_type)
     }
 
-    /// The database's file.
-    pub(crate) fn path(&self) -> &std::path::Path {
-        &self.inner.path
+    /// Its backend, for what the rules do not cover (compaction's estimate).
+    pub(crate) fn backend(&self) -> &Arc<dyn DbBackend> {
+        &self.inner.backend
+    }
+
+    /// Where the database's view and Mango indexes are kept.
+    pub(crate) fn index_dir(&self) -> PathBuf {
+        self.inner.backend.index_dir()
     }
 
     /// The database's persistent uuid.
@@ -376,22 +301,11 @@ impl Database {
         })
     }
 
-    /// Runs a read on a pooled reader connection, off the async threads, in
-    /// one read transaction (a consistent snapshot).
+    /// Runs a read on one consistent snapshot, off the async threads.
     pub(crate) async fn read<T, F>(&self, op: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&dyn ReadRows) -> Result<T, StoreError> + Send + 'static,
-    {
-        self.read_sqlite(move |conn| op(conn)).await
-    }
-
-    /// [`Database::read`] on the SQLite connection itself, for what only
-    /// this backend has (its pages and free list).
-    pub(crate) async fn read_sqlite<T, F>(&self, op: F) -> Result<T, StoreError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static,
     {
         let db = self.clone();
         tokio::task::spawn_blocking(move || db.read_blocking(op))
@@ -402,42 +316,29 @@ impl Database {
     /// [`Database::read`] for callers already off the async threads.
     pub(crate) fn read_blocking<T>(
         &self,
-        op: impl FnOnce(&Connection) -> Result<T, StoreError>,
+        op: impl FnOnce(&dyn ReadRows) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         if self.inner.deleted.load(Ordering::Acquire) {
             return Err(self.not_found());
         }
-        let pooled = self
+        read_with(self.inner.backend.as_ref(), op)
+    }
+
+    /// A read on the SQLite connection itself, for tests of the file's rows.
+    #[cfg(test)]
+    pub(crate) fn read_sqlite_blocking<T>(
+        &self,
+        op: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        match self
             .inner
-            .readers
-            .lock()
-            .ok()
-            .and_then(|mut pool| pool.pop());
-        let conn = match pooled {
-            Some(conn) => conn,
-            None => {
-                let conn = open_connection(&self.inner.path, false, self.inner.options.durability)
-                    .map_err(|e| match e {
-                        StoreError::Backend(_) if !self.inner.path.exists() => self.not_found(),
-                        other => other,
-                    })?;
-                conn.pragma_update(None, "query_only", "ON")?;
-                conn
-            }
-        };
-        let result = (|| {
-            let tx = conn.unchecked_transaction()?;
-            let out = op(&tx);
-            drop(tx);
-            out
-        })();
-        if !self.inner.closed.load(Ordering::Acquire)
-            && let Ok(mut pool) = self.inner.readers.lock()
-            && pool.len() < MAX_POOLED_READERS
+            .backend
+            .as_any()
+            .downcast_ref::<crate::sqlite::db::SqliteDb>()
         {
-            pool.push(conn);
+            Some(sqlite) => sqlite.read_conn(op),
+            None => Err(StoreError::CommitFailed("not a SQLite database".into())),
         }
-        result
     }
 
     /// Everything `GET /db` reports.
@@ -534,22 +435,11 @@ impl Database {
     /// write-ahead log and the database file are fsynced. (Process crashes
     /// never lose a committed write, whatever the durability mode.)
     pub async fn ensure_full_commit(&self) -> Result<(), StoreError> {
-        let path = self.inner.path.clone();
         self.write(0, move |_ctx| Ok(())).await?;
-        tokio::task::spawn_blocking(move || -> Result<(), StoreError> {
-            let mut wal = path.as_os_str().to_owned();
-            wal.push("-wal");
-            for file in [PathBuf::from(wal), path] {
-                match std::fs::File::open(&file) {
-                    Ok(f) => f.sync_all()?,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            Ok(())
-        })
-        .await
-        .map_err(|e| StoreError::CommitFailed(format!("sync task failed: {e}")))?
+        let backend = self.inner.backend.clone();
+        tokio::task::spawn_blocking(move || backend.sync())
+            .await
+            .map_err(|e| StoreError::CommitFailed(format!("sync task failed: {e}")))?
     }
 
     /// Stops the writer after queued writes, ends the update-sequence
@@ -562,9 +452,7 @@ impl Database {
         }
         self.inner.closed.store(true, Ordering::Release);
         self.inner.writer.close();
-        if let Ok(mut pool) = self.inner.readers.lock() {
-            pool.clear();
-        }
+        self.inner.backend.close();
     }
 
     pub(crate) fn kept_extra_revs(&self) -> &AtomicU64 {
@@ -605,6 +493,22 @@ impl Database {
     pub fn commit_count(&self) -> u64 {
         self.inner.writer.commits()
     }
+}
+
+/// Runs `op` on one snapshot of `backend`, handing its result back.
+fn read_with<T>(
+    backend: &dyn DbBackend,
+    op: impl FnOnce(&dyn ReadRows) -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let mut op = Some(op);
+    let mut out = None;
+    backend.read(&mut |rows| {
+        if let Some(op) = op.take() {
+            out = Some(op(rows)?);
+        }
+        Ok(())
+    })?;
+    out.ok_or_else(|| StoreError::CommitFailed("the read did not run".into()))
 }
 
 /// The outcome of a write handed to the writer ([`Database::submit_write`]).

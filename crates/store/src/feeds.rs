@@ -3,8 +3,8 @@
 
 use std::ops::Bound;
 
+use crate::backend::{DocRow, IdPage, ReadRows};
 use crate::read::{self, DocJson, GetOptions};
-use crate::rows::{DocRow, IdPage, ReadRows};
 use crate::{Database, StoreError};
 use revtree::RevId;
 

@@ -209,13 +209,6 @@ impl Database {
         .await
         .map_err(|e| StoreError::CommitFailed(format!("dropping an index: {e}")))?
     }
-
-    /// Where this database's indexes live: beside its file.
-    pub(crate) fn index_dir(&self) -> PathBuf {
-        let mut dir = self.path().as_os_str().to_owned();
-        dir.push("-indexes");
-        PathBuf::from(dir)
-    }
 }
 
 impl Index {

@@ -22,8 +22,8 @@
 
 mod attachments;
 mod auto_compaction;
+pub mod backend;
 mod body;
-mod checkpoint;
 mod compaction;
 mod compression;
 mod data_lock;
@@ -41,8 +41,7 @@ mod partition;
 mod purge;
 mod read;
 mod replaced;
-mod rows;
-mod schema;
+
 mod seq;
 mod server_uuid;
 mod sqlite;
@@ -79,9 +78,10 @@ pub use read::{
     BulkGetError, BulkGetRequest, BulkGetResult, DocJson, GetOptions, OpenRev, OpenRevs,
 };
 pub use replaced::Replaced;
-pub use schema::Durability;
 pub use seq::{MalformedSeq, Since};
 pub use server_uuid::ServerUuidError;
+pub use sqlite::SqliteStore;
+pub use sqlite::schema::Durability;
 pub use update::{BulkError, DocWriteResult};
 
 /// How the store is set up.
@@ -125,7 +125,7 @@ pub enum DefaultSecurity {
 }
 
 impl DefaultSecurity {
-    fn json(self) -> &'static str {
+    pub(crate) fn json(self) -> &'static str {
         match self {
             DefaultSecurity::Everyone => "{}",
             DefaultSecurity::AdminOnly => {
@@ -281,7 +281,7 @@ pub struct Store {
 #[derive(Debug)]
 struct StoreInner {
     data_dir: PathBuf,
-    server_uuid: String,
+    backend: Arc<dyn backend::StoreBackend>,
     options: StoreOptions,
     /// The part of `options` that changes while the server runs.
     live: Arc<LiveSettings>,
@@ -438,22 +438,28 @@ impl Store {
         options: StoreOptions,
     ) -> Result<Store, StoreError> {
         let data_dir = data_dir.into();
-        std::fs::create_dir_all(&data_dir).map_err(|source| StoreError::DataDir {
-            path: data_dir.clone(),
-            source,
-        })?;
-        let server_uuid = server_uuid::load_or_create(&data_dir)?;
+        let backend = SqliteStore::open(data_dir.clone(), options.durability)?;
         check_file_limit(options.max_dbs_open);
-        Ok(Store {
+        Ok(Store::with_backend(data_dir, Arc::new(backend), options))
+    }
+
+    /// A store whose databases another backend keeps; `data_dir` still
+    /// holds this node's own files (indexes, spooled request bodies).
+    pub fn with_backend(
+        data_dir: PathBuf,
+        backend: Arc<dyn backend::StoreBackend>,
+        options: StoreOptions,
+    ) -> Store {
+        Store {
             inner: Arc::new(StoreInner {
                 data_dir,
-                server_uuid,
+                backend,
                 live: Arc::new(LiveSettings::new(&options)),
                 options,
                 dbs: Mutex::new(OpenDbs::default()),
                 settled: Condvar::new(),
             }),
-        })
+        }
     }
 
     /// Applies the options CouchDB lets a running server change
@@ -472,7 +478,7 @@ impl Store {
     /// This server's uuid (32 lowercase hex digits): generated once, kept in
     /// the data folder, and part of every replication id this server computes.
     pub fn server_uuid(&self) -> &str {
-        &self.inner.server_uuid
+        self.inner.backend.server_uuid()
     }
 
     fn lock(&self) -> MutexGuard<'_, OpenDbs> {
@@ -526,17 +532,7 @@ impl Store {
     /// The size of a database's file and its write-ahead log (where recent
     /// writes are until a checkpoint); 0 when it has none.
     pub(crate) fn file_len(&self, name: &str) -> u64 {
-        let path = self.path_of(name);
-        let mut wal = path.as_os_str().to_owned();
-        wal.push("-wal");
-        [path, PathBuf::from(wal)]
-            .iter()
-            .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
-            .sum()
-    }
-
-    fn path_of(&self, name: &str) -> PathBuf {
-        self.inner.data_dir.join(name::file_name(name))
+        self.inner.backend.db_size(name)
     }
 
     fn check_name(name: &str) -> Result<(), StoreError> {
@@ -571,22 +567,30 @@ impl Store {
         Store::check_name(name)?;
         let name = name.to_string();
         self.blocking(move |store| {
-            let path = store.path_of(&name);
             let change = {
                 let mut dbs = store.lock_settled(&name);
-                if dbs.slots.contains_key(&name) || path.exists() {
+                if dbs.slots.contains_key(&name) || store.inner.backend.exists(&name)? {
                     return Err(StoreError::DbExists(name));
                 }
                 dbs.begin_change(&name);
                 Changes::one(store, &name)
             };
-            let created = Database::create_in(
-                &name,
-                &path,
-                store.inner.options.clone(),
-                store.inner.live.clone(),
+            let setup = backend::NewDb {
                 partitioned,
-            );
+                security: store.inner.live.default_security().json(),
+            };
+            let created = store
+                .inner
+                .backend
+                .create_db(&name, &setup)
+                .and_then(|opened| {
+                    Database::start(
+                        &name,
+                        opened.into(),
+                        store.inner.options.clone(),
+                        store.inner.live.clone(),
+                    )
+                });
             store.finish_change(change, created.as_ref().ok().cloned());
             if created.is_ok() {
                 store
@@ -619,12 +623,14 @@ impl Store {
                 dbs.begin_change(&name);
                 Changes::one(store, &name)
             };
-            let opened = Database::open_in(
-                &name,
-                &store.path_of(&name),
-                store.inner.options.clone(),
-                store.inner.live.clone(),
-            );
+            let opened = store.inner.backend.open_db(&name).and_then(|opened| {
+                Database::start(
+                    &name,
+                    opened.into(),
+                    store.inner.options.clone(),
+                    store.inner.live.clone(),
+                )
+            });
             store.finish_change(change, opened.as_ref().ok().cloned());
             opened
         })
@@ -647,10 +653,9 @@ impl Store {
         }
         let name = name.to_string();
         self.blocking(move |store| {
-            let path = store.path_of(&name);
             let (change, cached) = {
                 let mut dbs = store.lock_settled(&name);
-                if !dbs.slots.contains_key(&name) && !path.exists() {
+                if !dbs.slots.contains_key(&name) && !store.inner.backend.exists(&name)? {
                     return Err(StoreError::DbNotFound(name));
                 }
                 (Changes::one(store, &name), dbs.begin_change(&name))
@@ -658,29 +663,13 @@ impl Store {
             if let Some(db) = cached {
                 db.close(true);
             }
-            let mut removed = Ok(());
-            for suffix in ["", "-wal", "-shm"] {
-                let mut file = path.as_os_str().to_owned();
-                file.push(suffix);
-                match std::fs::remove_file(PathBuf::from(file)) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => {
-                        removed = Err(e.into());
-                        break;
-                    }
-                }
-            }
-            // Its indexes go with it.
-            let mut indexes = path.as_os_str().to_owned();
-            indexes.push("-indexes");
-            match std::fs::remove_dir_all(PathBuf::from(indexes)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!(db = %name, error = %e, "a deleted database's indexes stay on disk"),
-            }
+            let removed = store.inner.backend.delete_db(&name);
             store.finish_change(change, None);
-            store.inner.live.events.note(db_events::DbEventType::Deleted, &name);
+            store
+                .inner
+                .live
+                .events
+                .note(db_events::DbEventType::Deleted, &name);
             removed
         })
         .await
@@ -688,18 +677,7 @@ impl Store {
 
     /// Every database name, sorted.
     pub async fn all_dbs(&self) -> Result<Vec<String>, StoreError> {
-        self.blocking(|store| {
-            let mut names = Vec::new();
-            for entry in std::fs::read_dir(&store.inner.data_dir)? {
-                let entry = entry?;
-                if let Some(name) = entry.file_name().to_str().and_then(name::name_from_file) {
-                    names.push(name);
-                }
-            }
-            names.sort();
-            Ok(names)
-        })
-        .await
+        self.blocking(|store| store.inner.backend.list_dbs()).await
     }
 
     /// Closes every open database cleanly (writers finish queued writes).

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::rows::{LocalDocRow, ReadRows};
+use crate::backend::{LocalDocRow, ReadRows};
 use crate::writer::WriteCtx;
 use crate::{AllDocsQuery, Database, DocFailure, DocInput, StoreError};
 

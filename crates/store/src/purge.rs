@@ -15,7 +15,7 @@
 
 use revtree::{RevId, RevTree};
 
-use crate::rows::{PurgeInfoRow, ReadRows, WriteRows};
+use crate::backend::{PurgeInfoRow, ReadRows, WriteRows};
 use crate::writer::WriteCtx;
 use crate::{Database, StoreError};
 
@@ -250,7 +250,7 @@ mod tests {
 
     fn stored_revs(db: &Database, id: &str) -> Vec<String> {
         let id = id.to_string();
-        db.read_blocking(move |conn| {
+        db.read_sqlite_blocking(move |conn| {
             let mut stmt = conn.prepare(
                 "SELECT rev FROM revs JOIN docs USING (doc_key) WHERE docs.id = ?1 ORDER BY rev",
             )?;
@@ -437,7 +437,7 @@ mod tests {
         let shared = db.put_doc(with_att("shared", b"both"), true).await.unwrap();
         db.put_doc(with_att("keeper", b"both"), true).await.unwrap();
         let blobs = |db: &Database| {
-            db.read_blocking(|conn| {
+            db.read_sqlite_blocking(|conn| {
                 Ok(conn.query_row("SELECT COUNT(*) FROM att_blobs", [], |r| r.get::<_, i64>(0))?)
             })
             .unwrap()
@@ -483,9 +483,11 @@ mod tests {
         assert_eq!(results[0].purged.len(), 1);
         assert_eq!(db.purge_infos().await.unwrap().len(), 1);
         let version: i64 = db
-            .read_blocking(|conn| Ok(conn.pragma_query_value(None, "user_version", |r| r.get(0))?))
+            .read_sqlite_blocking(|conn| {
+                Ok(conn.pragma_query_value(None, "user_version", |r| r.get(0))?)
+            })
             .unwrap();
-        assert_eq!(version, crate::schema::SCHEMA_VERSION);
+        assert_eq!(version, crate::sqlite::schema::SCHEMA_VERSION);
     }
 
     /// A document's history as branches of letters: branch "aab" is
@@ -520,8 +522,8 @@ mod tests {
     /// Recounts what the database's counters claim, and checks every row
     /// against its tree.
     fn check_consistent(db: &Database) {
-        db.read_blocking(|conn| {
-            let state = crate::writer::DbState::load(conn)?;
+        db.read_sqlite_blocking(|conn| {
+            let state = crate::sqlite::session::load_state(conn)?;
             let mut stmt = conn
                 .prepare("SELECT doc_key, id, seq, winner, deleted, winner_row, tree FROM docs")?;
             let rows = stmt
@@ -582,8 +584,8 @@ mod tests {
 
     fn leaves_of(db: &Database, id: &str) -> Vec<RevId> {
         let id = id.to_string();
-        db.read_blocking(move |conn| {
-            Ok(crate::rows::ReadRows::doc_row(conn, &id)?
+        db.read_sqlite_blocking(move |conn| {
+            Ok(crate::backend::ReadRows::doc_row(conn, &id)?
                 .map(|row| row.tree.leaves().into_iter().map(|l| l.rev).collect())
                 .unwrap_or_default())
         })

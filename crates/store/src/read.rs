@@ -8,7 +8,7 @@ use revtree::{RevId, RevTree, RevsDiff};
 use serde_json::Value;
 
 use crate::attachments::{self, Attachments};
-use crate::rows::{DocRow, ReadRows};
+use crate::backend::{DocRow, ReadRows};
 use crate::{Database, StoreError};
 
 /// A document as JSON text, ready to be sent or embedded in a response.

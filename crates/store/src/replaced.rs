@@ -4,8 +4,8 @@
 //! a new document. Found before the write, as CouchDB finds it; the write
 //! still checks for conflicts itself.
 
+use crate::backend::ReadRows;
 use crate::read::{DocJson, GetOptions, get_in};
-use crate::rows::ReadRows;
 use crate::{Database, DocInput, StoreError};
 
 /// What a write replaces.

@@ -5,9 +5,9 @@ use revtree::{AttachmentDigest, EditError, LeafState, MergeOutcome, RevId, RevTr
 use serde_json::Value;
 
 use crate::attachments::{self, AttachmentMeta, Attachments, digest_md5};
+use crate::backend::{DocUpdate, RevisionRef, StoredDoc, WriteRows};
 use crate::body::StoredBody;
 use crate::doc::AttachmentInput;
-use crate::rows::{DocUpdate, RevisionRef, StoredDoc, WriteRows};
 use crate::writer::WriteCtx;
 use crate::{Database, DocFailure, DocInput, StoreError, local};
 
@@ -166,7 +166,7 @@ impl Database {
             let mut doc = doc;
             self.compress_inline(&mut doc);
             let prepared = Prepared::new(doc, new_edits);
-            chunk_bytes += prepared.stored.len();
+            chunk_bytes += prepared.stored.stored_len();
             chunk.push(prepared);
             if chunk.len() == PREPARE_CHUNK || chunk_bytes >= PREPARE_CHUNK_BYTES {
                 chunk_bytes = 0;

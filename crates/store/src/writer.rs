@@ -1,5 +1,5 @@
 //! The single writer of a database: one thread that owns the write
-//! connection and groups every pending write into one SQLite transaction
+//! session and groups every pending write into one transaction
 //! (group commit), so fifty concurrent single-document writes cost one
 //! commit rather than fifty. Each write runs inside its own savepoint: one
 //! that fails is rolled back alone, and the others still commit.
@@ -12,32 +12,30 @@
 //! is bounded ([`QUEUE_DOCS`]): writers wait for room asynchronously.
 
 use std::panic::{self, AssertUnwindSafe};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 
 use crate::StoreError;
-use crate::checkpoint::{self, Checkpointer};
-use crate::schema::Durability;
+use crate::backend::{DbBackend, WriteSession, WriteTx};
 
 /// Upper bound on documents per group commit: large enough to amortize the
 /// commit, small enough that one group never holds the write lock for long.
 const MAX_GROUP_WEIGHT: usize = 20_000;
 
-/// The counters a database keeps in its `db_state` row, mirrored in memory
-/// by the writer and only replaced after a successful commit.
+/// The counters a database keeps, mirrored in memory by the writer and
+/// only replaced after a successful commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DbState {
+pub struct DbState {
     pub update_seq: u64,
     pub purge_seq: u64,
     pub doc_count: u64,
     pub doc_del_count: u64,
     pub external_size: i64,
+    /// The row handle the next new document gets.
     pub next_doc_key: i64,
     pub revs_limit: u32,
     /// Set by a write that changed a design document (not stored): once
@@ -45,63 +43,9 @@ pub(crate) struct DbState {
     pub design_changed: bool,
 }
 
-impl DbState {
-    pub(crate) fn load(conn: &Connection) -> Result<DbState, StoreError> {
-        let (update_seq, purge_seq, doc_count, doc_del_count, external_size) = conn.query_row(
-            "SELECT update_seq, purge_seq, doc_count, doc_del_count, external_size FROM db_state WHERE id = 0",
-            [],
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, i64>(3)?,
-                    r.get::<_, i64>(4)?,
-                ))
-            },
-        )?;
-        let next_doc_key: i64 =
-            conn.query_row("SELECT COALESCE(MAX(doc_key), 0) + 1 FROM docs", [], |r| {
-                r.get(0)
-            })?;
-        let revs_limit = crate::database::read_meta(conn, "revs_limit")?
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(revtree::DEFAULT_REVS_LIMIT);
-        Ok(DbState {
-            update_seq: update_seq as u64,
-            purge_seq: purge_seq as u64,
-            doc_count: doc_count as u64,
-            doc_del_count: doc_del_count as u64,
-            external_size,
-            next_doc_key,
-            revs_limit,
-            design_changed: false,
-        })
-    }
-
-    fn save(&self, conn: &Connection) -> rusqlite::Result<()> {
-        conn.prepare_cached(
-            "UPDATE db_state SET update_seq = ?1, purge_seq = ?2, doc_count = ?3,
-             doc_del_count = ?4, external_size = ?5 WHERE id = 0",
-        )?
-        .execute(rusqlite::params![
-            self.update_seq as i64,
-            self.purge_seq as i64,
-            self.doc_count as i64,
-            self.doc_del_count as i64,
-            self.external_size
-        ])?;
-        Ok(())
-    }
-}
-
-/// What a write sees: the connection (inside its savepoint) and the state.
+/// What a write sees: row storage (inside its savepoint) and the state.
 pub(crate) struct WriteCtx<'a> {
-    /// The same transaction as row storage, for the rules of `update`.
-    pub rows: &'a dyn crate::rows::WriteRows,
-    /// The SQLite transaction itself, for the writes not yet behind the
-    /// row-storage seam (local documents, purge, compaction, metadata).
-    pub conn: &'a Connection,
+    pub rows: &'a dyn crate::backend::WriteRows,
     pub state: &'a mut DbState,
     /// The database's `max_attachment_size`, for checks of declared lengths.
     pub max_attachment_size: u64,
@@ -111,10 +55,13 @@ pub(crate) struct WriteCtx<'a> {
 }
 
 impl<'a> WriteCtx<'a> {
-    fn new(conn: &'a Connection, state: &'a mut DbState, limits: WriteLimits) -> WriteCtx<'a> {
+    fn new(
+        rows: &'a dyn crate::backend::WriteRows,
+        state: &'a mut DbState,
+        limits: WriteLimits,
+    ) -> WriteCtx<'a> {
         WriteCtx {
-            rows: conn,
-            conn,
+            rows,
             state,
             max_attachment_size: limits.max_attachment_size,
             max_partition_size: limits.max_partition_size,
@@ -262,12 +209,11 @@ pub(crate) enum Msg {
     Close(std::sync::mpsc::Sender<()>),
 }
 
-/// What a writer thread needs to open its connection and serve writes.
-#[derive(Debug, Clone)]
+/// What a writer thread needs to open its session and serve writes.
+#[derive(Clone)]
 pub(crate) struct WriterConfig {
     pub db_name: String,
-    pub path: PathBuf,
-    pub durability: Durability,
+    pub backend: Arc<dyn DbBackend>,
     /// `max_attachment_size` and the other settings that change at run time.
     pub live: std::sync::Arc<crate::LiveSettings>,
     /// How long a writer thread waits for the next write before it closes
@@ -520,42 +466,27 @@ fn fail(msg: Msg, reason: &str) {
     }
 }
 
-/// What one writer thread opened: the write connection, the counters read
-/// from it, and the checkpointer attached to it. Closed when the thread
-/// goes idle, reopened by the next.
+/// What one writer thread opened: the write session and the counters read
+/// from it. Closed when the thread goes idle, reopened by the next.
 struct Session {
-    conn: Connection,
+    writes: Box<dyn WriteSession>,
     state: DbState,
-    checkpointer: Checkpointer,
 }
 
 impl Session {
     fn open(config: &WriterConfig) -> Result<Session, StoreError> {
-        let mut conn = crate::database::open_connection(&config.path, false, config.durability)?;
-        let state = DbState::load(&conn)?;
-        let (path, durability) = (config.path.clone(), config.durability);
-        let checkpointer = Checkpointer::new(
-            Arc::new(move || {
-                crate::database::open_connection(&path, false, durability)
-                    .map_err(|e| e.to_string())
-            }),
-            &config.db_name,
-            checkpoint::BACKGROUND_PAGES,
-        );
-        checkpointer.attach(&mut conn)?;
-        Ok(Session {
-            conn,
-            state,
-            checkpointer,
-        })
+        let mut writes = config.backend.open_writer()?;
+        let state = writes.load_state()?;
+        Ok(Session { writes, state })
     }
 
-    /// The connection holds the checkpointer's wake-up hook: close it
-    /// first, then wait for the checkpointer, so no connection to the file
-    /// is left afterwards (the file may be deleted next).
-    fn close(self) {
-        drop(self.conn);
-        self.checkpointer.stop();
+    fn reload(&mut self, db_name: &str) {
+        match self.writes.load_state() {
+            Ok(fresh) => self.state = fresh,
+            Err(e) => {
+                tracing::error!(db = %db_name, error = %e, "cannot reload the database state")
+            }
+        }
     }
 }
 
@@ -580,9 +511,7 @@ fn serve(shared: Arc<Shared>, rx: Receiver<Msg>, mut first: Option<Msg>) {
                 Ok(msg) => msg,
                 Err(RecvTimeoutError::Disconnected) => break,
                 Err(RecvTimeoutError::Timeout) => {
-                    if let Some(session) = session.take() {
-                        session.close();
-                    }
+                    session = None;
                     // Checked under the lock writers take after queueing:
                     // a write queued before this is served here, one queued
                     // after finds the receiver back and starts a thread.
@@ -617,18 +546,11 @@ fn serve(shared: Arc<Shared>, rx: Receiver<Msg>, mut first: Option<Msg>) {
         }));
         if served.is_err() {
             tracing::error!(db = %config.db_name, "the writer panicked: its group was rolled back, the writer goes on");
-            match DbState::load(&session.conn) {
-                Ok(fresh) => session.state = fresh,
-                Err(e) => {
-                    tracing::error!(db = %config.db_name, error = %e, "cannot reload the database state")
-                }
-            }
+            session.reload(&config.db_name);
         }
         shared.publish(session.state.update_seq);
     }
-    if let Some(session) = session.take() {
-        session.close();
-    }
+    drop(session);
     *lock(&shared.thread) = ThreadState::Closed;
     // Writes queued after the close are dropped with the receiver: their
     // callers learn that the writer stopped.
@@ -680,7 +602,13 @@ fn serve_group(
             0
         },
     };
-    let commit_error = run_group(&mut session.conn, &mut session.state, limits, &mut jobs).err();
+    let commit_error = run_group(
+        session.writes.as_mut(),
+        &mut session.state,
+        limits,
+        &mut jobs,
+    )
+    .err();
     if commit_error.is_none() {
         shared.commits.fetch_add(1, Ordering::Relaxed);
     }
@@ -693,10 +621,8 @@ fn serve_group(
     }
     if let Some(e) = &commit_error {
         tracing::error!(db = %db_name, error = %e, "group commit failed");
-        // Whatever the failure, the in-memory counters must match the file.
-        if let Ok(fresh) = DbState::load(&session.conn) {
-            session.state = fresh;
-        }
+        // Whatever the failure, the in-memory counters must match storage.
+        session.reload(db_name);
     }
     // Published before any write is answered: whoever got an answer sees
     // the new sequence.
@@ -728,60 +654,62 @@ fn run_job(job: &mut dyn WriteJob, ctx: &mut WriteCtx<'_>) -> bool {
 /// Runs one write of a group inside its own savepoint; a failed write is
 /// rolled back alone and leaves `working` as it was.
 fn run_in_savepoint(
-    tx: &mut rusqlite::Transaction<'_>,
+    tx: &dyn WriteTx,
     job: &mut dyn WriteJob,
     working: &mut DbState,
     limits: WriteLimits,
 ) {
     let before = working.clone();
-    let ok = match tx.savepoint() {
-        Ok(mut sp) => {
-            let ok = run_job(job, &mut WriteCtx::new(&sp, working, limits));
-            if ok {
-                match sp.commit() {
-                    Ok(()) => true,
-                    Err(e) => {
-                        job.abort(e.to_string());
-                        false
-                    }
-                }
-            } else {
-                let _ = sp.rollback();
-                false
-            }
+    let kept = tx.savepoint(&mut |rows| run_job(job, &mut WriteCtx::new(rows, working, limits)));
+    match kept {
+        Ok(true) => {}
+        Ok(false) => *working = before,
+        Err(e) => {
+            job.abort(e.to_string());
+            *working = before;
         }
-        Err(_) => false,
-    };
-    if !ok {
-        *working = before;
     }
 }
 
+/// Runs a group in one transaction; `state` is replaced by the counters
+/// it leaves once it has committed.
 fn run_group(
-    conn: &mut Connection,
+    session: &mut dyn WriteSession,
     state: &mut DbState,
     limits: WriteLimits,
     jobs: &mut [Box<dyn WriteJob>],
 ) -> Result<(), String> {
-    let mut tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
+    let mut committed = None;
+    session
+        .transaction(&mut |tx| {
+            let mut working = match tx.shared_state()? {
+                Some(fresh) => fresh,
+                None => state.clone(),
+            };
+            let start = working.clone();
+            if let [job] = &mut *jobs {
+                // A lone write needs no savepoint: if it fails, the whole
+                // transaction is rolled back instead.
+                if !run_job(
+                    job.as_mut(),
+                    &mut WriteCtx::new(tx.rows(), &mut working, limits),
+                ) {
+                    return Ok(false);
+                }
+            } else {
+                for job in jobs.iter_mut() {
+                    run_in_savepoint(tx, job.as_mut(), &mut working, limits);
+                }
+            }
+            if working != start {
+                tx.save_state(&working)?;
+            }
+            committed = Some(working);
+            Ok(true)
+        })
         .map_err(|e| e.to_string())?;
-    let mut working = state.clone();
-    if let [job] = jobs {
-        // A lone write needs no savepoint: if it fails, the whole
-        // transaction is rolled back instead.
-        if !run_job(job.as_mut(), &mut WriteCtx::new(&tx, &mut working, limits)) {
-            return Ok(());
-        }
-    } else {
-        for job in jobs.iter_mut() {
-            run_in_savepoint(&mut tx, job.as_mut(), &mut working, limits);
-        }
+    if let Some(working) = committed {
+        *state = working;
     }
-    if working != *state {
-        working.save(&tx).map_err(|e| e.to_string())?;
-    }
-    tx.commit().map_err(|e| e.to_string())?;
-    *state = working;
     Ok(())
 }

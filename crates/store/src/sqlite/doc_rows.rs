@@ -4,12 +4,11 @@
 
 use std::ops::Bound;
 
-use revtree::RevTree;
 use rusqlite::types::Value as SqlValue;
 
 use crate::StoreError;
+use crate::backend::{DocRow, IdPage, RowVisitor};
 use crate::body::BodyText;
-use crate::rows::{DocRow, IdPage, RowVisitor};
 
 /// The `docs` columns [`doc_row`] reads, in order.
 pub(super) const DOC_COLUMNS: &str = "id, doc_key, seq, tree, winner, winner_row";
@@ -30,12 +29,7 @@ pub(super) fn columns(with_bodies: bool) -> (&'static str, &'static str) {
     }
 }
 
-pub(crate) fn decode_tree(id: &str, bytes: &[u8]) -> Result<RevTree, StoreError> {
-    RevTree::decode(bytes).map_err(|e| StoreError::Corrupt {
-        db: String::new(),
-        detail: format!("document {id}: {e}"),
-    })
-}
+pub(super) use crate::backend::decode_tree;
 
 /// Reads a row selected with [`DOC_COLUMNS`].
 pub(super) fn doc_row(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreError> {

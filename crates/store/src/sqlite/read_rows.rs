@@ -10,10 +10,10 @@ use crate::PartitionInfo;
 use crate::StoreError;
 use crate::attachments;
 use crate::attachments::Attachments;
-use crate::body::BodyText;
-use crate::rows::{
+use crate::backend::{
     DbCounts, DocRow, IdPage, LocalDocRow, PurgeInfoRow, ReadRows, RowVisitor, StorageSizes,
 };
+use crate::body::BodyText;
 
 impl ReadRows for Connection {
     fn doc_row(&self, id: &str) -> Result<Option<DocRow>, StoreError> {
@@ -46,7 +46,7 @@ impl ReadRows for Connection {
     }
 
     fn blob(&self, digest: &str) -> Result<Vec<u8>, StoreError> {
-        attachments::read_blob(self, digest)
+        super::blobs::read_blob(self, digest)
     }
 
     fn counts(&self) -> Result<DbCounts, StoreError> {
@@ -174,7 +174,7 @@ impl ReadRows for Connection {
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        crate::database::read_meta(self, key)
+        super::read_meta(self, key)
     }
 
     fn revision_attachments(
@@ -191,15 +191,15 @@ impl ReadRows for Connection {
     }
 
     fn blob_chunks(&self, digest: &str) -> Result<Option<(i64, u64)>, StoreError> {
-        attachments::blob_chunks(self, digest)
+        super::blobs::blob_chunks(self, digest)
     }
 
     fn blob_chunk(&self, blob: i64, index: u64) -> Result<Vec<u8>, StoreError> {
-        attachments::read_chunk(self, blob, index)
+        super::blobs::read_chunk(self, blob, index)
     }
 
     fn partition_counts(&self, partition: &str) -> Result<PartitionInfo, StoreError> {
-        crate::partition::partition_counts(self, partition)
+        super::partitions::partition_counts(self, partition)
     }
 
     fn storage_sizes(&self) -> Result<StorageSizes, StoreError> {

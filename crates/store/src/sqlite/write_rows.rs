@@ -1,13 +1,15 @@
 //! The writer's row storage on a SQLite connection (inside its transaction).
 
-use revtree::RevId;
+use std::collections::HashSet;
+
+use revtree::{RevId, RevTree};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::doc_rows::{decode_tree, sql_int};
 use crate::StoreError;
 use crate::attachments::{self, Attachments};
+use crate::backend::{DocUpdate, PurgeInfoRow, RevisionRef, StoredDoc, WriteRows};
 use crate::body::{BodyLen, StoredBody};
-use crate::rows::{DocUpdate, PurgeInfoRow, RevisionRef, StoredDoc, WriteRows};
 
 impl WriteRows for Connection {
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StoreError> {
@@ -144,19 +146,19 @@ impl WriteRows for Connection {
     }
 
     fn put_blob(&self, data: &[u8]) -> Result<String, StoreError> {
-        attachments::put_blob(self, data)
+        super::blobs::put_blob(self, data)
     }
 
     fn has_blob(&self, digest: &str) -> Result<bool, StoreError> {
-        attachments::has_blob(self, digest)
+        super::blobs::has_blob(self, digest)
     }
 
     fn blob(&self, digest: &str) -> Result<Vec<u8>, StoreError> {
-        attachments::read_blob(self, digest)
+        super::blobs::read_blob(self, digest)
     }
 
     fn partition_size(&self, partition: &str) -> Result<u64, StoreError> {
-        crate::partition::partition_size(self, partition)
+        super::partitions::partition_size(self, partition)
     }
 
     fn put_local(&self, id: &str, rev: u64, body: &str) -> Result<(), StoreError> {
@@ -202,10 +204,85 @@ impl WriteRows for Connection {
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        crate::database::read_meta(self, key)
+        super::read_meta(self, key)
     }
 
     fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        crate::database::write_meta(self, key, value)
+        super::write_meta(self, key, value)
+    }
+
+    fn put_chunk(&self, blob: i64, index: u64, data: &[u8]) -> Result<(), StoreError> {
+        super::blobs::put_chunk(self, blob, index, data)
+    }
+
+    fn file_blob(&self, digest: &str, blob: i64, length: u64) -> Result<(), StoreError> {
+        super::blobs::file_blob(self, digest, blob, length)
+    }
+
+    fn docs_after(
+        &self,
+        after_key: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, String, RevTree)>, StoreError> {
+        let mut stmt = self.prepare_cached(
+            "SELECT doc_key, id, tree FROM docs WHERE doc_key > ?1 ORDER BY doc_key LIMIT ?2",
+        )?;
+        let mut rows = stmt.query(params![after_key, sql_int(limit)])?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let id: String = row.get(1)?;
+            let tree = decode_tree(&id, &row.get::<_, Vec<u8>>(2)?)?;
+            out.push((row.get(0)?, id, tree));
+        }
+        Ok(out)
+    }
+
+    fn set_tree(&self, key: i64, tree: &RevTree) -> Result<(), StoreError> {
+        self.prepare_cached("UPDATE docs SET tree = ?2 WHERE doc_key = ?1")?
+            .execute(params![key, tree.encode()])?;
+        Ok(())
+    }
+
+    fn referenced_digests(&self) -> Result<HashSet<String>, StoreError> {
+        let mut referenced = HashSet::new();
+        let mut stmt = self.prepare("SELECT atts FROM revs WHERE atts IS NOT NULL")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let text: String = row.get(0)?;
+            for (_, meta) in attachments::decode_atts(Some(&text))? {
+                referenced.insert(meta.digest);
+            }
+        }
+        Ok(referenced)
+    }
+
+    fn blobs(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        Ok(self
+            .prepare("SELECT digest, blob_id FROM att_blobs")?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?)
+    }
+
+    fn delete_blob(&self, digest: &str, blob: i64) -> Result<(), StoreError> {
+        self.execute("DELETE FROM att_chunks WHERE blob_id = ?1", [blob])?;
+        self.execute("DELETE FROM att_blobs WHERE digest = ?1", [digest])?;
+        Ok(())
+    }
+
+    fn delete_unfiled_chunks(&self) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM att_chunks WHERE blob_id NOT IN (SELECT blob_id FROM att_blobs)",
+            [],
+        )?;
+        Ok(())
+    }
+
+    fn reclaim_space(&self) -> Result<(), StoreError> {
+        // Each step of the statement frees one page: step it to the end
+        // (run once, as a batch, it frees a single page).
+        let mut vacuum = self.prepare("PRAGMA incremental_vacuum")?;
+        let mut steps = vacuum.query([])?;
+        while steps.next()?.is_some() {}
+        Ok(())
     }
 }
