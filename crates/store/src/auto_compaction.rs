@@ -65,7 +65,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         // Most written databases are small: their file says so without
         // opening them.
-        if self.file_len(name) < settings.min_file_size {
+        if self.file_len(name).await < settings.min_file_size {
             return Ok(());
         }
         let db = match self.db(name).await {

@@ -25,7 +25,7 @@ use revtree::{RevId, RevTree};
 
 use crate::StoreError;
 pub use crate::attachments::{Attachments, CHUNK_SIZE, decode_atts, encode_atts, new_blob_id};
-pub use crate::body::StoredBody;
+pub use crate::body::{StoredBody, snappy_text};
 pub use crate::compaction::Garbage;
 pub use crate::writer::DbState;
 
@@ -296,10 +296,33 @@ pub trait DbBackend: Send + Sync {
     fn sync(&self) -> Result<(), StoreError>;
     /// Drops pooled connections: the database is being closed or deleted.
     fn close(&self);
+    /// Where other processes write the same database (other nodes on one
+    /// PostgreSQL), calls `listener` for each change they commit, so that
+    /// changes feeds wake and caches are dropped. A backend only this
+    /// process writes has nothing to report.
+    fn listen(&self, listener: ChangeListener) {
+        let _ = listener;
+    }
     /// The backend itself, for the store's own tests of its rows.
     #[cfg(test)]
     fn as_any(&self) -> &dyn std::any::Any;
 }
+
+/// What another process changed in a database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteChange {
+    /// A commit moved the update sequence to `update_seq`; it changed a
+    /// design document when `design_changed`.
+    Committed {
+        update_seq: u64,
+        design_changed: bool,
+    },
+    /// The `_security` object was replaced.
+    Security,
+}
+
+/// Called with each [`RemoteChange`] of one database.
+pub type ChangeListener = std::sync::Arc<dyn Fn(RemoteChange) + Send + Sync>;
 
 /// The writer thread's connection to a database.
 pub trait WriteSession: Send {

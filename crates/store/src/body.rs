@@ -77,6 +77,14 @@ impl ToSql for StoredBody {
     }
 }
 
+/// The JSON text of a body stored Snappy-compressed ([`StoredBody::Snappy`]).
+pub fn snappy_text(data: &[u8]) -> Result<String, StoreError> {
+    let bytes = snap::raw::Decoder::new()
+        .decompress_vec(data)
+        .map_err(|e| corrupt(e.to_string()))?;
+    String::from_utf8(bytes).map_err(|e| corrupt(e.to_string()))
+}
+
 fn corrupt(detail: String) -> StoreError {
     StoreError::Corrupt {
         db: String::new(),

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use crate::backend::{DbBackend, ReadRows};
+use crate::backend::{DbBackend, ReadRows, RemoteChange};
 use crate::writer::{TypedJob, WriteCtx, WriterConfig, WriterHandle};
 use crate::{StoreError, StoreOptions};
 
@@ -136,7 +136,7 @@ impl Database {
             },
             update_seq,
         );
-        Ok(Database {
+        let db = Database {
             inner: Arc::new(DbInner {
                 name: name.to_string(),
                 backend,
@@ -154,7 +154,26 @@ impl Database {
                 security: Mutex::new(None),
                 partitioned,
             }),
-        })
+        };
+        // Weak: the backend holding the listener must not keep the
+        // database alive (nor count as a holder of it).
+        let weak = Arc::downgrade(&db.inner);
+        db.inner.backend.listen(Arc::new(move |change| {
+            if let Some(inner) = weak.upgrade() {
+                match change {
+                    RemoteChange::Committed {
+                        update_seq,
+                        design_changed,
+                    } => inner.writer.remote_commit(update_seq, design_changed),
+                    RemoteChange::Security => {
+                        if let Ok(mut cache) = inner.security.lock() {
+                            *cache = None;
+                        }
+                    }
+                }
+            }
+        }));
+        Ok(db)
     }
 
     pub fn name(&self) -> &str {

@@ -531,8 +531,11 @@ impl Store {
 
     /// The size of a database's file and its write-ahead log (where recent
     /// writes are until a checkpoint); 0 when it has none.
-    pub(crate) fn file_len(&self, name: &str) -> u64 {
-        self.inner.backend.db_size(name)
+    pub(crate) async fn file_len(&self, name: &str) -> u64 {
+        let name = name.to_string();
+        self.blocking(move |store| Ok(store.inner.backend.db_size(&name)))
+            .await
+            .unwrap_or(0)
     }
 
     fn check_name(name: &str) -> Result<(), StoreError> {

@@ -298,6 +298,17 @@ impl WriterHandle {
         }
     }
 
+    /// Takes a commit another process made: wakes feeds, and moves the
+    /// design generation when it changed a design document.
+    pub(crate) fn remote_commit(&self, update_seq: u64, design_changed: bool) {
+        if design_changed {
+            self.shared
+                .design_generation
+                .store(new_design_generation(), Ordering::Release);
+        }
+        self.shared.publish(update_seq);
+    }
+
     /// Queues a write of `weight` documents, waiting for room first, and
     /// starts a writer thread if none runs.
     pub(crate) async fn submit(&self, weight: usize, job: Box<dyn WriteJob>) -> Result<(), Closed> {
@@ -439,9 +450,13 @@ impl Shared {
     /// Wakes changes feeds when the committed update sequence moved.
     fn publish(&self, update_seq: u64) {
         if let Some(tx) = lock(&self.seq_tx).as_ref() {
+            // Only forward: another node's commit may be reported after
+            // a later one of this node.
             let moved = tx.send_if_modified(|seq| {
-                let changed = *seq != update_seq;
-                *seq = update_seq;
+                let changed = update_seq > *seq;
+                if changed {
+                    *seq = update_seq;
+                }
                 changed
             });
             if moved {

@@ -72,7 +72,7 @@ async fn identity_and_data_survive_reopening_the_store() {
     let (uuid, start) = (db.uuid().to_string(), db.instance_start_time().to_string());
     t.store.close_all().await;
 
-    let reopened = Store::open(&t.dir).unwrap();
+    let reopened = t.reopen(Default::default());
     let db = reopened.db("keep").await.unwrap();
     assert_eq!(db.uuid(), uuid);
     assert_eq!(

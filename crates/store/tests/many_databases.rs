@@ -68,7 +68,7 @@ fn small_store() -> (TempStore, Store) {
         durability: store::Durability::Normal,
         ..StoreOptions::default()
     };
-    let store = Store::open_with(&t.dir, options).unwrap();
+    let store = t.reopen(options);
     (t, store)
 }
 
@@ -276,6 +276,14 @@ fn closed_databases_keep_their_log_files_and_reopen_with_their_data() {
             db.bulk_docs(vec![doc(json!({"_id": "d", "i": i}))], true)
                 .await
                 .unwrap();
+        }
+        if t.is_postgres() {
+            // No files: what is left to check is the data after reopening.
+            for i in 0..LIMIT * 2 {
+                let db = store.db(&name(i)).await.unwrap();
+                assert_eq!(get(&db, "d").await["i"], i);
+            }
+            return;
         }
         // The first half was closed to make room for the second.
         let first = t.dir.join(store::name::file_name(&name(0)));

@@ -8,18 +8,61 @@ use std::path::PathBuf;
 use serde_json::Value;
 use store::{Database, DocInput, DocWriteResult, Store};
 
-/// A store in a fresh temporary folder, removed on drop.
+/// A store in a fresh temporary folder, removed on drop: on SQLite, or on
+/// PostgreSQL when `RECLINER_TEST_POSTGRES` holds a server's URL (each
+/// store then gets a schema of its own, dropped on drop). Every test of
+/// this suite runs against both backends: `cargo xtask test` runs it twice.
 pub struct TempStore {
     pub store: Store,
     pub dir: PathBuf,
+    schema: Option<(String, String)>,
 }
 
 impl TempStore {
     pub fn new() -> TempStore {
-        let dir =
-            std::env::temp_dir().join(format!("recliner-store-{}", uuid::Uuid::new_v4().simple()));
-        let store = Store::open(&dir).unwrap();
-        TempStore { store, dir }
+        TempStore::with_options(store::StoreOptions::default())
+    }
+
+    pub fn with_options(options: store::StoreOptions) -> TempStore {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let dir = std::env::temp_dir().join(format!("recliner-store-{id}"));
+        match std::env::var("RECLINER_TEST_POSTGRES") {
+            Ok(url) if !url.is_empty() => {
+                let schema = format!("t_{id}");
+                let backend =
+                    store_postgres::PostgresStore::connect_in_schema(&url, &schema, dir.clone())
+                        .unwrap();
+                let store = Store::with_backend(dir.clone(), std::sync::Arc::new(backend), options);
+                TempStore {
+                    store,
+                    dir,
+                    schema: Some((url, schema)),
+                }
+            }
+            _ => TempStore {
+                store: Store::open_with(&dir, options).unwrap(),
+                dir,
+                schema: None,
+            },
+        }
+    }
+
+    /// Another store on the same databases (a restart, or a second node).
+    pub fn reopen(&self, options: store::StoreOptions) -> Store {
+        match &self.schema {
+            Some((url, schema)) => {
+                let backend =
+                    store_postgres::PostgresStore::connect_in_schema(url, schema, self.dir.clone())
+                        .unwrap();
+                Store::with_backend(self.dir.clone(), std::sync::Arc::new(backend), options)
+            }
+            None => Store::open_with(&self.dir, options).unwrap(),
+        }
+    }
+
+    /// Whether the store is on PostgreSQL (for what only SQLite has: files).
+    pub fn is_postgres(&self) -> bool {
+        self.schema.is_some()
     }
 
     pub async fn db(&self, name: &str) -> Database {
@@ -30,6 +73,9 @@ impl TempStore {
 impl Drop for TempStore {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some((url, schema)) = &self.schema {
+            let _ = store_postgres::drop_schema(url, schema);
+        }
     }
 }
 

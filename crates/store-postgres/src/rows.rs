@@ -1,0 +1,827 @@
+//! The store's rows in PostgreSQL: what the rules read and write, for the
+//! writer (inside its transaction) and readers (inside a snapshot).
+//!
+//! Scans (changes, `_all_docs`) read in pages of [`SCAN_PAGE`] rows and
+//! hand each row on: the rules may ask for more rows while they handle one,
+//! which a connection cannot do in the middle of a result, and memory stays
+//! bounded however long the feed.
+
+use std::cell::RefCell;
+use std::collections::HashSet;
+use std::ops::Bound;
+
+use postgres::Row;
+use postgres::types::ToSql;
+use revtree::{RevId, RevTree};
+use store::backend::{
+    Attachments, CHUNK_SIZE, DbCounts, DocRow, DocUpdate, IdPage, LocalDocRow, PurgeInfoRow,
+    ReadRows, RevisionRef, RowVisitor, StorageSizes, StoredBody, StoredDoc, WriteRows, decode_atts,
+    decode_tree, encode_atts, new_blob_id, snappy_text,
+};
+use store::{PartitionInfo, StoreError, digest_of, partition_range};
+
+use crate::conn::{PgConn, pg};
+
+/// Rows read per query of a scan.
+const SCAN_PAGE: u64 = 500;
+
+/// One database's rows over one connection (in a transaction its owner began).
+pub(crate) struct PgRows<'a> {
+    conn: RefCell<&'a mut PgConn>,
+    db_id: i64,
+    name: &'a str,
+    /// Where commits are announced (`crate::listener`).
+    channel: &'a str,
+}
+
+/// A query's arguments, built alongside its text.
+type Args = Vec<Box<dyn ToSql + Sync>>;
+
+fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn get<'r, T: postgres::types::FromSql<'r>>(row: &'r Row, index: usize) -> Result<T, StoreError> {
+    row.try_get(index).map_err(pg)
+}
+
+/// A body as stored, as JSON text.
+fn body_text(body: Vec<u8>, snappy: bool) -> Result<String, StoreError> {
+    if snappy {
+        snappy_text(&body)
+    } else {
+        String::from_utf8(body).map_err(|e| StoreError::Corrupt {
+            db: String::new(),
+            detail: format!("revision body: {e}"),
+        })
+    }
+}
+
+/// `docs` columns a [`DocRow`] is read from, with the winner's body or without.
+fn doc_columns(with_bodies: bool) -> &'static str {
+    if with_bodies {
+        "d.id, d.doc_key, d.seq, d.tree, d.winner, d.winner_row, r.body, r.snappy, r.atts
+         FROM recliner_docs d LEFT JOIN recliner_revs r ON r.row = d.winner_row"
+    } else {
+        "d.id, d.doc_key, d.seq, d.tree, d.winner, d.winner_row FROM recliner_docs d"
+    }
+}
+
+fn doc_row(row: &Row, with_body: bool) -> Result<(String, DocRow), StoreError> {
+    let id: String = get(row, 0)?;
+    let tree: Vec<u8> = get(row, 3)?;
+    let winner_body = if with_body {
+        match get::<Option<Vec<u8>>>(row, 6)? {
+            Some(body) => Some((body_text(body, get(row, 7)?)?, get(row, 8)?)),
+            None => None,
+        }
+    } else {
+        None
+    };
+    let doc = DocRow {
+        key: get(row, 1)?,
+        seq: get::<i64>(row, 2)?.max(0) as u64,
+        tree: decode_tree(&id, &tree)?,
+        winner: get(row, 4)?,
+        winner_row: get(row, 5)?,
+        winner_body,
+    };
+    Ok((id, doc))
+}
+
+/// ` AND {column} >= $n` and the like for a bound, its argument added to `args`.
+fn bound_sql(
+    column: &str,
+    bound: &Bound<String>,
+    incl: &str,
+    excl: &str,
+    args: &mut Args,
+) -> String {
+    match bound {
+        Bound::Included(k) => {
+            args.push(Box::new(k.clone()));
+            format!(" AND {column} {incl} ${}", args.len())
+        }
+        Bound::Excluded(k) => {
+            args.push(Box::new(k.clone()));
+            format!(" AND {column} {excl} ${}", args.len())
+        }
+        Bound::Unbounded => String::new(),
+    }
+}
+
+fn range_sql(column: &str, lo: &Bound<String>, hi: &Bound<String>, args: &mut Args) -> String {
+    let mut sql = bound_sql(column, lo, ">=", ">", args);
+    sql.push_str(&bound_sql(column, hi, "<=", "<", args));
+    sql
+}
+
+fn refs(args: &Args) -> Vec<&(dyn ToSql + Sync)> {
+    args.iter()
+        .map(|a| a.as_ref() as &(dyn ToSql + Sync))
+        .collect()
+}
+
+impl<'a> PgRows<'a> {
+    pub(crate) fn new(
+        conn: &'a mut PgConn,
+        db_id: i64,
+        name: &'a str,
+        channel: &'a str,
+    ) -> PgRows<'a> {
+        PgRows {
+            conn: RefCell::new(conn),
+            db_id,
+            name,
+            channel,
+        }
+    }
+
+    fn notify(&self, payload: &str) -> Result<(), StoreError> {
+        self.execute("SELECT pg_notify($1, $2)", &[&self.channel, &payload])?;
+        Ok(())
+    }
+
+    /// Statements without parameters (savepoints).
+    pub(crate) fn batch(&self, sql: &str) -> Result<(), StoreError> {
+        self.conn.borrow_mut().batch(sql)
+    }
+
+    /// Writes the counters back and tells every node the database moved
+    /// (delivered when the transaction commits).
+    pub(crate) fn save_state(&self, state: &store::backend::DbState) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE recliner_dbs SET update_seq = $2, purge_seq = $3, doc_count = $4,
+             doc_del_count = $5, external_size = $6, next_doc_key = $7 WHERE db_id = $1",
+            &[
+                &self.db_id,
+                &int(state.update_seq),
+                &int(state.purge_seq),
+                &int(state.doc_count),
+                &int(state.doc_del_count),
+                &state.external_size,
+                &state.next_doc_key,
+            ],
+        )?;
+        let design = if state.design_changed { "design" } else { "-" };
+        let payload = format!("{} {} {design}", self.db_id, state.update_seq);
+        self.notify(&payload)
+    }
+
+    fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+        self.conn.borrow_mut().query(sql, params)
+    }
+
+    fn query_opt(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, StoreError> {
+        self.conn.borrow_mut().query_opt(sql, params)
+    }
+
+    fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        self.conn.borrow_mut().execute(sql, params)
+    }
+
+    /// Runs `sql` (with `$1` the database) and collects its rows' first column.
+    fn count(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+        let row = self.conn.borrow_mut().query_one(sql, params)?;
+        Ok(get::<i64>(&row, 0)?.max(0) as u64)
+    }
+
+    fn blob_id(&self, digest: &str) -> Result<Option<i64>, StoreError> {
+        self.query_opt(
+            "SELECT blob_id FROM recliner_blobs WHERE db_id = $1 AND digest = $2",
+            &[&self.db_id, &digest],
+        )?
+        .map(|row| get(&row, 0))
+        .transpose()
+    }
+
+    fn atts_of(&self, key: i64, rev: &RevId) -> Result<Option<Option<String>>, StoreError> {
+        self.query_opt(
+            "SELECT atts FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND rev = $3",
+            &[&self.db_id, &key, &rev.to_string()],
+        )?
+        .map(|row| get(&row, 0))
+        .transpose()
+    }
+
+    fn read_blob(&self, digest: &str) -> Result<Vec<u8>, StoreError> {
+        let Some(id) = self.blob_id(digest)? else {
+            return Err(StoreError::Corrupt {
+                db: self.name.to_string(),
+                detail: format!("attachment {digest} is not stored"),
+            });
+        };
+        let mut out = Vec::new();
+        for row in self.query(
+            "SELECT data FROM recliner_chunks WHERE db_id = $1 AND blob_id = $2 ORDER BY idx",
+            &[&self.db_id, &id],
+        )? {
+            out.extend_from_slice(&get::<Vec<u8>>(&row, 0)?);
+        }
+        Ok(out)
+    }
+
+    fn get_meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.query_opt(
+            "SELECT value FROM recliner_meta WHERE db_id = $1 AND key = $2",
+            &[&self.db_id, &key],
+        )?
+        .map(|row| get(&row, 0))
+        .transpose()
+    }
+
+    fn partition(&self, partition: &str) -> Result<PartitionInfo, StoreError> {
+        let (start, end) = partition_range(partition);
+        let row = self.conn.borrow_mut().query_one(
+            "SELECT count(*) FILTER (WHERE NOT d.deleted), count(*) FILTER (WHERE d.deleted),
+                    COALESCE(sum(r.body_len) FILTER (WHERE NOT d.deleted), 0)::bigint
+             FROM recliner_docs d JOIN recliner_revs r ON r.row = d.winner_row
+             WHERE d.db_id = $1 AND d.id >= $2 AND d.id < $3",
+            &[&self.db_id, &start, &end],
+        )?;
+        Ok(PartitionInfo {
+            doc_count: get::<i64>(&row, 0)?.max(0) as u64,
+            doc_del_count: get::<i64>(&row, 1)?.max(0) as u64,
+            external_size: get::<i64>(&row, 2)?.max(0) as u64,
+        })
+    }
+
+    /// One page of live documents: within the bounds, skipping `skip`.
+    fn live_page(
+        &self,
+        lo: &Bound<String>,
+        hi: &Bound<String>,
+        descending: bool,
+        skip: u64,
+        limit: u64,
+        with_bodies: bool,
+    ) -> Result<Vec<(String, DocRow)>, StoreError> {
+        let mut args: Args = vec![Box::new(self.db_id)];
+        let filter = range_sql("d.id", lo, hi, &mut args);
+        let order = if descending { "DESC" } else { "ASC" };
+        args.push(Box::new(int(limit)));
+        let limit_arg = args.len();
+        args.push(Box::new(int(skip)));
+        let skip_arg = args.len();
+        let sql = format!(
+            "SELECT {} WHERE d.db_id = $1 AND NOT d.deleted{filter}
+             ORDER BY d.id {order} LIMIT ${limit_arg} OFFSET ${skip_arg}",
+            doc_columns(with_bodies)
+        );
+        self.query(&sql, &refs(&args))?
+            .iter()
+            .map(|row| doc_row(row, with_bodies))
+            .collect()
+    }
+}
+
+impl WriteRows for PgRows<'_> {
+    fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StoreError> {
+        let Some(row) = self.query_opt(
+            "SELECT d.doc_key, d.tree, d.deleted, r.body_len
+             FROM recliner_docs d LEFT JOIN recliner_revs r ON r.row = d.winner_row
+             WHERE d.db_id = $1 AND d.id = $2",
+            &[&self.db_id, &id],
+        )?
+        else {
+            return Ok(None);
+        };
+        let tree: Vec<u8> = get(&row, 1)?;
+        let deleted: bool = get(&row, 2)?;
+        let body_len: Option<i64> = get(&row, 3)?;
+        Ok(Some(StoredDoc {
+            key: get(&row, 0)?,
+            tree: decode_tree(id, &tree)?,
+            live_body_len: (!deleted).then_some(body_len.unwrap_or(0)),
+        }))
+    }
+
+    fn revision_attachments(&self, key: i64, rev: &RevId) -> Result<Attachments, StoreError> {
+        decode_atts(self.atts_of(key, rev)?.flatten().as_deref())
+    }
+
+    fn every_revision_attachments(&self, key: i64) -> Result<Vec<Attachments>, StoreError> {
+        self.query(
+            "SELECT atts FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND atts IS NOT NULL",
+            &[&self.db_id, &key],
+        )?
+        .iter()
+        .map(|row| decode_atts(Some(&get::<String>(row, 0)?)))
+        .collect()
+    }
+
+    fn write_revision(
+        &self,
+        key: i64,
+        rev: &RevId,
+        body: &StoredBody,
+        atts: &Attachments,
+    ) -> Result<RevisionRef, StoreError> {
+        let (bytes, snappy): (&[u8], bool) = match body {
+            StoredBody::Text(text) => (text.as_bytes(), false),
+            StoredBody::Snappy { data, .. } => (data, true),
+        };
+        let body_len = body.text_len();
+        let atts = encode_atts(atts);
+        // A revision known until now without its body gets it.
+        let row = self.conn.borrow_mut().query_one(
+            "INSERT INTO recliner_revs (db_id, doc_key, rev, body, snappy, body_len, atts)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)
+             ON CONFLICT (db_id, doc_key, rev) DO UPDATE
+             SET body = EXCLUDED.body, snappy = EXCLUDED.snappy,
+                 body_len = EXCLUDED.body_len, atts = EXCLUDED.atts
+             RETURNING row",
+            &[
+                &self.db_id,
+                &key,
+                &rev.to_string(),
+                &bytes,
+                &snappy,
+                &body_len,
+                &atts,
+            ],
+        )?;
+        Ok(RevisionRef {
+            row: get(&row, 0)?,
+            body_len,
+        })
+    }
+
+    fn revision_ref(&self, key: i64, rev: &RevId) -> Result<Option<RevisionRef>, StoreError> {
+        self.query_opt(
+            "SELECT row, body_len FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND rev = $3",
+            &[&self.db_id, &key, &rev.to_string()],
+        )?
+        .map(|row| {
+            Ok(RevisionRef {
+                row: get(&row, 0)?,
+                body_len: get(&row, 1)?,
+            })
+        })
+        .transpose()
+    }
+
+    fn drop_revision(&self, key: i64, rev: &RevId) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND rev = $3",
+            &[&self.db_id, &key, &rev.to_string()],
+        )?;
+        Ok(())
+    }
+
+    fn write_doc(&self, u: &DocUpdate<'_>) -> Result<(), StoreError> {
+        let winner = u.winner.to_string();
+        let seq = int(u.seq);
+        let tree = u.tree.encode();
+        if u.is_new {
+            self.execute(
+                "INSERT INTO recliner_docs (db_id, doc_key, id, seq, winner, deleted, winner_row, tree)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                &[&self.db_id, &u.key, &u.id, &seq, &winner, &u.deleted, &u.winner_row, &tree],
+            )?;
+        } else {
+            self.execute(
+                "UPDATE recliner_docs SET seq = $3, winner = $4, deleted = $5, winner_row = $6, tree = $7
+                 WHERE db_id = $1 AND doc_key = $2",
+                &[&self.db_id, &u.key, &seq, &winner, &u.deleted, &u.winner_row, &tree],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn put_blob(&self, data: &[u8]) -> Result<String, StoreError> {
+        let digest = digest_of(data);
+        if self.blob_id(&digest)?.is_some() {
+            return Ok(digest);
+        }
+        let id = new_blob_id();
+        for (i, chunk) in data.chunks(CHUNK_SIZE).enumerate() {
+            self.put_chunk(id, i as u64, chunk)?;
+        }
+        self.execute(
+            "INSERT INTO recliner_blobs (db_id, digest, blob_id, length) VALUES ($1, $2, $3, $4)",
+            &[&self.db_id, &digest, &id, &(data.len() as i64)],
+        )?;
+        Ok(digest)
+    }
+
+    fn has_blob(&self, digest: &str) -> Result<bool, StoreError> {
+        Ok(self.blob_id(digest)?.is_some())
+    }
+
+    fn blob(&self, digest: &str) -> Result<Vec<u8>, StoreError> {
+        self.read_blob(digest)
+    }
+
+    fn partition_size(&self, partition: &str) -> Result<u64, StoreError> {
+        Ok(self.partition(partition)?.external_size)
+    }
+
+    fn put_local(&self, id: &str, rev: u64, body: &str) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO recliner_local (db_id, id, rev, body) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (db_id, id) DO UPDATE SET rev = EXCLUDED.rev, body = EXCLUDED.body",
+            &[&self.db_id, &id, &int(rev), &body],
+        )?;
+        Ok(())
+    }
+
+    fn delete_local(&self, id: &str) -> Result<bool, StoreError> {
+        let removed = self.execute(
+            "DELETE FROM recliner_local WHERE db_id = $1 AND id = $2",
+            &[&self.db_id, &id],
+        )?;
+        Ok(removed > 0)
+    }
+
+    fn delete_doc(&self, key: i64) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM recliner_revs WHERE db_id = $1 AND doc_key = $2",
+            &[&self.db_id, &key],
+        )?;
+        self.execute(
+            "DELETE FROM recliner_docs WHERE db_id = $1 AND doc_key = $2",
+            &[&self.db_id, &key],
+        )?;
+        Ok(())
+    }
+
+    fn record_purge(&self, info: &PurgeInfoRow) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO recliner_purges (db_id, purge_seq, uuid, doc_id, revs) VALUES ($1, $2, $3, $4, $5)",
+            &[&self.db_id, &int(info.purge_seq), &info.uuid, &info.id, &info.revs],
+        )?;
+        Ok(())
+    }
+
+    fn drop_purge_infos_through(&self, purge_seq: u64) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM recliner_purges WHERE db_id = $1 AND purge_seq <= $2",
+            &[&self.db_id, &int(purge_seq)],
+        )?;
+        Ok(())
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.get_meta(key)
+    }
+
+    fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO recliner_meta (db_id, key, value) VALUES ($1, $2, $3)
+             ON CONFLICT (db_id, key) DO UPDATE SET value = EXCLUDED.value",
+            &[&self.db_id, &key, &value],
+        )?;
+        if key == "security" {
+            // Every node caches `_security`: tell them all.
+            let payload = format!("{} security", self.db_id);
+            self.notify(&payload)?;
+        }
+        Ok(())
+    }
+
+    fn put_chunk(&self, blob: i64, index: u64, data: &[u8]) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO recliner_chunks (db_id, blob_id, idx, data) VALUES ($1, $2, $3, $4)",
+            &[&self.db_id, &blob, &int(index), &data],
+        )?;
+        Ok(())
+    }
+
+    fn file_blob(&self, digest: &str, blob: i64, length: u64) -> Result<(), StoreError> {
+        if self.blob_id(digest)?.is_some() {
+            self.execute(
+                "DELETE FROM recliner_chunks WHERE db_id = $1 AND blob_id = $2",
+                &[&self.db_id, &blob],
+            )?;
+        } else {
+            self.execute(
+                "INSERT INTO recliner_blobs (db_id, digest, blob_id, length) VALUES ($1, $2, $3, $4)",
+                &[&self.db_id, &digest, &blob, &int(length)],
+            )?;
+        }
+        Ok(())
+    }
+
+    fn docs_after(
+        &self,
+        after_key: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, String, RevTree)>, StoreError> {
+        self.query(
+            "SELECT doc_key, id, tree FROM recliner_docs WHERE db_id = $1 AND doc_key > $2
+             ORDER BY doc_key LIMIT $3",
+            &[&self.db_id, &after_key, &int(limit)],
+        )?
+        .iter()
+        .map(|row| {
+            let id: String = get(row, 1)?;
+            let tree = decode_tree(&id, &get::<Vec<u8>>(row, 2)?)?;
+            Ok((get(row, 0)?, id, tree))
+        })
+        .collect()
+    }
+
+    fn set_tree(&self, key: i64, tree: &RevTree) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE recliner_docs SET tree = $3 WHERE db_id = $1 AND doc_key = $2",
+            &[&self.db_id, &key, &tree.encode()],
+        )?;
+        Ok(())
+    }
+
+    fn referenced_digests(&self) -> Result<HashSet<String>, StoreError> {
+        let mut referenced = HashSet::new();
+        for row in self.query(
+            "SELECT atts FROM recliner_revs WHERE db_id = $1 AND atts IS NOT NULL",
+            &[&self.db_id],
+        )? {
+            for (_, meta) in decode_atts(Some(&get::<String>(&row, 0)?))? {
+                referenced.insert(meta.digest);
+            }
+        }
+        Ok(referenced)
+    }
+
+    fn blobs(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        self.query(
+            "SELECT digest, blob_id FROM recliner_blobs WHERE db_id = $1",
+            &[&self.db_id],
+        )?
+        .iter()
+        .map(|row| Ok((get(row, 0)?, get(row, 1)?)))
+        .collect()
+    }
+
+    fn delete_blob(&self, digest: &str, blob: i64) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM recliner_chunks WHERE db_id = $1 AND blob_id = $2",
+            &[&self.db_id, &blob],
+        )?;
+        self.execute(
+            "DELETE FROM recliner_blobs WHERE db_id = $1 AND digest = $2",
+            &[&self.db_id, &digest],
+        )?;
+        Ok(())
+    }
+
+    fn delete_unfiled_chunks(&self) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM recliner_chunks c WHERE c.db_id = $1 AND NOT EXISTS
+             (SELECT 1 FROM recliner_blobs b WHERE b.db_id = c.db_id AND b.blob_id = c.blob_id)",
+            &[&self.db_id],
+        )?;
+        Ok(())
+    }
+
+    fn reclaim_space(&self) -> Result<(), StoreError> {
+        // PostgreSQL's autovacuum reuses the space of deleted rows.
+        Ok(())
+    }
+}
+
+impl ReadRows for PgRows<'_> {
+    fn doc_row(&self, id: &str) -> Result<Option<DocRow>, StoreError> {
+        let sql = format!(
+            "SELECT {} WHERE d.db_id = $1 AND d.id = $2",
+            doc_columns(false)
+        );
+        self.query_opt(&sql, &[&self.db_id, &id])?
+            .map(|row| Ok(doc_row(&row, false)?.1))
+            .transpose()
+    }
+
+    fn revision_body(
+        &self,
+        row: &DocRow,
+        rev: &RevId,
+    ) -> Result<Option<(String, Option<String>)>, StoreError> {
+        let rev_text = rev.to_string();
+        let found = if row.winner_row != 0 && rev_text == row.winner {
+            self.query_opt(
+                "SELECT body, snappy, atts FROM recliner_revs WHERE row = $1",
+                &[&row.winner_row],
+            )?
+        } else {
+            self.query_opt(
+                "SELECT body, snappy, atts FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND rev = $3",
+                &[&self.db_id, &row.key, &rev_text],
+            )?
+        };
+        found
+            .map(|r| Ok((body_text(get(&r, 0)?, get(&r, 1)?)?, get(&r, 2)?)))
+            .transpose()
+    }
+
+    fn blob(&self, digest: &str) -> Result<Vec<u8>, StoreError> {
+        self.read_blob(digest)
+    }
+
+    fn counts(&self) -> Result<DbCounts, StoreError> {
+        let row = self
+            .query_opt(
+                "SELECT doc_count, doc_del_count, update_seq, purge_seq, external_size
+                 FROM recliner_dbs WHERE db_id = $1",
+                &[&self.db_id],
+            )?
+            .ok_or_else(|| StoreError::DbNotFound(self.name.to_string()))?;
+        Ok(DbCounts {
+            doc_count: get::<i64>(&row, 0)?.max(0) as u64,
+            doc_del_count: get::<i64>(&row, 1)?.max(0) as u64,
+            update_seq: get::<i64>(&row, 2)?.max(0) as u64,
+            purge_seq: get::<i64>(&row, 3)?.max(0) as u64,
+            external_size: get(&row, 4)?,
+        })
+    }
+
+    fn changes(
+        &self,
+        since: u64,
+        descending: bool,
+        limit: u64,
+        with_bodies: bool,
+        each: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let columns = doc_columns(with_bodies);
+        let sql = if descending {
+            format!(
+                "SELECT {columns} WHERE d.db_id = $1 AND ($2::bigint = 0 OR d.seq < $2) ORDER BY d.seq DESC LIMIT $3"
+            )
+        } else {
+            format!("SELECT {columns} WHERE d.db_id = $1 AND d.seq > $2 ORDER BY d.seq LIMIT $3")
+        };
+        let (mut from, mut left) = (int(since), limit);
+        while left > 0 {
+            let page = left.min(SCAN_PAGE);
+            let rows = self.query(&sql, &[&self.db_id, &from, &int(page)])?;
+            let got = rows.len() as u64;
+            for row in &rows {
+                let (id, doc) = doc_row(row, with_bodies)?;
+                from = int(doc.seq);
+                each(id, doc)?;
+            }
+            if got < page {
+                break;
+            }
+            left -= got;
+        }
+        Ok(())
+    }
+
+    fn count_changes_after(&self, seq: u64) -> Result<u64, StoreError> {
+        self.count(
+            "SELECT count(*) FROM recliner_docs WHERE db_id = $1 AND seq > $2",
+            &[&self.db_id, &int(seq)],
+        )
+    }
+
+    fn count_live(&self, lo: &Bound<String>, hi: &Bound<String>) -> Result<u64, StoreError> {
+        let mut args: Args = vec![Box::new(self.db_id)];
+        let filter = range_sql("id", lo, hi, &mut args);
+        let sql =
+            format!("SELECT count(*) FROM recliner_docs WHERE db_id = $1 AND NOT deleted{filter}");
+        self.count(&sql, &refs(&args))
+    }
+
+    fn live_docs(&self, page: &IdPage<'_>, each: &mut RowVisitor<'_>) -> Result<(), StoreError> {
+        let (mut lo, mut hi) = (page.lo.clone(), page.hi.clone());
+        let (mut skip, mut left) = (page.skip, page.limit);
+        while left > 0 {
+            let want = left.min(SCAN_PAGE);
+            let rows = self.live_page(&lo, &hi, page.descending, skip, want, page.with_bodies)?;
+            let got = rows.len() as u64;
+            skip = 0;
+            for (id, doc) in rows {
+                // The next page starts past the last id seen.
+                if page.descending {
+                    hi = Bound::Excluded(id.clone());
+                } else {
+                    lo = Bound::Excluded(id.clone());
+                }
+                each(id, doc)?;
+            }
+            if got < want {
+                break;
+            }
+            left -= got;
+        }
+        Ok(())
+    }
+
+    fn local_doc(&self, id: &str) -> Result<Option<LocalDocRow>, StoreError> {
+        self.query_opt(
+            "SELECT rev, body FROM recliner_local WHERE db_id = $1 AND id = $2",
+            &[&self.db_id, &id],
+        )?
+        .map(|row| {
+            Ok(LocalDocRow {
+                id: id.to_string(),
+                rev: get::<i64>(&row, 0)?.max(0) as u64,
+                body: get(&row, 1)?,
+            })
+        })
+        .transpose()
+    }
+
+    fn local_docs(&self, page: &IdPage<'_>) -> Result<Vec<LocalDocRow>, StoreError> {
+        let mut args: Args = vec![Box::new(self.db_id)];
+        let filter = range_sql("id", page.lo, page.hi, &mut args);
+        let order = if page.descending { "DESC" } else { "ASC" };
+        args.push(Box::new(int(page.limit)));
+        let limit_arg = args.len();
+        args.push(Box::new(int(page.skip)));
+        let skip_arg = args.len();
+        let sql = format!(
+            "SELECT id, rev, body FROM recliner_local WHERE db_id = $1{filter}
+             ORDER BY id {order} LIMIT ${limit_arg} OFFSET ${skip_arg}"
+        );
+        self.query(&sql, &refs(&args))?
+            .iter()
+            .map(|row| {
+                Ok(LocalDocRow {
+                    id: get(row, 0)?,
+                    rev: get::<i64>(row, 1)?.max(0) as u64,
+                    body: get(row, 2)?,
+                })
+            })
+            .collect()
+    }
+
+    fn purge_infos(&self) -> Result<Vec<PurgeInfoRow>, StoreError> {
+        self.query(
+            "SELECT purge_seq, uuid, doc_id, revs FROM recliner_purges WHERE db_id = $1 ORDER BY purge_seq",
+            &[&self.db_id],
+        )?
+        .iter()
+        .map(|row| {
+            Ok(PurgeInfoRow {
+                purge_seq: get::<i64>(row, 0)?.max(0) as u64,
+                uuid: get(row, 1)?,
+                id: get(row, 2)?,
+                revs: get(row, 3)?,
+            })
+        })
+        .collect()
+    }
+
+    fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.get_meta(key)
+    }
+
+    fn revision_attachments(
+        &self,
+        key: i64,
+        rev: &RevId,
+    ) -> Result<Option<Attachments>, StoreError> {
+        self.atts_of(key, rev)?
+            .map(|atts| decode_atts(atts.as_deref()))
+            .transpose()
+    }
+
+    fn blob_chunks(&self, digest: &str) -> Result<Option<(i64, u64)>, StoreError> {
+        let Some(id) = self.blob_id(digest)? else {
+            return Ok(None);
+        };
+        let count = self.count(
+            "SELECT count(*) FROM recliner_chunks WHERE db_id = $1 AND blob_id = $2",
+            &[&self.db_id, &id],
+        )?;
+        Ok(Some((id, count)))
+    }
+
+    fn blob_chunk(&self, blob: i64, index: u64) -> Result<Vec<u8>, StoreError> {
+        self.query_opt(
+            "SELECT data FROM recliner_chunks WHERE db_id = $1 AND blob_id = $2 AND idx = $3",
+            &[&self.db_id, &blob, &int(index)],
+        )?
+        .map(|row| get(&row, 0))
+        .transpose()?
+        .ok_or_else(|| StoreError::Corrupt {
+            db: self.name.to_string(),
+            detail: format!("attachment blob {blob} lacks chunk {index}"),
+        })
+    }
+
+    fn partition_counts(&self, partition: &str) -> Result<PartitionInfo, StoreError> {
+        self.partition(partition)
+    }
+
+    fn storage_sizes(&self) -> Result<StorageSizes, StoreError> {
+        // PostgreSQL does not attribute its files to one Recliner database:
+        // the sizes are the bytes of its bodies and attachments.
+        let counts = self.counts()?;
+        let attachments = self.count(
+            "SELECT COALESCE(sum(length), 0)::bigint FROM recliner_blobs WHERE db_id = $1",
+            &[&self.db_id],
+        )?;
+        let active = counts.external_size.max(0) as u64 + attachments;
+        Ok(StorageSizes {
+            file: active,
+            active,
+        })
+    }
+}
