@@ -21,8 +21,13 @@ pub struct Config {
     pub bind: IpAddr,
     /// TCP port; CouchDB's 5984 by default so clients work unchanged. 0 picks a free port.
     pub port: u16,
-    /// Folder holding the server uuid and one file per database.
+    /// Folder holding the server uuid and one file per database (with
+    /// `store` set: this node's own files, its indexes).
     pub data_dir: PathBuf,
+    /// Where the databases are kept: empty for SQLite files in the data
+    /// folder (the default), or `postgres://user:password@host/dbname` for a
+    /// PostgreSQL database that any number of recliner nodes can share.
+    pub store: String,
     /// Log filter, in `tracing` directive syntax (`info`, `debug`, `store=trace`).
     pub log_level: String,
     /// Log line format: `human` for terminals, `json` for log collectors.
@@ -373,6 +378,44 @@ impl Config {
         }
     }
 
+    /// The PostgreSQL URL `store` names, if it names one.
+    fn postgres_url(&self) -> Option<&str> {
+        let store = self.store.trim();
+        (store.starts_with("postgres://") || store.starts_with("postgresql://")).then_some(store)
+    }
+
+    /// Opens the databases where `store` says: SQLite files in the data
+    /// folder, or a PostgreSQL database shared with other nodes.
+    pub fn open_store(&self) -> Result<store::Store, store::StoreError> {
+        let options = self.store_options();
+        match self.postgres_url() {
+            None => store::Store::open_with(&self.data_dir, options),
+            Some(url) => {
+                std::fs::create_dir_all(&self.data_dir).map_err(|source| {
+                    store::StoreError::DataDir {
+                        path: self.data_dir.clone(),
+                        source,
+                    }
+                })?;
+                let backend = store_postgres::PostgresStore::connect(url, self.data_dir.clone())?;
+                Ok(store::Store::with_backend(
+                    self.data_dir.clone(),
+                    std::sync::Arc::new(backend),
+                    options,
+                ))
+            }
+        }
+    }
+
+    /// Where the databases are, as it may be shown: any password hidden.
+    pub fn store_shown(&self) -> String {
+        if self.store.is_empty() {
+            format!("SQLite in {}", self.data_dir.display())
+        } else {
+            redact_url(&self.store)
+        }
+    }
+
     /// Automatic compaction's settings, when it is on.
     pub fn auto_compaction(&self) -> Option<store::AutoCompaction> {
         self.compaction_daemon.then(|| store::AutoCompaction {
@@ -441,6 +484,12 @@ impl Config {
 
     /// Checks what the type system cannot: one line naming the setting.
     pub fn validate(&self) -> Result<(), String> {
+        if !self.store.is_empty() && self.postgres_url().is_none() {
+            return Err(format!(
+                "invalid configuration: setting `store`: a postgres://user:password@host/dbname URL, or empty for SQLite in the data folder; got {:?}",
+                redact_url(&self.store)
+            ));
+        }
         if !(self.compaction_min_garbage > 0.0 && self.compaction_min_garbage <= 1.0) {
             return Err(
                 "invalid configuration: setting `compaction_min_garbage`: a share of the file, above 0 and at most 1"
@@ -568,6 +617,7 @@ impl Default for Config {
             bind: IpAddr::from([127, 0, 0, 1]),
             port: 5984,
             data_dir: PathBuf::from("./data"),
+            store: String::new(),
             log_level: "info".into(),
             log_format: LogFormat::Human,
             log_file: PathBuf::new(),
@@ -661,6 +711,8 @@ pub struct FlagOverrides {
     pub port: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_level: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -940,5 +992,16 @@ mod tests {
         let err = Config::load(Some(&file), &FlagOverrides::default(), &[]).unwrap_err();
         assert!(err.contains("prot"), "{err}");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+/// A URL as it may be printed or logged: any password replaced by `*****`.
+pub fn redact_url(text: &str) -> String {
+    match reqwest::Url::parse(text) {
+        Ok(mut url) if url.password().is_some() => {
+            let _ = url.set_password(Some("*****"));
+            url.to_string()
+        }
+        _ => text.to_string(),
     }
 }

@@ -53,6 +53,11 @@ struct Cli {
     /// Folder for the server's data [default: ./data]
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
+    /// Where the databases are kept: postgres://user:password@host/dbname
+    /// for a PostgreSQL database several nodes share [default: SQLite files
+    /// in the data folder]
+    #[arg(long, global = true)]
+    store: Option<String>,
     /// Log filter, e.g. info or debug [default: info]
     #[arg(long, global = true)]
     log_level: Option<String>,
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
         bind: cli.bind,
         port: cli.port,
         data_dir: cli.data_dir.clone(),
+        store: cli.store.clone(),
         log_level: cli.log_level.clone(),
         log_file: cli.log_file.clone(),
         insecure_admin_party: cli.insecure_admin_party.then_some(true),
@@ -170,10 +176,13 @@ fn main() -> ExitCode {
         }
     };
     if let Some(Command::Replicate(args)) = cli.command {
-        let store = match store::Store::open_with(&config.data_dir, config.store_options()) {
+        let store = match config.open_store() {
             Ok(store) => store,
             Err(e) => {
-                eprintln!("recliner: cannot open the data folder: {e}");
+                eprintln!(
+                    "recliner: cannot open the store ({}): {e}",
+                    config.store_shown()
+                );
                 return ExitCode::FAILURE;
             }
         };
@@ -259,8 +268,11 @@ fn announce(config: &Config, setup: &security::Setup) {
     }
 }
 
+/// The configuration as TOML, with the store's password hidden.
 fn toml_string(config: &Config) -> anyhow::Result<String> {
-    Ok(toml::to_string(config)?)
+    let mut shown = config.clone();
+    shown.store = config::redact_url(&config.store);
+    Ok(toml::to_string(&shown)?)
 }
 
 async fn serve(
@@ -268,7 +280,9 @@ async fn serve(
     setup: security::Setup,
     config_file: PathBuf,
 ) -> anyhow::Result<Stopped> {
-    let store = store::Store::open_with(&config.data_dir, config.store_options())?;
+    let store = config
+        .open_store()
+        .map_err(|e| anyhow::anyhow!("cannot open the store ({}): {e}", config.store_shown()))?;
     // CouchDB's system databases exist from the first start.
     for system in store::name::SYSTEM_DATABASES {
         match store.create_db(system).await {
@@ -390,7 +404,7 @@ async fn serve(
     let local = listener.local_addr()?;
     // One stable line on stdout so scripts and tests learn the real port.
     println!("Recliner listening on http://{local}");
-    tracing::info!(address = %local, data_dir = %config.data_dir.display(), "listening");
+    tracing::info!(address = %local, data_dir = %config.data_dir.display(), store = %config.store_shown(), "listening");
     let https_port = https.as_ref().map(|(local, _)| local.port());
     let https = https.map(|(local, serving)| {
         println!("Recliner listening on https://{local}");

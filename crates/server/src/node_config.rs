@@ -285,7 +285,9 @@ impl ServerConfig {
         fields.insert(setting.to_string(), value);
         let mut next: Config = serde_json::from_value(Value::Object(fields))
             .map_err(|e| ConfigError::Refused(format!("{setting}: {e}")))?;
-        // Settings never shown (admins, secrets) are kept as they were.
+        // Settings never shown (admins, secrets) are kept as they were, and
+        // where the databases are never changes while the server runs.
+        next.store = current.store;
         next.admins = current.admins;
         next.secret = current.secret;
         next.jwt_keys = current.jwt_keys;
@@ -521,10 +523,12 @@ impl NodeConfig for ServerConfig {
                     continue;
                 }
                 let (section, key) = place(&setting);
-                sections
-                    .entry(section)
-                    .or_default()
-                    .insert(key, as_text(&value));
+                let text = if setting == "store" {
+                    crate::config::redact_url(&as_text(&value))
+                } else {
+                    as_text(&value)
+                };
+                sections.entry(section).or_default().insert(key, text);
             }
         }
         sections
@@ -578,6 +582,11 @@ impl NodeConfig for ServerConfig {
         let Some(setting) = setting_of(section, key, &fields) else {
             return self.set_other(section, key, Some(value), persist);
         };
+        if setting == "store" {
+            return Err(ConfigError::Refused(
+                "where the databases are kept cannot change while the server runs: restart it with --store".into(),
+            ));
+        }
         let old = fields.get(&setting).cloned().unwrap_or(Value::Null);
         let new = typed(value, &old, key)?;
         let next = self.with_setting(&setting, Some(new.clone()))?;
@@ -636,6 +645,7 @@ impl NodeConfig for ServerConfig {
         next.bind = current.bind;
         next.port = current.port;
         next.data_dir = current.data_dir;
+        next.store = current.store;
         self.replace(next)
     }
 }

@@ -135,31 +135,33 @@ fn parse(payload: &str) -> Option<(i64, RemoteChange)> {
 
 fn run(pool: Pool, channel: &str, mut client: postgres::Client, listeners: Weak<Listeners>) {
     loop {
-        let lost = {
-            let mut notifications = client.notifications();
-            let mut arriving = notifications.timeout_iter(POLL);
-            loop {
-                match arriving.next() {
-                    Ok(Some(notification)) => {
-                        let Some(live) = listeners.upgrade() else {
-                            return;
-                        };
-                        match parse(notification.payload()) {
-                            Some((db_id, change)) => dispatch(&live, db_id, change),
-                            None => tracing::warn!(
-                                payload = notification.payload(),
-                                "an unknown commit notification"
-                            ),
-                        }
+        let lost = loop {
+            // A fresh wait each time: a timeout iterator whose delay has
+            // run out stops waiting at all.
+            let next = client.notifications().timeout_iter(POLL).next();
+            match next {
+                Ok(Some(notification)) => {
+                    let Some(live) = listeners.upgrade() else {
+                        return;
+                    };
+                    match parse(notification.payload()) {
+                        Some((db_id, change)) => dispatch(&live, db_id, change),
+                        None => tracing::warn!(
+                            payload = notification.payload(),
+                            "an unknown commit notification"
+                        ),
                     }
-                    // Quiet for a while: is the store still there?
-                    Ok(None) => {
-                        if listeners.strong_count() == 0 {
-                            return;
-                        }
-                    }
-                    Err(e) => break e,
                 }
+                // Quiet for a while: is the store still there?
+                Ok(None) => {
+                    if listeners.strong_count() == 0 {
+                        return;
+                    }
+                    if client.is_closed() {
+                        break "the connection closed".to_string();
+                    }
+                }
+                Err(e) => break e.to_string(),
             }
         };
         tracing::warn!(error = %lost, "the PostgreSQL listener lost its connection; reconnecting");
