@@ -191,6 +191,9 @@ impl TestServer {
         if !own_admin {
             command.env("RECLINER_ADMIN", format!("{ADMIN}:{ADMIN_PASSWORD}"));
         }
+        if let Some(store) = postgres_store_for(data_dir, extra_args, env) {
+            command.env("RECLINER_STORE", store);
+        }
         let mut child = command
             .args([
                 "--bind",
@@ -205,6 +208,7 @@ impl TestServer {
             .env_remove("RECLINER_BIND")
             .env_remove("RECLINER_DATA_DIR")
             .env_remove("RECLINER_CONFIG")
+            .env_remove("RECLINER_TEST_POSTGRES")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -322,6 +326,55 @@ impl Drop for TestServer {
             let _ = self.child.wait();
         }
     }
+}
+
+/// The variable that runs the end-to-end tests on PostgreSQL: a server URL
+/// (`cargo xtask test` starts a throw-away cluster and runs them twice).
+pub const POSTGRES_VAR: &str = "RECLINER_TEST_POSTGRES";
+
+/// Whether test servers keep their databases in PostgreSQL.
+pub fn on_postgres() -> bool {
+    std::env::var(POSTGRES_VAR).is_ok_and(|url| !url.is_empty())
+}
+
+/// With [`POSTGRES_VAR`] set, where a test server keeps its databases: a
+/// schema named after its data folder, so a server started again on the
+/// same folder finds its databases, and two servers never share by accident.
+/// `None` when the test chose a store itself, or runs on SQLite.
+fn postgres_store_for(
+    data_dir: &Path,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+) -> Option<String> {
+    let url = std::env::var(POSTGRES_VAR)
+        .ok()
+        .filter(|url| !url.is_empty())?;
+    let chosen = extra_args.iter().any(|a| a.starts_with("--store"))
+        || env.iter().any(|(k, _)| *k == "RECLINER_STORE");
+    if chosen {
+        return None;
+    }
+    let schema = postgres_schema_of(data_dir);
+    store_postgres::create_schema(&url, &schema).expect("create the test server's schema");
+    let joiner = if url.contains('?') { '&' } else { '?' };
+    Some(format!("{url}{joiner}options=-csearch_path%3D{schema}"))
+}
+
+/// With [`POSTGRES_VAR`] set, the `RECLINER_STORE` a `recliner` command run
+/// on `data_dir` needs to see the databases its test server keeps.
+pub fn store_env_for(data_dir: &Path) -> Option<(&'static str, String)> {
+    postgres_store_for(data_dir, &[], &[]).map(|store| ("RECLINER_STORE", store))
+}
+
+/// The schema of a data folder: a hash of its path (schema names are short).
+pub fn postgres_schema_of(data_dir: &Path) -> String {
+    // FNV-1a: stable across runs and processes, unlike the std hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in data_dir.as_os_str().as_encoded_bytes() {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("e2e_{hash:016x}")
 }
 
 /// A JSON-speaking client for one test server.

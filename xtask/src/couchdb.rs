@@ -94,7 +94,7 @@ impl Drop for CouchDb {
 }
 
 /// A loopback port nothing listens on (the OS's pick, released at once).
-fn free_port() -> Result<u16, String> {
+pub(crate) fn free_port() -> Result<u16, String> {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())

@@ -20,6 +20,7 @@
 //! - `fuzz`: the fuzz targets of `tests/tests/fuzz`, each for a while.
 
 mod couchdb;
+mod postgres;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -102,6 +103,29 @@ fn test(extra: &[String]) -> Result<(), String> {
         .env("RECLINER_POUCHDB_SERVER", pouchdb_server);
     // Held until the tests end, then stopped, whatever their outcome.
     let mut _couchdb = None;
+    let mut _postgres = None;
+    let postgres_url = match std::env::var(postgres::URL_VAR) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => match postgres::Postgres::start()? {
+            Some(cluster) => {
+                let url = cluster.url();
+                _postgres = Some(cluster);
+                Some(url)
+            }
+            None if std::env::var_os(postgres::REQUIRE_VAR).is_some() => {
+                return Err(
+                    "PostgreSQL is not installed (no initdb): the PostgreSQL backend's tests cannot run"
+                        .into(),
+                );
+            }
+            None => {
+                eprintln!(
+                    "xtask: PostgreSQL is not installed (no initdb): the PostgreSQL backend's tests will be skipped"
+                );
+                None
+            }
+        },
+    };
     if std::env::var_os(couchdb::URL_VAR).is_none() {
         match couchdb::CouchDb::start(&workspace_root(), "tests")? {
             Some(instance) => {
@@ -114,7 +138,30 @@ fn test(extra: &[String]) -> Result<(), String> {
             ),
         }
     }
-    run(tests)
+    tests.env_remove(postgres::URL_VAR);
+    let sqlite = run(tests);
+    // Then the same tests of the store (the conformance suite) and the
+    // end-to-end tests on PostgreSQL.
+    let postgres = match &postgres_url {
+        Some(url) => {
+            let mut store_tests = cargo();
+            store_tests
+                .args(["test", "--package", "store", "--tests"])
+                .env(postgres::URL_VAR, url);
+            let mut end_to_end = cargo();
+            end_to_end
+                .args(["test", "--package", "recliner-tests", "--tests"])
+                .args(extra)
+                .env(postgres::URL_VAR, url)
+                .env("RECLINER_POUCHDB_SERVER", pouchdb_server_for_tests()?);
+            if let Some(couchdb) = &_couchdb {
+                end_to_end.env(couchdb::URL_VAR, couchdb.url());
+            }
+            run(store_tests).and_then(|()| run(end_to_end))
+        }
+        None => Ok(()),
+    };
+    sqlite.and(postgres)
 }
 
 /// PouchDB Server, a peer of the replication tests, from `bench/node`

@@ -820,6 +820,17 @@ fn describe(error: figment::Error) -> String {
     line
 }
 
+/// A URL as it may be printed or logged: any password replaced by `*****`.
+pub fn redact_url(text: &str) -> String {
+    match reqwest::Url::parse(text) {
+        Ok(mut url) if url.password().is_some() => {
+            let _ = url.set_password(Some("*****"));
+            url.to_string()
+        }
+        _ => text.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -850,6 +861,32 @@ mod tests {
         assert_eq!(config.port, 5984);
         assert_eq!(config.bind.to_string(), "127.0.0.1");
         assert_eq!(config.data_dir, PathBuf::from("./data"));
+    }
+
+    #[test]
+    fn the_store_is_sqlite_by_default_or_a_postgres_url_whose_password_never_shows() {
+        let config = Config::load(None, &FlagOverrides::default(), &[]).unwrap();
+        assert_eq!(config.store, "");
+        assert_eq!(config.store_shown(), "SQLite in ./data");
+        let url = "postgres://recliner:hunter2@db.example:5432/couch";
+        let config = Config::load(
+            None,
+            &FlagOverrides::default(),
+            &env(&[("RECLINER_STORE", url)]),
+        )
+        .unwrap();
+        config.validate().unwrap();
+        assert_eq!(config.store, url);
+        assert_eq!(
+            config.store_shown(),
+            "postgres://recliner:*****@db.example:5432/couch"
+        );
+        let flags = FlagOverrides {
+            store: Some("mysql://nope".into()),
+            ..FlagOverrides::default()
+        };
+        let refused = Config::load(None, &flags, &[]).unwrap().validate();
+        assert!(refused.unwrap_err().contains("setting `store`"));
     }
 
     #[test]
@@ -992,16 +1029,5 @@ mod tests {
         let err = Config::load(Some(&file), &FlagOverrides::default(), &[]).unwrap_err();
         assert!(err.contains("prot"), "{err}");
         std::fs::remove_dir_all(dir).unwrap();
-    }
-}
-
-/// A URL as it may be printed or logged: any password replaced by `*****`.
-pub fn redact_url(text: &str) -> String {
-    match reqwest::Url::parse(text) {
-        Ok(mut url) if url.password().is_some() => {
-            let _ = url.set_password(Some("*****"));
-            url.to_string()
-        }
-        _ => text.to_string(),
     }
 }

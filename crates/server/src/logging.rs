@@ -21,9 +21,15 @@ use crate::config::{Config, LogFormat, RequestLogFormat};
 /// The request log's target, as the HTTP layer names it.
 const REQUEST_TARGET: &str = "recliner::http";
 
+/// Caps the PostgreSQL client's own log (see [`init`]).
+const QUIET_CLIENT: &str = "tokio_postgres=info";
+
 pub fn init(config: &Config) -> Result<(), String> {
     let filter = EnvFilter::try_new(&config.log_level)
-        .map_err(|e| format!("invalid configuration: setting `log_level`: {e}"))?;
+        .map_err(|e| format!("invalid configuration: setting `log_level`: {e}"))?
+        // The PostgreSQL client logs every statement's parameters at debug
+        // level: documents, and secrets the store shares. Never shown.
+        .add_directive(QUIET_CLIENT.parse().map_err(|e| format!("{e}"))?);
     let to_file = !config.log_file.as_os_str().is_empty();
     // Colours only on a terminal: log files and collectors get plain text.
     let ansi = !to_file && std::io::IsTerminal::is_terminal(&std::io::stderr());

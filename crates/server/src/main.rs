@@ -191,10 +191,10 @@ fn main() -> ExitCode {
     }
     match cli.command {
         Some(Command::Dump(args)) => {
-            return runtime.block_on(backup::dump(args, &config.data_dir));
+            return runtime.block_on(backup::dump(args, &config));
         }
         Some(Command::Load(args)) => {
-            return runtime.block_on(backup::load(args, &config.data_dir));
+            return runtime.block_on(backup::load(args, &config));
         }
         _ => {}
     }
@@ -312,9 +312,19 @@ async fn serve(
         .filter(|(name, _)| setup.explicit.as_ref().is_none_or(|(n, _)| n != name))
         .map(|(name, creds)| (name.clone(), creds.to_admin_string()))
         .collect();
+    // Nodes sharing a store share the cookie secret too, so a session
+    // cookie from one is good on every other behind the same load balancer
+    // (unless the configuration names a secret of its own).
+    let secret = match (
+        &config.secret,
+        store.shared_value("cookie_secret", &setup.secret).await?,
+    ) {
+        (Some(own), _) if !own.is_empty() => setup.secret.clone(),
+        (_, Some(shared)) => shared,
+        _ => setup.secret.clone(),
+    };
     let api_config_of = {
         let explicit = setup.explicit.clone();
-        let secret = setup.secret.clone();
         move |config: &Config| {
             let mut api = config.api_config();
             api.auth.admins = security::admins_of(config, explicit.as_ref());

@@ -59,16 +59,10 @@ impl PostgresStore {
         schema: &str,
         data_dir: PathBuf,
     ) -> Result<PostgresStore, StoreError> {
+        create_schema(url, schema)?;
         let mut config: postgres::Config = url.parse().map_err(pg)?;
-        let schema = quote_ident(schema);
-        off_async(move || {
-            let mut admin = config.connect(postgres::NoTls).map_err(pg)?;
-            admin
-                .batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-                .map_err(pg)?;
-            config.options(&format!("-c search_path={schema}"));
-            PostgresStore::start(config, data_dir)
-        })
+        config.options(&format!("-c search_path={}", quote_ident(schema)));
+        off_async(move || PostgresStore::start(config, data_dir))
     }
 
     fn start(config: postgres::Config, data_dir: PathBuf) -> Result<PostgresStore, StoreError> {
@@ -118,13 +112,16 @@ impl PostgresStore {
 
 /// Drops a schema [`PostgresStore::connect_in_schema`] made, and everything in it.
 pub fn drop_schema(url: &str, schema: &str) -> Result<(), StoreError> {
+    on_schema(url, "DROP SCHEMA IF EXISTS {} CASCADE", schema)
+}
+
+/// Runs `statement` (its `{}` the quoted schema name) on a connection of its own.
+fn on_schema(url: &str, statement: &str, schema: &str) -> Result<(), StoreError> {
     let config: postgres::Config = url.parse().map_err(pg)?;
-    let schema = quote_ident(schema);
+    let sql = statement.replace("{}", &quote_ident(schema));
     off_async(move || {
         let mut admin = config.connect(postgres::NoTls).map_err(pg)?;
-        admin
-            .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
-            .map_err(pg)
+        admin.batch_execute(&sql).map_err(pg)
     })
 }
 
@@ -241,6 +238,41 @@ impl StoreBackend for PostgresStore {
             .collect()
     }
 
+    fn shared_value(&self, key: &str, fresh: &str) -> Result<Option<String>, StoreError> {
+        let mut conn = self.pool.get()?;
+        conn.execute(
+            "INSERT INTO recliner_server (key, value) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            &[&key, &fresh],
+        )?;
+        let row = conn.query_one("SELECT value FROM recliner_server WHERE key = $1", &[&key])?;
+        Ok(Some(row.try_get(0).map_err(pg)?))
+    }
+
+    fn check_read(&self) -> Result<(), StoreError> {
+        let row = self
+            .pool
+            .get()?
+            .query_opt("SELECT value FROM recliner_server WHERE key = 'uuid'", &[])?;
+        let uuid: Option<String> = row.map(|row| row.try_get(0).map_err(pg)).transpose()?;
+        if uuid.as_deref() != Some(self.server_uuid.as_str()) {
+            return Err(StoreError::Corrupt {
+                db: String::new(),
+                detail: "the server uuid in PostgreSQL changed".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_write(&self) -> Result<(), StoreError> {
+        // A write that changes nothing, committed: PostgreSQL takes writes.
+        let mut conn = self.pool.get()?;
+        conn.execute(
+            "UPDATE recliner_server SET value = value WHERE key = 'uuid'",
+            &[],
+        )?;
+        Ok(())
+    }
+
     fn db_size(&self, name: &str) -> u64 {
         let size = (|| -> Result<i64, StoreError> {
             let row = self.pool.get()?.query_one(
@@ -253,4 +285,10 @@ impl StoreBackend for PostgresStore {
         })();
         size.map_or(0, |n| n.max(0) as u64)
     }
+}
+
+/// Creates `schema` if missing: a place of its own for one server's tables
+/// (name it in the URL: `?options=-csearch_path%3D<schema>`).
+pub fn create_schema(url: &str, schema: &str) -> Result<(), StoreError> {
+    on_schema(url, "CREATE SCHEMA IF NOT EXISTS {}", schema)
 }

@@ -812,13 +812,18 @@ impl ReadRows for PgRows<'_> {
 
     fn storage_sizes(&self) -> Result<StorageSizes, StoreError> {
         // PostgreSQL does not attribute its files to one Recliner database:
-        // the sizes are the bytes of its bodies and attachments.
-        let counts = self.counts()?;
+        // the sizes are the bytes of its stored bodies (every kept
+        // revision's, so compaction shows) and attachments. A scan of the
+        // database's revisions.
+        let bodies = self.count(
+            "SELECT COALESCE(sum(octet_length(body)), 0)::bigint FROM recliner_revs WHERE db_id = $1",
+            &[&self.db_id],
+        )?;
         let attachments = self.count(
             "SELECT COALESCE(sum(length), 0)::bigint FROM recliner_blobs WHERE db_id = $1",
             &[&self.db_id],
         )?;
-        let active = counts.external_size.max(0) as u64 + attachments;
+        let active = bodies + attachments;
         Ok(StorageSizes {
             file: active,
             active,

@@ -267,6 +267,18 @@ pub trait StoreBackend: Send + Sync + std::fmt::Debug {
     fn list_dbs(&self) -> Result<Vec<String>, StoreError>;
     /// Bytes the database takes in storage, cheaply (`_dbs_info`-style listings).
     fn db_size(&self, name: &str) -> u64;
+    /// A value every node of the server shares (a cookie secret): the one
+    /// stored, or `fresh` stored now when there is none. `None` when the
+    /// backend serves this node alone (its data folder keeps such values).
+    fn shared_value(&self, key: &str, fresh: &str) -> Result<Option<String>, StoreError> {
+        let _ = (key, fresh);
+        Ok(None)
+    }
+    /// Whether the databases can be read now (`GET /_up`); the data folder
+    /// is probed besides.
+    fn check_read(&self) -> Result<(), StoreError>;
+    /// Whether the databases can be written now (`GET /_up`).
+    fn check_write(&self) -> Result<(), StoreError>;
 }
 
 /// How a new database starts.

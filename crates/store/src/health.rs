@@ -37,16 +37,10 @@ impl Store {
         })
     }
 
+    /// The data folder lists, and the backend reads what it must.
     fn probe_read(&self) -> Result<(), StoreError> {
         std::fs::read_dir(self.data_dir())?.next().transpose()?;
-        let uuid = std::fs::read_to_string(self.data_dir().join("server-uuid"))?;
-        if uuid.trim() != self.server_uuid() {
-            return Err(StoreError::Corrupt {
-                db: String::new(),
-                detail: "the server uuid file changed".into(),
-            });
-        }
-        Ok(())
+        self.backend().check_read()
     }
 
     fn probe_write(&self) -> Result<(), StoreError> {
@@ -60,7 +54,7 @@ impl Store {
         let removed = std::fs::remove_file(&path);
         written?;
         removed?;
-        Ok(())
+        self.backend().check_write()
     }
 }
 

@@ -481,6 +481,17 @@ impl Store {
         self.inner.backend.server_uuid()
     }
 
+    /// See [`backend::StoreBackend::shared_value`].
+    pub async fn shared_value(&self, key: &str, fresh: &str) -> Result<Option<String>, StoreError> {
+        let (key, fresh) = (key.to_string(), fresh.to_string());
+        self.blocking(move |store| store.inner.backend.shared_value(&key, &fresh))
+            .await
+    }
+
+    pub(crate) fn backend(&self) -> &Arc<dyn backend::StoreBackend> {
+        &self.inner.backend
+    }
+
     fn lock(&self) -> MutexGuard<'_, OpenDbs> {
         self.inner
             .dbs

@@ -27,8 +27,8 @@ fn progress_file(file: &Path) -> PathBuf {
 }
 
 /// Runs the command; the process exit status.
-pub async fn dump(args: DumpArgs, data_dir: &Path) -> std::process::ExitCode {
-    match run(&args, data_dir).await {
+pub async fn dump(args: DumpArgs, config: &crate::config::Config) -> std::process::ExitCode {
+    match run(&args, config).await {
         Ok(count) => {
             eprintln!("recliner dump: {count} document revisions written");
             std::process::ExitCode::SUCCESS
@@ -40,8 +40,8 @@ pub async fn dump(args: DumpArgs, data_dir: &Path) -> std::process::ExitCode {
     }
 }
 
-async fn run(args: &DumpArgs, data_dir: &Path) -> Result<u64, String> {
-    let source = Peer::open(&args.source, data_dir, false).await?;
+async fn run(args: &DumpArgs, config: &crate::config::Config) -> Result<u64, String> {
+    let source = Peer::open(&args.source, config, false).await?;
     let (mut out, mut since): (Box<dyn Write>, Option<String>) = match &args.output {
         None => {
             let mut out = std::io::BufWriter::new(std::io::stdout().lock());

@@ -24,8 +24,8 @@ fn progress_file(file: &Path) -> PathBuf {
 }
 
 /// Runs the command; the process exit status.
-pub async fn load(args: LoadArgs, data_dir: &Path) -> std::process::ExitCode {
-    match run(&args, data_dir).await {
+pub async fn load(args: LoadArgs, config: &crate::config::Config) -> std::process::ExitCode {
+    match run(&args, config).await {
         Ok((written, 0)) => {
             eprintln!("recliner load: {written} document revisions loaded");
             std::process::ExitCode::SUCCESS
@@ -43,11 +43,11 @@ pub async fn load(args: LoadArgs, data_dir: &Path) -> std::process::ExitCode {
     }
 }
 
-async fn run(args: &LoadArgs, data_dir: &Path) -> Result<(u64, u64), String> {
+async fn run(args: &LoadArgs, config: &crate::config::Config) -> Result<(u64, u64), String> {
     let file =
         std::fs::File::open(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let target = Peer::open(&args.target, data_dir, true).await?;
+    let target = Peer::open(&args.target, config, true).await?;
     // A load of the same file into the same target that was interrupted
     // skips the lines it finished (loading them again would be harmless,
     // only slower).

@@ -1,8 +1,6 @@
 //! Where a backup is read from or written to: a database URL (any
 //! CouchDB-compatible server) or a database of the local data folder.
 
-use std::path::Path;
-
 use serde_json::{Value, json};
 
 /// Documents asked for at once.
@@ -12,8 +10,9 @@ pub(crate) enum Peer {
     Local {
         store: store::Store,
         db: store::Database,
-        /// Held while the database is open: no server writes it meanwhile.
-        _lock: store::DataDirLock,
+        /// Held while the database is open: no server writes it meanwhile
+        /// (SQLite only).
+        _lock: Option<store::DataDirLock>,
     },
     Remote {
         http: reqwest::Client,
@@ -38,16 +37,28 @@ fn redact(url: &reqwest::Url) -> String {
 }
 
 impl Peer {
-    /// Opens `spec`: a URL, or a database name in `data_dir` (refused while
-    /// a server uses that folder). `create` makes a missing database.
-    pub(crate) async fn open(spec: &str, data_dir: &Path, create: bool) -> Result<Peer, String> {
+    /// Opens `spec`: a URL, or a database name in the configured store (on
+    /// SQLite, refused while a server uses the data folder). `create` makes
+    /// a missing database.
+    pub(crate) async fn open(
+        spec: &str,
+        config: &crate::config::Config,
+        create: bool,
+    ) -> Result<Peer, String> {
         if spec.starts_with("http://") || spec.starts_with("https://") {
             return Peer::remote(spec, create).await;
         }
-        let lock = store::DataDirLock::acquire(data_dir).map_err(|e| {
-            format!("{e}: give the database's URL (http://host:5984/{spec}) instead of its name")
-        })?;
-        let store = store::Store::open(data_dir).map_err(|e| e.to_string())?;
+        // PostgreSQL takes writes from many processes: no folder to lock.
+        let lock = if config.store.is_empty() {
+            Some(store::DataDirLock::acquire(&config.data_dir).map_err(|e| {
+                format!(
+                    "{e}: give the database's URL (http://host:5984/{spec}) instead of its name"
+                )
+            })?)
+        } else {
+            None
+        };
+        let store = config.open_store().map_err(|e| e.to_string())?;
         let db = match store.db(spec).await {
             Ok(db) => db,
             Err(store::StoreError::DbNotFound(_)) if create => {

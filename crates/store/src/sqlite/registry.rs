@@ -106,6 +106,22 @@ impl StoreBackend for SqliteStore {
         Ok(names)
     }
 
+    fn check_read(&self) -> Result<(), StoreError> {
+        let uuid = std::fs::read_to_string(self.data_dir.join("server-uuid"))?;
+        if uuid.trim() != self.server_uuid {
+            return Err(StoreError::Corrupt {
+                db: String::new(),
+                detail: "the server uuid file changed".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn check_write(&self) -> Result<(), StoreError> {
+        // The database files are in the data folder, which is probed.
+        Ok(())
+    }
+
     fn db_size(&self, name: &str) -> u64 {
         let path = self.path_of(name);
         let mut wal = path.as_os_str().to_owned();
