@@ -111,7 +111,13 @@ pub struct CommonOptions {
 /// Parses `--flag value` pairs: the common flags here, the others through
 /// `extra`, which answers whether it knew the flag. A missing value, a bad
 /// number or an unknown flag calls `usage`.
-pub fn parse_options(
+pub fn parse_options(usage: fn() -> !, extra: impl FnMut(&str, usize) -> bool) -> CommonOptions {
+    parse_options_from(std::env::args().collect(), usage, extra)
+}
+
+/// [`parse_options`] of given arguments (the program's name first).
+pub fn parse_options_from(
+    args: Vec<String>,
     usage: fn() -> !,
     mut extra: impl FnMut(&str, usize) -> bool,
 ) -> CommonOptions {
@@ -121,7 +127,7 @@ pub fn parse_options(
         node: "node".into(),
         docs: 100_000,
     };
-    let mut args = std::env::args().skip(1);
+    let mut args = args.into_iter().skip(1);
     while let Some(flag) = args.next() {
         let value = args.next().unwrap_or_else(|| usage());
         let number = || value.parse::<usize>().unwrap_or_else(|_| usage());

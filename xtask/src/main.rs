@@ -106,7 +106,7 @@ fn test(extra: &[String]) -> Result<(), String> {
     let mut _postgres = None;
     let postgres_url = match std::env::var(postgres::URL_VAR) {
         Ok(url) if !url.is_empty() => Some(url),
-        _ => match postgres::Postgres::start()? {
+        _ => match postgres::Postgres::start(false)? {
             Some(cluster) => {
                 let url = cluster.url();
                 _postgres = Some(cluster);
@@ -168,15 +168,21 @@ fn test(extra: &[String]) -> Result<(), String> {
 /// (pinned by its package-lock.json, shared with `bench http`), installed
 /// when needed; returns the path of its `bin/pouchdb-server` script.
 fn pouchdb_server_for_tests() -> Result<PathBuf, String> {
-    // --ignore-scripts, as for the HTTP benchmark: leveldown loads its
-    // prebuilt binaries at run time and no other install script is needed.
-    let dir = workspace_root().join("bench").join("node");
-    npm_packages(
-        &dir,
+    pouchdb_server_script(
         "the replication tests run PouchDB Server",
         "cargo xtask test",
-        &["--ignore-scripts"],
-    )?;
+    )
+}
+
+/// PouchDB Server from `bench/node`, installed when needed (`why` and
+/// `again` explain a failed install); the path of its script.
+fn pouchdb_server_script(why: &str, again: &str) -> Result<PathBuf, String> {
+    // --ignore-scripts: nothing to compile or download. leveldown (PouchDB
+    // Server's on-disk store) ships prebuilt binaries that it loads at run
+    // time; the only other install script is sqlite3's (for `--sqlite`,
+    // unused), which downloads binaries and fails offline.
+    let dir = workspace_root().join("bench").join("node");
+    npm_packages(&dir, why, again, &["--ignore-scripts"])?;
     Ok(dir
         .join("node_modules")
         .join("pouchdb-server")
@@ -253,6 +259,13 @@ fn modified(path: &Path) -> Option<std::time::SystemTime> {
 
 fn bench(args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
+        Some("http")
+            if args
+                .windows(2)
+                .any(|w| w[0] == "--store" && w[1] == "postgres") =>
+        {
+            bench_scale_out(&args[1..])
+        }
         Some("store") => bench_store(),
         Some("http") => bench_against_pouchdb_server(
             "http_bench",
@@ -291,7 +304,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             false,
         ),
         _ => Err(
-            "usage: cargo xtask bench <store|http [--recliner-only] [--docs N]|\
+            "usage: cargo xtask bench <store|http [--recliner-only] [--docs N] [--store postgres]|\
                   replicate [--recliner-only] [--docs N] [--pouchdb-docs N]|\
                   views [--recliner-only] [--docs N]|\
                   find [--recliner-only] [--docs N]|\
@@ -300,6 +313,38 @@ fn bench(args: &[String]) -> Result<(), String> {
                 .into(),
         ),
     }
+}
+
+/// `bench http --store postgres`: write throughput of one, two and three
+/// nodes on one PostgreSQL (a cluster started here, fsyncing every commit)
+/// against one node on SQLite and PouchDB Server (BENCHMARKS.md).
+fn bench_scale_out(args: &[String]) -> Result<(), String> {
+    let cluster = postgres::Postgres::start(true)?
+        .ok_or("PostgreSQL is not installed (no initdb): nothing to run the nodes on")?;
+    let mut rest: Vec<&String> = Vec::new();
+    let mut skip = false;
+    for (i, arg) in args.iter().enumerate() {
+        if skip {
+            skip = false;
+            continue;
+        }
+        if arg == "--store" && args.get(i + 1).is_some_and(|a| a == "postgres") {
+            skip = true;
+            continue;
+        }
+        if arg != "--recliner-only" {
+            rest.push(arg);
+        }
+    }
+    let mut bench = bench_client("scale_out_bench")?;
+    bench.arg("--store").arg(cluster.url()).args(rest);
+    if !args.iter().any(|a| a == "--recliner-only") {
+        bench.arg("--pouchdb-server").arg(pouchdb_server_script(
+            "the scale-out benchmark runs PouchDB Server",
+            "cargo xtask bench http --store postgres",
+        )?);
+    }
+    run(bench)
 }
 
 /// The store's figures: inserts (against plain SQLite as the limit), group
@@ -393,18 +438,9 @@ fn bench_against_pouchdb_server(
         bench.arg("--couchdb-script").arg(&couchdb_script);
     }
     if !recliner_only {
-        // --ignore-scripts: nothing to compile or download. leveldown (PouchDB
-        // Server's on-disk store) ships prebuilt binaries that it loads at run
-        // time; the only other install script is sqlite3's (for `--sqlite`,
-        // unused), which downloads binaries and fails offline.
-        let dir = root.join("bench").join("node");
-        npm_packages(&dir, why, again, &["--ignore-scripts"])?;
-        bench.arg("--pouchdb-server").arg(
-            dir.join("node_modules")
-                .join("pouchdb-server")
-                .join("bin")
-                .join("pouchdb-server"),
-        );
+        bench
+            .arg("--pouchdb-server")
+            .arg(pouchdb_server_script(why, again)?);
     }
     run(bench)
 }

@@ -1,7 +1,7 @@
 //! A throw-away PostgreSQL cluster for the tests of the PostgreSQL backend:
 //! its own data folder and port, started with the distribution's `initdb`
-//! and `pg_ctl`, stopped and removed when dropped. Tuned for tests, not
-//! for keeping data: no fsync.
+//! and `pg_ctl`, stopped and removed when dropped. For tests it does not
+//! fsync; for benchmarks it does, as the servers it is compared with.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,8 +53,9 @@ fn is_root() -> bool {
 }
 
 impl Postgres {
-    /// Starts a cluster, or `None` when PostgreSQL is not installed.
-    pub fn start() -> Result<Option<Postgres>, String> {
+    /// Starts a cluster, or `None` when PostgreSQL is not installed;
+    /// `durable`: every commit fsynced (PostgreSQL's defaults).
+    pub fn start(durable: bool) -> Result<Option<Postgres>, String> {
         let Some(bin) = find_bin() else {
             return Ok(None);
         };
@@ -89,9 +90,13 @@ impl Postgres {
             "--no-sync",
         ]);
         cluster.checked(&mut initdb)?;
+        let tuning = if durable {
+            ""
+        } else {
+            " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        };
         let options = format!(
-            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c fsync=off \
-             -c synchronous_commit=off -c full_page_writes=off -c max_connections=1000",
+            "-p {port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=1000{tuning}",
             cluster.dir.display()
         );
         let mut start = cluster.command("pg_ctl");

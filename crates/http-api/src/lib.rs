@@ -36,6 +36,7 @@ mod session;
 mod stats;
 mod streamed;
 mod tasks;
+pub use tasks::publish_scheduler_state;
 mod uuids;
 mod views;
 
@@ -294,6 +295,9 @@ pub struct AppState {
     pub validators: query_server::Validators,
     /// Open view indexes (one update at a time each).
     pub views: query_server::views::Views,
+    /// This process among the nodes sharing its store: what it publishes
+    /// of its replications is filed under this name.
+    pub node: std::sync::Arc<str>,
 }
 
 impl AppState {
@@ -328,6 +332,7 @@ impl AppState {
             scheduler,
             shutdown: std::sync::Arc::new(tokio::sync::watch::channel(false).0),
             restart: std::sync::Arc::default(),
+            node: uuid::Uuid::new_v4().simple().to_string().into(),
         }
     }
 }

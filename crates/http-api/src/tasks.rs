@@ -3,6 +3,10 @@
 //! their state and progress, in CouchDB 3's shapes. Sources and targets are
 //! shown without credentials (the scheduler never holds them in its display
 //! forms).
+//!
+//! Nodes sharing a store publish their jobs and documents there
+//! ([`publish_scheduler_state`]), and `_scheduler/*` on any node shows every
+//! node's, each under its node's name.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -19,6 +23,84 @@ use crate::query::Query;
 
 /// The node name CouchDB clients see in task listings.
 const NODE: &str = "recliner@127.0.0.1";
+
+/// How long what another node published counts as current: it publishes
+/// every few seconds while it runs.
+const PUBLISHED_FRESH: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// This node's name in listings: CouchDB's single-node name, or, among
+/// nodes sharing a store, one naming this node.
+fn node_name(state: &AppState) -> String {
+    if state.store.is_shared() {
+        format!("recliner@{}", state.node)
+    } else {
+        NODE.to_string()
+    }
+}
+
+/// Publishes this node's jobs and documents for the other nodes'
+/// `_scheduler` listings (nothing when no other node shares the store).
+pub async fn publish_scheduler_state(state: &AppState) {
+    if !state.store.is_shared() {
+        return;
+    }
+    let node = node_name(state);
+    let mut entries: Vec<(String, String)> = state
+        .scheduler
+        .jobs()
+        .iter()
+        .map(|job| (format!("job/{}", job.id), job_json(job, &node).to_string()))
+        .collect();
+    entries.extend(state.scheduler.docs(None).iter().map(|doc| {
+        (
+            format!("doc/{}", json!([doc.db, doc.doc_id])),
+            doc_json(doc, &node).to_string(),
+        )
+    }));
+    if let Err(e) = state.store.publish_node_state(&state.node, entries).await {
+        tracing::warn!(error = %e, "cannot publish this node's replications");
+    }
+}
+
+/// What the other nodes published under `prefix` (`job/`, `doc/`).
+async fn other_nodes(state: &AppState, prefix: &str) -> Vec<Value> {
+    if !state.store.is_shared() {
+        return Vec::new();
+    }
+    match state
+        .store
+        .other_nodes_state(&state.node, PUBLISHED_FRESH)
+        .await
+    {
+        Ok(rows) => rows
+            .into_iter()
+            .filter(|(_, key, _)| key.starts_with(prefix))
+            .filter_map(|(_, _, value)| serde_json::from_str(&value).ok())
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the other nodes' replications");
+            Vec::new()
+        }
+    }
+}
+
+/// `own` followed by the entries of `others` whose `fields` differ from
+/// every one before them (a job or document shows once, this node's first).
+fn merged(mut own: Vec<Value>, others: Vec<Value>, fields: &[&str]) -> Vec<Value> {
+    let key = |v: &Value| -> Vec<Value> { fields.iter().map(|f| v[*f].clone()).collect() };
+    let mut seen: std::collections::HashSet<String> =
+        own.iter().map(|v| json!(key(v)).to_string()).collect();
+    if others.is_empty() {
+        return own;
+    }
+    for other in others {
+        if seen.insert(json!(key(&other)).to_string()) {
+            own.push(other);
+        }
+    }
+    own.sort_by_cached_key(|v| json!(key(v)).to_string());
+    own
+}
 
 /// The replicator database every path defaults to.
 const REPLICATOR_DB: &str = "_replicator";
@@ -98,7 +180,7 @@ fn history_json(job: &JobInfo) -> Value {
         .collect()
 }
 
-fn job_json(job: &JobInfo) -> Value {
+fn job_json(job: &JobInfo, node: &str) -> Value {
     let (database, doc_id) = owner_fields(&job.owner);
     let mut out = json!({
         "id": job.id,
@@ -110,7 +192,7 @@ fn job_json(job: &JobInfo) -> Value {
         "doc_id": doc_id,
         "info": progress_json(&job.progress),
         "history": history_json(job),
-        "node": NODE,
+        "node": node,
         "start_time": iso(job.start_time),
     });
     if job.idle {
@@ -140,12 +222,20 @@ pub(crate) async fn scheduler_jobs(
     let query = Query::parse(request.uri());
     let skip = int_param(&query, "skip", 0)? as usize;
     let limit = int_param(&query, "limit", DEFAULT_JOBS_LIMIT)? as usize;
-    let all = state.scheduler.jobs();
-    let offset = skip.min(all.len());
-    let jobs: Vec<Value> = all.iter().skip(offset).take(limit).map(job_json).collect();
+    let node = node_name(&state);
+    let own: Vec<Value> = state
+        .scheduler
+        .jobs()
+        .iter()
+        .map(|job| job_json(job, &node))
+        .collect();
+    let all = merged(own, other_nodes(&state, "job/").await, &["id"]);
+    let total = all.len();
+    let offset = skip.min(total);
+    let jobs: Vec<Value> = all.into_iter().skip(offset).take(limit).collect();
     Ok(json_response(
         StatusCode::OK,
-        &json!({"total_rows": all.len(), "offset": offset, "jobs": jobs}),
+        &json!({"total_rows": total, "offset": offset, "jobs": jobs}),
     ))
 }
 
@@ -154,18 +244,28 @@ pub(crate) async fn scheduler_job(
     State(state): State<AppState>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Response, ApiError> {
-    match state.scheduler.job(&id) {
-        Some(job) => Ok(json_response(StatusCode::OK, &job_json(&job))),
+    if let Some(job) = state.scheduler.job(&id) {
+        return Ok(json_response(
+            StatusCode::OK,
+            &job_json(&job, &node_name(&state)),
+        ));
+    }
+    match other_nodes(&state, "job/")
+        .await
+        .into_iter()
+        .find(|job| job["id"] == id.as_str())
+    {
+        Some(job) => Ok(json_response(StatusCode::OK, &job)),
         None => Err(ApiError::not_found("missing")),
     }
 }
 
-fn doc_json(doc: &DocInfo) -> Value {
+fn doc_json(doc: &DocInfo, node: &str) -> Value {
     let mut out = Map::new();
     out.insert("database".into(), json!(doc.db));
     out.insert("doc_id".into(), json!(doc.doc_id));
     out.insert("id".into(), json!(doc.id));
-    out.insert("node".into(), json!(NODE));
+    out.insert("node".into(), json!(node));
     if doc.id.is_some() && matches!(doc.state, "pending" | "running" | "crashing") {
         out.insert("source".into(), json!(doc.source));
         out.insert("target".into(), json!(doc.target));
@@ -264,25 +364,48 @@ pub(crate) async fn scheduler_docs(
     let path = parse_docs_path(&segments).ok_or_else(|| ApiError::bad_request("Invalid path"))?;
     let query = Query::parse(request.uri());
     match path {
-        DocsPath::Doc(db, doc_id) => match state.scheduler.doc(&db, &doc_id) {
-            Some(doc) => Ok(json_response(StatusCode::OK, &doc_json(&doc))),
-            None => Err(ApiError::not_found("missing")),
-        },
+        DocsPath::Doc(db, doc_id) => {
+            let own = state
+                .scheduler
+                .doc(&db, &doc_id)
+                .map(|doc| doc_json(&doc, &node_name(&state)));
+            let found = match own {
+                Some(doc) => Some(doc),
+                None => other_nodes(&state, "doc/")
+                    .await
+                    .into_iter()
+                    .find(|doc| doc["database"] == db.as_str() && doc["doc_id"] == doc_id.as_str()),
+            };
+            match found {
+                Some(doc) => Ok(json_response(StatusCode::OK, &doc)),
+                None => Err(ApiError::not_found("missing")),
+            }
+        }
         DocsPath::Db(db) => {
             let states = parse_states(&query)?;
             // `_scheduler/docs` parses its integers as the view endpoints do.
             let skip = query.view_uint("skip")?.unwrap_or(0) as usize;
             let limit = query.view_uint("limit")?.unwrap_or(u64::MAX);
             let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-            let docs: Vec<DocInfo> = state
+            let node = node_name(&state);
+            let own: Vec<Value> = state
                 .scheduler
                 .docs(Some(&db))
+                .iter()
+                .map(|doc| doc_json(doc, &node))
+                .collect();
+            let others: Vec<Value> = other_nodes(&state, "doc/")
+                .await
                 .into_iter()
-                .filter(|d| states.is_empty() || states.iter().any(|s| s == d.state))
+                .filter(|doc| doc["database"] == db.as_str())
+                .collect();
+            let docs: Vec<Value> = merged(own, others, &["database", "doc_id"])
+                .into_iter()
+                .filter(|d| states.is_empty() || states.iter().any(|s| d["state"] == s.as_str()))
                 .collect();
             let total = docs.len();
             let offset = skip.min(total);
-            let page: Vec<Value> = docs.iter().skip(offset).take(limit).map(doc_json).collect();
+            let page: Vec<Value> = docs.into_iter().skip(offset).take(limit).collect();
             Ok(json_response(
                 StatusCode::OK,
                 &json!({"total_rows": total, "offset": offset, "docs": page}),
@@ -302,6 +425,23 @@ mod tests {
 
     fn segs(parts: &[&str]) -> Vec<String> {
         parts.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn other_nodes_entries_join_once_each_in_key_order() {
+        let own = vec![json!({"id": "b", "node": "here"})];
+        assert_eq!(merged(own.clone(), Vec::new(), &["id"]), own);
+        let others = vec![
+            json!({"id": "c", "node": "there"}),
+            json!({"id": "b", "node": "there"}),
+            json!({"id": "a", "node": "there"}),
+        ];
+        let all = merged(own, others, &["id"]);
+        let shown: Vec<(&str, &str)> = all
+            .iter()
+            .map(|v| (v["id"].as_str().unwrap(), v["node"].as_str().unwrap()))
+            .collect();
+        assert_eq!(shown, [("a", "there"), ("b", "here"), ("c", "there")]);
     }
 
     #[test]

@@ -354,10 +354,29 @@ async fn serve(
         })
     };
     let manager = tokio::spawn(
-        manager::ReplicatorManager::new(store.clone(), scheduler.clone(), roles)
-            .run(shutdown_rx.clone()),
+        manager::ReplicatorManager::new(
+            store.clone(),
+            scheduler.clone(),
+            roles,
+            state.node.clone(),
+        )
+        .run(shutdown_rx.clone()),
     );
     let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx.clone()));
+    // Nodes sharing a store show each other's replications.
+    let publisher = store.is_shared().then(|| {
+        let state = state.clone();
+        let mut stop = shutdown_rx.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(manager::LEASE_TICK);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => http_api::publish_scheduler_state(&state).await,
+                    _ = stop.changed() => break,
+                }
+            }
+        })
+    });
     let auto_compaction = config.auto_compaction().map(|settings| {
         let store = store.clone();
         let stop = shutdown_rx.clone();
@@ -465,6 +484,9 @@ async fn serve(
     // that does not answer cannot hold the shutdown past the limit.
     finish_within(rotation, "the replication jobs").await;
     finish_within(db_events, "the database events recorder").await;
+    if let Some(publisher) = publisher {
+        publisher.abort();
+    }
     if let Some(compaction) = auto_compaction {
         // A compaction step in flight ends with its write; the rest waits
         // for the next start.

@@ -7,10 +7,17 @@
 //! stats or reason), and the manager's own writes never retrigger a job.
 //! A replicator database created while the server runs is followed at
 //! once; a deleted one's jobs are cancelled.
+//!
+//! Nodes sharing a store (PostgreSQL) all follow the same documents, and
+//! each job runs on one node only: the one holding its lease in the store.
+//! The holder renews it every [`LEASE_TICK`]; the others try to take the
+//! leases they wait for as often, so when a node dies another one starts
+//! its jobs within [`LEASE_TTL`] and a tick, from their checkpoints (the
+//! replication ids are the same on every node: they share the server uuid).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use replicator::{DocCompleted, DocPhase, Owner, Scheduler};
 use serde_json::{Map, Value, json};
@@ -26,12 +33,47 @@ pub const REPLICATOR_DB: &str = "_replicator";
 /// Changes read per page while following a replicator database.
 const PAGE: usize = 500;
 
+/// How long a node's lease on a document's job lasts unless renewed.
+pub const LEASE_TTL: Duration = Duration::from_secs(15);
+
+/// How often held leases are renewed and awaited ones sought.
+pub const LEASE_TICK: Duration = Duration::from_secs(5);
+
 /// What the manager remembers of a document it has seen.
 struct DocEntry {
     /// The document's spec fields, to tell a user's edit from our own state writes.
     fingerprint: String,
     /// Its job in the scheduler, while it has one.
     job_id: Option<String>,
+    /// Another node holds the document's lease: this node schedules the
+    /// document if it gets the lease.
+    waiting: bool,
+    /// When this node last renewed the lease of the document's job.
+    renewed: Instant,
+}
+
+/// A document whose lease a tick renews or seeks.
+struct LeaseCheck {
+    db: String,
+    doc_id: String,
+    job_id: Option<String>,
+    waiting: bool,
+    renewed: Instant,
+}
+
+/// What became of a document handed to the scheduler.
+enum Scheduled {
+    Job(String),
+    /// Finished or refused: no job.
+    Nothing,
+    /// Another node holds its lease.
+    Elsewhere,
+}
+
+/// The lease of one document's job.
+fn lease_key(db: &str, doc_id: &str) -> String {
+    // JSON: database names and document ids may both hold `/`.
+    json!(["_replicator", db, doc_id]).to_string()
 }
 
 /// Runs the replication documents of one server: hands their jobs to the
@@ -40,6 +82,8 @@ struct DocEntry {
 pub struct ReplicatorManager {
     store: Store,
     scheduler: Scheduler,
+    /// This process among the nodes sharing the store: the holder of its leases.
+    node: Arc<str>,
     /// By replicator database and document id.
     docs: Arc<Mutex<HashMap<(String, String), DocEntry>>>,
     /// Finds a document owner's roles, so its jobs run with its rights.
@@ -75,10 +119,16 @@ fn now_iso() -> String {
 }
 
 impl ReplicatorManager {
-    pub fn new(store: Store, scheduler: Scheduler, roles: RolesLookup) -> ReplicatorManager {
+    pub fn new(
+        store: Store,
+        scheduler: Scheduler,
+        roles: RolesLookup,
+        node: Arc<str>,
+    ) -> ReplicatorManager {
         ReplicatorManager {
             store,
             scheduler,
+            node,
             docs: Arc::new(Mutex::new(HashMap::new())),
             roles,
         }
@@ -99,8 +149,18 @@ impl ReplicatorManager {
         let mut followers: HashMap<String, JoinHandle<()>> = HashMap::new();
         self.follow_all(&mut followers).await;
         let mut completed = self.scheduler.completed_docs();
+        let mut tick = tokio::time::interval(LEASE_TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
+                _ = tick.tick() => {
+                    self.renew_and_seek_leases().await;
+                    if self.store.is_shared() {
+                        // Other nodes create and delete replicator databases
+                        // without telling this one.
+                        self.follow_all(&mut followers).await;
+                    }
+                }
                 event = events.recv() => match event {
                     Ok(DbUpdate { kind: DbEventType::Created, db }) if is_replicator_db(&db) => {
                         self.follow(&mut followers, &db).await;
@@ -119,6 +179,130 @@ impl ReplicatorManager {
         }
         for follower in followers.into_values() {
             follower.abort();
+        }
+        // Stopping: once a job has stopped (and checkpointed), another
+        // node may take it at once rather than when its lease runs out.
+        if self.store.is_shared() {
+            let held: Vec<((String, String), String)> = self
+                .lock()
+                .iter()
+                .filter_map(|(key, entry)| Some((key.clone(), entry.job_id.clone()?)))
+                .collect();
+            for ((db, doc_id), job_id) in held {
+                self.scheduler.remove(&job_id).await;
+                self.release(&db, &doc_id).await;
+            }
+        }
+    }
+
+    async fn release(&self, db: &str, doc_id: &str) {
+        if let Err(e) = self
+            .store
+            .release_lease(&lease_key(db, doc_id), &self.node)
+            .await
+        {
+            tracing::warn!(db = %db, doc = %doc_id, error = %e, "cannot give a replication's lease up");
+        }
+    }
+
+    /// Renews the leases of the jobs this node runs (stopping any it lost),
+    /// and schedules the documents whose lease it can take now.
+    async fn renew_and_seek_leases(&self) {
+        let entries: Vec<LeaseCheck> = self
+            .lock()
+            .iter()
+            .filter(|(_, entry)| entry.job_id.is_some() || entry.waiting)
+            .map(|((db, doc_id), entry)| LeaseCheck {
+                db: db.clone(),
+                doc_id: doc_id.clone(),
+                job_id: entry.job_id.clone(),
+                waiting: entry.waiting,
+                renewed: entry.renewed,
+            })
+            .collect();
+        for LeaseCheck {
+            db,
+            doc_id,
+            job_id,
+            waiting,
+            renewed,
+        } in entries
+        {
+            let key = lease_key(&db, &doc_id);
+            let held = self.store.lease(&key, &self.node, LEASE_TTL).await;
+            match (job_id, held) {
+                (Some(_), Ok(true)) => {
+                    if let Some(entry) = self.lock().get_mut(&(db.clone(), doc_id.clone())) {
+                        entry.renewed = Instant::now();
+                    }
+                }
+                (Some(job_id), outcome) => {
+                    // Lost to another node, or not renewed for so long that
+                    // another node may have taken it: stop, and wait for it.
+                    let lost = matches!(outcome, Ok(false)) || renewed.elapsed() >= LEASE_TTL;
+                    if let Err(e) = &outcome {
+                        tracing::warn!(db = %db, doc = %doc_id, error = %e, "cannot renew a replication's lease");
+                    }
+                    if lost {
+                        tracing::warn!(db = %db, doc = %doc_id, job = %job_id, "the replication's lease is lost; its job stops here");
+                        self.scheduler.remove(&job_id).await;
+                        self.scheduler.forget_doc(&db, &doc_id);
+                        if let Some(entry) = self.lock().get_mut(&(db.clone(), doc_id.clone())) {
+                            entry.job_id = None;
+                            entry.waiting = true;
+                        }
+                    }
+                }
+                (None, Ok(true)) if waiting => {
+                    // Ours now: the document as it is now (its holder may
+                    // have finished it meanwhile).
+                    let Ok(database) = self.store.db(&db).await else {
+                        self.release(&db, &doc_id).await;
+                        continue;
+                    };
+                    let doc = database
+                        .get(&doc_id, Default::default())
+                        .await
+                        .ok()
+                        .and_then(|json| json.to_value().ok());
+                    let Some(Value::Object(doc)) = doc else {
+                        self.lock().remove(&(db.clone(), doc_id.clone()));
+                        self.release(&db, &doc_id).await;
+                        continue;
+                    };
+                    tracing::info!(db = %db, doc = %doc_id, "took over a replication's lease");
+                    let scheduled = self.schedule(&database, &doc_id, &doc).await;
+                    self.record(&db, &doc_id, fingerprint(&doc), scheduled)
+                        .await;
+                }
+                (None, Ok(_)) => {}
+                (None, Err(e)) => {
+                    tracing::debug!(db = %db, doc = %doc_id, error = %e, "cannot take a replication's lease yet")
+                }
+            }
+        }
+    }
+
+    /// Remembers what became of a document; gives its lease up when it has
+    /// no job here.
+    async fn record(&self, db: &str, doc_id: &str, fingerprint: String, scheduled: Scheduled) {
+        let (job_id, waiting) = match scheduled {
+            Scheduled::Job(id) => (Some(id), false),
+            Scheduled::Nothing => (None, false),
+            Scheduled::Elsewhere => (None, true),
+        };
+        let release = job_id.is_none() && !waiting;
+        self.lock().insert(
+            (db.to_string(), doc_id.to_string()),
+            DocEntry {
+                fingerprint,
+                job_id,
+                waiting,
+                renewed: Instant::now(),
+            },
+        );
+        if release {
+            self.release(db, doc_id).await;
         }
     }
 
@@ -179,14 +363,21 @@ impl ReplicatorManager {
         if let Some(follower) = followers.remove(name) {
             follower.abort();
         }
-        let jobs: Vec<String> = {
+        let (jobs, held): (Vec<String>, Vec<String>) = {
             let mut docs = self.lock();
             let keys: Vec<(String, String)> =
                 docs.keys().filter(|(db, _)| db == name).cloned().collect();
             keys.into_iter()
-                .filter_map(|key| docs.remove(&key).and_then(|e| e.job_id))
-                .collect()
+                .filter_map(|key| {
+                    docs.remove(&key)
+                        .and_then(|e| e.job_id)
+                        .map(|job| (job, key.1))
+                })
+                .unzip()
         };
+        for doc_id in held {
+            self.release(name, &doc_id).await;
+        }
         // A job the follower added just before it was stopped is not in
         // the map yet: the scheduler knows its owner.
         let mut jobs: std::collections::BTreeSet<String> = jobs.into_iter().collect();
@@ -252,6 +443,7 @@ impl ReplicatorManager {
         }
         let (db, doc_id) = key;
         tracing::info!(db = %db, doc = %doc_id, "replication completed");
+        self.release(&db, &doc_id).await;
         let Ok(db) = self.store.db(&db).await else {
             return;
         };
@@ -276,6 +468,7 @@ impl ReplicatorManager {
                 if let Some(job_id) = entry.and_then(|e| e.job_id) {
                     tracing::info!(doc = %id, job = %job_id, "replication document deleted; job cancelled");
                     self.scheduler.remove(&job_id).await;
+                    self.release(db.name(), id).await;
                 }
                 self.scheduler.forget_doc(db.name(), id);
                 return;
@@ -296,18 +489,13 @@ impl ReplicatorManager {
             // Waits for its checkpoint before its successor starts.
             self.scheduler.remove(&job_id).await;
         }
-        let job_id = self.schedule(db, id, &doc).await;
-        self.lock().insert(
-            key,
-            DocEntry {
-                fingerprint: print,
-                job_id,
-            },
-        );
+        let scheduled = self.schedule(db, id, &doc).await;
+        self.record(db.name(), id, print, scheduled).await;
     }
 
-    /// Turns a document into a job, or records why it cannot be one.
-    async fn schedule(&self, db: &Database, id: &str, doc: &Map<String, Value>) -> Option<String> {
+    /// Turns a document into a job (when this node holds its lease), or
+    /// records why it cannot be one.
+    async fn schedule(&self, db: &Database, id: &str, doc: &Map<String, Value>) -> Scheduled {
         let recorded = doc.get("_replication_state").and_then(Value::as_str);
         if let Some(state @ ("completed" | "failed")) = recorded {
             // Finished before: CouchDB does not start these again.
@@ -329,14 +517,30 @@ impl ReplicatorManager {
                 .ok()
                 .unzip();
             self.scheduler.set_doc(db.name(), id, phase, source, target);
-            return None;
+            return Scheduled::Nothing;
+        }
+        // Whoever holds the lease runs the job and writes its final state.
+        match self
+            .store
+            .lease(&lease_key(db.name(), id), &self.node, LEASE_TTL)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                self.scheduler.forget_doc(db.name(), id);
+                return Scheduled::Elsewhere;
+            }
+            Err(e) => {
+                tracing::warn!(doc = %id, error = %e, "cannot take a replication's lease; trying again later");
+                return Scheduled::Elsewhere;
+            }
         }
         let mut spec = match self.scheduler.parse_spec(&Value::Object(doc.clone())) {
             Ok(spec) => spec,
             Err(e) => {
                 tracing::warn!(doc = %id, reason = %e, "invalid replication document");
                 self.fail(db, id, e.0, None).await;
-                return None;
+                return Scheduled::Nothing;
             }
         };
         // The job has its owner's rights (the server set `owner` when the
@@ -365,7 +569,7 @@ impl ReplicatorManager {
                 added.id
             );
             self.fail(db, id, reason, Some((source, target))).await;
-            return None;
+            return Scheduled::Nothing;
         }
         self.scheduler.set_doc(
             db.name(),
@@ -374,7 +578,7 @@ impl ReplicatorManager {
             Some(source),
             Some(target),
         );
-        Some(added.id)
+        Scheduled::Job(added.id)
     }
 
     async fn fail(&self, db: &Database, id: &str, reason: String, peers: Option<(String, String)>) {

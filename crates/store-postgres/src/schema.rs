@@ -10,7 +10,8 @@ use crate::conn::{PgConn, pg};
 use store::StoreError;
 
 /// Migrations in order; the version is how many have been applied.
-const MIGRATIONS: &[&str] = &[r#"
+const MIGRATIONS: &[&str] = &[
+    r#"
 CREATE TABLE recliner_server (
     key   text PRIMARY KEY,
     value text NOT NULL
@@ -92,7 +93,23 @@ CREATE TABLE recliner_purges (
     revs      text NOT NULL,
     PRIMARY KEY (db_id, purge_seq)
 );
-"#];
+"#,
+    r#"
+CREATE TABLE recliner_leases (
+    key     text PRIMARY KEY,
+    holder  text NOT NULL,
+    expires timestamptz NOT NULL
+);
+
+CREATE TABLE recliner_node_state (
+    node    text NOT NULL,
+    key     text NOT NULL,
+    value   text NOT NULL,
+    updated timestamptz NOT NULL,
+    PRIMARY KEY (node, key)
+);
+"#,
+];
 
 /// A number no other program's advisory lock is likely to use: held while
 /// a node migrates, so nodes starting together migrate once.

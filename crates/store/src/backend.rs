@@ -274,6 +274,44 @@ pub trait StoreBackend: Send + Sync + std::fmt::Debug {
         let _ = (key, fresh);
         Ok(None)
     }
+    /// Whether other processes (nodes) may serve the same databases.
+    fn is_shared(&self) -> bool {
+        false
+    }
+    /// Takes or renews the lease `key` for `holder` until `ttl` from now:
+    /// true when `holder` has it, false when another holder's lease has not
+    /// run out. Nodes sharing the store run a `_replicator` job only while
+    /// they hold its lease. A backend that serves one node grants every lease.
+    fn lease(&self, key: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
+        let _ = (key, holder, ttl);
+        Ok(true)
+    }
+    /// Gives a lease up (a stopped job), so another node need not wait for
+    /// it to run out.
+    fn release_lease(&self, key: &str, holder: &str) -> Result<(), StoreError> {
+        let _ = (key, holder);
+        Ok(())
+    }
+    /// Publishes what `node` runs (its `_scheduler` entries, as JSON text by
+    /// key), replacing what it published before, for the other nodes to show.
+    fn publish_node_state(
+        &self,
+        node: &str,
+        entries: &[(String, String)],
+    ) -> Result<(), StoreError> {
+        let _ = (node, entries);
+        Ok(())
+    }
+    /// What the other nodes published within `fresh`: node, key and JSON
+    /// text. Nothing where no other node can share the store.
+    fn other_nodes_state(
+        &self,
+        node: &str,
+        fresh: std::time::Duration,
+    ) -> Result<Vec<(String, String, String)>, StoreError> {
+        let _ = (node, fresh);
+        Ok(Vec::new())
+    }
     /// Whether the databases can be read now (`GET /_up`); the data folder
     /// is probed besides.
     fn check_read(&self) -> Result<(), StoreError>;

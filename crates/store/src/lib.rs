@@ -488,6 +488,47 @@ impl Store {
             .await
     }
 
+    /// Whether other nodes may serve the same databases (a shared backend).
+    pub fn is_shared(&self) -> bool {
+        self.inner.backend.is_shared()
+    }
+
+    /// See [`backend::StoreBackend::lease`].
+    pub async fn lease(&self, key: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let (key, holder) = (key.to_string(), holder.to_string());
+        self.blocking(move |store| store.inner.backend.lease(&key, &holder, ttl))
+            .await
+    }
+
+    /// See [`backend::StoreBackend::release_lease`].
+    pub async fn release_lease(&self, key: &str, holder: &str) -> Result<(), StoreError> {
+        let (key, holder) = (key.to_string(), holder.to_string());
+        self.blocking(move |store| store.inner.backend.release_lease(&key, &holder))
+            .await
+    }
+
+    /// See [`backend::StoreBackend::publish_node_state`].
+    pub async fn publish_node_state(
+        &self,
+        node: &str,
+        entries: Vec<(String, String)>,
+    ) -> Result<(), StoreError> {
+        let node = node.to_string();
+        self.blocking(move |store| store.inner.backend.publish_node_state(&node, &entries))
+            .await
+    }
+
+    /// See [`backend::StoreBackend::other_nodes_state`].
+    pub async fn other_nodes_state(
+        &self,
+        node: &str,
+        fresh: Duration,
+    ) -> Result<Vec<(String, String, String)>, StoreError> {
+        let node = node.to_string();
+        self.blocking(move |store| store.inner.backend.other_nodes_state(&node, fresh))
+            .await
+    }
+
     pub(crate) fn backend(&self) -> &Arc<dyn backend::StoreBackend> {
         &self.inner.backend
     }
