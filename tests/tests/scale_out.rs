@@ -136,6 +136,28 @@ async fn three_nodes_on_one_postgres_share_writes_and_hand_over_a_killed_nodes_r
     .await;
     assert!(same_uuid.windows(2).all(|w| w[0] == w[1]), "{same_uuid:?}");
 
+    // An admin added on one node logs in on the others.
+    let added = clients[0]
+        .put("/_node/_local/_config/admins/ops", json!("ops-password"))
+        .await;
+    assert_eq!(added.status, 200, "{}", added.text);
+    for node in cluster.nodes.iter().skip(1) {
+        let node = node.as_ref().unwrap();
+        let ops = Client::at(
+            &node
+                .plain_url
+                .replacen("http://", "http://ops:ops-password@", 1),
+        );
+        assert!(
+            eventually_within(Duration::from_secs(15), async || {
+                ops.get("/_all_dbs").await.status == 200
+            })
+            .await,
+            "the admin added on node 0 cannot log in on {}",
+            node.plain_url
+        );
+    }
+
     // Two edits of one document on two nodes at once: one wins, one is refused.
     let first = clients[0]
         .put("/shared/contested", json!({"v": 0}))

@@ -11,6 +11,7 @@ mod manager;
 mod node_config;
 mod replicate_cmd;
 mod security;
+mod shared_admins;
 mod tls;
 
 /// jemalloc instead of glibc's allocator: the blocking threads that open
@@ -363,15 +364,24 @@ async fn serve(
         .run(shutdown_rx.clone()),
     );
     let rotation = tokio::spawn(scheduler.clone().run(shutdown_rx.clone()));
-    // Nodes sharing a store show each other's replications.
+    // Nodes sharing a store share their admins and show each other's
+    // replications.
+    let mut admins = shared_admins::AdminSync::default();
+    if store.is_shared() {
+        admins.sync(&store, &server_config).await;
+    }
     let publisher = store.is_shared().then(|| {
         let state = state.clone();
+        let (store, server_config) = (store.clone(), server_config.clone());
         let mut stop = shutdown_rx.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(manager::LEASE_TICK);
             loop {
                 tokio::select! {
-                    _ = tick.tick() => http_api::publish_scheduler_state(&state).await,
+                    _ = tick.tick() => {
+                        admins.sync(&store, &server_config).await;
+                        http_api::publish_scheduler_state(&state).await;
+                    }
                     _ = stop.changed() => break,
                 }
             }

@@ -239,6 +239,21 @@ impl ServerConfig {
         let _ = self.on_change.set(apply);
     }
 
+    /// The configured admins (name → password hash).
+    pub fn admins(&self) -> std::collections::BTreeMap<String, String> {
+        self.current().admins.clone()
+    }
+
+    /// Replaces the admins in force (not in the file): what the other
+    /// nodes sharing the store changed.
+    pub fn set_admins(&self, admins: std::collections::BTreeMap<String, String>) {
+        let mut next = self.current().clone();
+        next.admins = admins;
+        if let Err(e) = self.replace(next) {
+            tracing::warn!(error = ?e, "the shared admins cannot be applied");
+        }
+    }
+
     fn current(&self) -> std::sync::MutexGuard<'_, Config> {
         self.current.lock().unwrap_or_else(|p| p.into_inner())
     }

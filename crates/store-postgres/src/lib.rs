@@ -332,6 +332,33 @@ impl StoreBackend for PostgresStore {
             .collect()
     }
 
+    fn shared_values(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        // By range rather than LIKE: a prefix may hold `%` or `_`.
+        let end = format!("{prefix}\u{10FFFF}");
+        self.pool
+            .get()?
+            .query(
+                "SELECT key, value FROM recliner_server WHERE key >= $1 AND key < $2 ORDER BY key",
+                &[&prefix, &end],
+            )?
+            .iter()
+            .map(|row| Ok((row.try_get(0).map_err(pg)?, row.try_get(1).map_err(pg)?)))
+            .collect()
+    }
+
+    fn set_shared_value(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
+        let mut conn = self.pool.get()?;
+        match value {
+            Some(value) => conn.execute(
+                "INSERT INTO recliner_server (key, value) VALUES ($1, $2)
+                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                &[&key, &value],
+            )?,
+            None => conn.execute("DELETE FROM recliner_server WHERE key = $1", &[&key])?,
+        };
+        Ok(())
+    }
+
     fn check_read(&self) -> Result<(), StoreError> {
         let row = self
             .pool

@@ -312,6 +312,16 @@ pub trait StoreBackend: Send + Sync + std::fmt::Debug {
         let _ = (node, fresh);
         Ok(Vec::new())
     }
+    /// The shared values whose keys start with `prefix`, by key.
+    fn shared_values(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let _ = prefix;
+        Ok(Vec::new())
+    }
+    /// Sets (or, with `None`, removes) a shared value.
+    fn set_shared_value(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
+        let _ = (key, value);
+        Ok(())
+    }
     /// Whether the databases can be read now (`GET /_up`); the data folder
     /// is probed besides.
     fn check_read(&self) -> Result<(), StoreError>;

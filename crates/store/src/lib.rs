@@ -488,6 +488,20 @@ impl Store {
             .await
     }
 
+    /// See [`backend::StoreBackend::shared_values`].
+    pub async fn shared_values(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
+        let prefix = prefix.to_string();
+        self.blocking(move |store| store.inner.backend.shared_values(&prefix))
+            .await
+    }
+
+    /// See [`backend::StoreBackend::set_shared_value`].
+    pub async fn set_shared_value(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
+        let (key, value) = (key.to_string(), value.map(str::to_string));
+        self.blocking(move |store| store.inner.backend.set_shared_value(&key, value.as_deref()))
+            .await
+    }
+
     /// Whether other nodes may serve the same databases (a shared backend).
     pub fn is_shared(&self) -> bool {
         self.inner.backend.is_shared()
