@@ -7,7 +7,7 @@
 //! bounded however long the feed.
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
 use postgres::Row;
@@ -32,6 +32,9 @@ pub(crate) struct PgRows<'a> {
     name: &'a str,
     /// Where commits are announced (`crate::listener`).
     channel: &'a str,
+    /// Documents a batch prefetched, as the transaction found them: each is
+    /// handed out once, and any write that could change one drops them all.
+    prefetched: RefCell<HashMap<String, Option<StoredDoc>>>,
 }
 
 /// A query's arguments, built alongside its text.
@@ -134,6 +137,7 @@ impl<'a> PgRows<'a> {
             db_id,
             name,
             channel,
+            prefetched: RefCell::default(),
         }
     }
 
@@ -279,25 +283,52 @@ impl<'a> PgRows<'a> {
     }
 }
 
+/// A document row as the writer loads it (columns of [`LOAD_DOC`]).
+fn stored_doc(id: &str, row: &Row) -> Result<StoredDoc, StoreError> {
+    let tree: Vec<u8> = get(row, 1)?;
+    let deleted: bool = get(row, 2)?;
+    let body_len: Option<i64> = get(row, 3)?;
+    Ok(StoredDoc {
+        key: get(row, 0)?,
+        tree: decode_tree(id, &tree)?,
+        live_body_len: (!deleted).then_some(body_len.unwrap_or(0)),
+    })
+}
+
+/// The columns [`stored_doc`] reads, and where from.
+const LOAD_DOC: &str = "SELECT d.doc_key, d.tree, d.deleted, r.body_len, d.id
+     FROM recliner_docs d LEFT JOIN recliner_revs r ON r.row = d.winner_row";
+
+impl PgRows<'_> {
+    /// Forgets every prefetched document (a write changed rows).
+    fn forget_prefetched(&self) {
+        self.prefetched.borrow_mut().clear();
+    }
+}
+
 impl WriteRows for PgRows<'_> {
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StoreError> {
-        let Some(row) = self.query_opt(
-            "SELECT d.doc_key, d.tree, d.deleted, r.body_len
-             FROM recliner_docs d LEFT JOIN recliner_revs r ON r.row = d.winner_row
-             WHERE d.db_id = $1 AND d.id = $2",
-            &[&self.db_id, &id],
-        )?
-        else {
-            return Ok(None);
-        };
-        let tree: Vec<u8> = get(&row, 1)?;
-        let deleted: bool = get(&row, 2)?;
-        let body_len: Option<i64> = get(&row, 3)?;
-        Ok(Some(StoredDoc {
-            key: get(&row, 0)?,
-            tree: decode_tree(id, &tree)?,
-            live_body_len: (!deleted).then_some(body_len.unwrap_or(0)),
-        }))
+        if let Some(found) = self.prefetched.borrow_mut().remove(id) {
+            return Ok(found);
+        }
+        let sql = format!("{LOAD_DOC} WHERE d.db_id = $1 AND d.id = $2");
+        self.query_opt(&sql, &[&self.db_id, &id])?
+            .map(|row| stored_doc(id, &row))
+            .transpose()
+    }
+
+    fn prefetch_docs(&self, ids: &[&str]) -> Result<(), StoreError> {
+        let sql = format!("{LOAD_DOC} WHERE d.db_id = $1 AND d.id = ANY($2)");
+        let rows = self.query(&sql, &[&self.db_id, &ids])?;
+        let mut prefetched: HashMap<String, Option<StoredDoc>> =
+            ids.iter().map(|id| (id.to_string(), None)).collect();
+        for row in &rows {
+            let id: String = get(row, 4)?;
+            let doc = stored_doc(&id, row)?;
+            prefetched.insert(id, Some(doc));
+        }
+        *self.prefetched.borrow_mut() = prefetched;
+        Ok(())
     }
 
     fn revision_attachments(&self, key: i64, rev: &RevId) -> Result<Attachments, StoreError> {
@@ -374,6 +405,7 @@ impl WriteRows for PgRows<'_> {
     }
 
     fn write_doc(&self, u: &DocUpdate<'_>) -> Result<(), StoreError> {
+        self.prefetched.borrow_mut().remove(u.id);
         let winner = u.winner.to_string();
         let seq = int(u.seq);
         let tree = u.tree.encode();
@@ -439,6 +471,7 @@ impl WriteRows for PgRows<'_> {
     }
 
     fn delete_doc(&self, key: i64) -> Result<(), StoreError> {
+        self.forget_prefetched();
         self.execute(
             "DELETE FROM recliner_revs WHERE db_id = $1 AND doc_key = $2",
             &[&self.db_id, &key],
@@ -527,6 +560,7 @@ impl WriteRows for PgRows<'_> {
     }
 
     fn set_tree(&self, key: i64, tree: &RevTree) -> Result<(), StoreError> {
+        self.forget_prefetched();
         self.execute(
             "UPDATE recliner_docs SET tree = $3 WHERE db_id = $1 AND doc_key = $2",
             &[&self.db_id, &key, &tree.encode()],

@@ -67,6 +67,12 @@ pub struct DocUpdate<'a> {
 pub trait WriteRows {
     /// The document's row, or `None` when it was never written.
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StoreError>;
+    /// Says which documents a batch is about to load: a backend that pays
+    /// a round trip per query reads them at once. Nothing by default.
+    fn prefetch_docs(&self, ids: &[&str]) -> Result<(), StoreError> {
+        let _ = ids;
+        Ok(())
+    }
     /// The attachments recorded with one revision (none when not kept).
     fn revision_attachments(&self, key: i64, rev: &RevId) -> Result<Attachments, StoreError>;
     /// The attachments of every kept revision of a document, revision by revision.

@@ -318,6 +318,16 @@ fn write_prepared(
     let mut results = Vec::new();
     // Partitions found at their size limit, asked once per batch.
     let mut full: std::collections::HashMap<String, bool> = Default::default();
+    let docs: Vec<Prepared> = docs.collect();
+    if docs.len() > 1 {
+        // One look-up for the batch where a backend pays per round trip.
+        let ids: Vec<&str> = docs
+            .iter()
+            .filter_map(|doc| doc.input.id.as_deref())
+            .filter(|id| !id.starts_with("_local/"))
+            .collect();
+        ctx.rows.prefetch_docs(&ids)?;
+    }
     for doc in docs {
         let id = doc
             .input
