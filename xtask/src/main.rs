@@ -98,7 +98,8 @@ fn test(extra: &[String]) -> Result<(), String> {
     run(build)?;
     let mut tests = cargo();
     tests
-        .args(["test", "--workspace"])
+        // Every failing test binary is reported, not only the first.
+        .args(["test", "--workspace", "--no-fail-fast"])
         .args(extra)
         .env("RECLINER_POUCHDB_SERVER", pouchdb_server);
     // Held until the tests end, then stopped, whatever their outcome.
@@ -146,11 +147,17 @@ fn test(extra: &[String]) -> Result<(), String> {
         Some(url) => {
             let mut store_tests = cargo();
             store_tests
-                .args(["test", "--package", "store", "--tests"])
+                .args(["test", "--package", "store", "--tests", "--no-fail-fast"])
                 .env(postgres::URL_VAR, url);
             let mut end_to_end = cargo();
             end_to_end
-                .args(["test", "--package", "recliner-tests", "--tests"])
+                .args([
+                    "test",
+                    "--package",
+                    "recliner-tests",
+                    "--tests",
+                    "--no-fail-fast",
+                ])
                 .args(extra)
                 .env(postgres::URL_VAR, url)
                 .env("RECLINER_POUCHDB_SERVER", pouchdb_server_for_tests()?);
