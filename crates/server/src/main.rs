@@ -339,6 +339,9 @@ async fn serve(
         scheduler.clone(),
         validators,
     );
+    // The same node after a restart on its folder: it takes back its own
+    // replication leases at once instead of waiting for them to run out.
+    state.node = store::node_uuid(&config.data_dir)?.into();
     let server_config = std::sync::Arc::new(node_config::ServerConfig::new(
         config.clone(),
         config_file,

@@ -79,7 +79,7 @@ pub use read::{
 };
 pub use replaced::Replaced;
 pub use seq::{MalformedSeq, Since};
-pub use server_uuid::ServerUuidError;
+pub use server_uuid::{ServerUuidError, node_uuid};
 pub use sqlite::SqliteStore;
 pub use sqlite::schema::Durability;
 pub use update::{BulkError, DocWriteResult};

@@ -1,4 +1,6 @@
-//! The server's persistent uuid, kept in a small file in the data folder.
+//! The server's persistent uuid, kept in a small file in the data folder;
+//! and the node's, the same way (nodes sharing a store tell each other
+//! apart by it, and a node started again on its folder is the same node).
 
 use std::fs;
 use std::io::{self, Write};
@@ -6,6 +8,9 @@ use std::path::{Path, PathBuf};
 
 /// The file name; it cannot clash with a database file, which ends in `.sqlite`.
 const FILE_NAME: &str = "server-uuid";
+
+/// The node's uuid file, beside the server's.
+const NODE_FILE_NAME: &str = "node-uuid";
 
 /// Why the server uuid could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -23,7 +28,22 @@ pub enum ServerUuidError {
 /// Reads the uuid, or creates it atomically (a synced temporary file linked
 /// into place) so a crash never leaves a half-written identity behind.
 pub(crate) fn load_or_create(data_dir: &Path) -> Result<String, ServerUuidError> {
-    let path = data_dir.join(FILE_NAME);
+    load_or_create_named(data_dir, FILE_NAME)
+}
+
+/// This node's uuid in `data_dir`, created on first use: on a shared store
+/// it names the node's leases, so a node restarted on its data folder
+/// takes its own jobs back at once.
+pub fn node_uuid(data_dir: &Path) -> Result<String, ServerUuidError> {
+    std::fs::create_dir_all(data_dir).map_err(|source| ServerUuidError::Io {
+        path: data_dir.to_path_buf(),
+        source,
+    })?;
+    load_or_create_named(data_dir, NODE_FILE_NAME)
+}
+
+fn load_or_create_named(data_dir: &Path, file_name: &str) -> Result<String, ServerUuidError> {
+    let path = data_dir.join(file_name);
     let io_err = |source| ServerUuidError::Io {
         path: path.clone(),
         source,
@@ -39,7 +59,7 @@ pub(crate) fn load_or_create(data_dir: &Path) -> Result<String, ServerUuidError>
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let uuid = uuid::Uuid::new_v4().simple().to_string();
-            let tmp = data_dir.join(format!("{FILE_NAME}.{uuid}.tmp"));
+            let tmp = data_dir.join(format!("{file_name}.{uuid}.tmp"));
             let mut file = fs::File::create(&tmp).map_err(io_err)?;
             file.write_all(format!("{uuid}\n").as_bytes())
                 .map_err(io_err)?;
@@ -56,7 +76,9 @@ pub(crate) fn load_or_create(data_dir: &Path) -> Result<String, ServerUuidError>
                     }
                     Ok(uuid)
                 }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => load_or_create(data_dir),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    load_or_create_named(data_dir, file_name)
+                }
                 Err(e) => Err(io_err(e)),
             }
         }

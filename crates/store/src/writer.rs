@@ -247,6 +247,9 @@ struct Shared {
     /// database closes.
     seq_tx: Mutex<Option<watch::Sender<u64>>>,
     commits: AtomicU64,
+    /// The update sequence of this process's last commit (or the one the
+    /// database was opened at).
+    own_seq: AtomicU64,
     /// See [`WriterHandle::design_generation`].
     design_generation: AtomicU64,
 }
@@ -292,6 +295,7 @@ impl WriterHandle {
                 thread: Mutex::new(ThreadState::Idle(rx)),
                 seq_tx: Mutex::new(Some(seq_tx)),
                 commits: AtomicU64::new(0),
+                own_seq: AtomicU64::new(update_seq),
                 design_generation: AtomicU64::new(new_design_generation()),
             }),
             seq_rx,
@@ -306,7 +310,9 @@ impl WriterHandle {
                 .design_generation
                 .store(new_design_generation(), Ordering::Release);
         }
-        self.shared.publish(update_seq);
+        // Not an event of this node's: the node that committed records it
+        // for `_db_updates` (in the database they share).
+        self.shared.advance(update_seq);
     }
 
     /// Queues a write of `weight` documents, waiting for room first, and
@@ -449,22 +455,29 @@ impl WriterHandle {
 impl Shared {
     /// Wakes changes feeds when the committed update sequence moved.
     fn publish(&self, update_seq: u64) {
+        // Compared with this writer's own last commit, not with the feeds'
+        // sequence: another node's notice of this commit may come first.
+        let before = self.own_seq.fetch_max(update_seq, Ordering::AcqRel);
+        self.advance(update_seq);
+        if update_seq > before {
+            self.config
+                .live
+                .events
+                .note(crate::db_events::DbEventType::Updated, &self.config.db_name);
+        }
+    }
+
+    /// Moves the feeds' update sequence forward (wakes them). Only forward:
+    /// another node's commit may be reported after a later one of this node.
+    fn advance(&self, update_seq: u64) {
         if let Some(tx) = lock(&self.seq_tx).as_ref() {
-            // Only forward: another node's commit may be reported after
-            // a later one of this node.
-            let moved = tx.send_if_modified(|seq| {
+            tx.send_if_modified(|seq| {
                 let changed = update_seq > *seq;
                 if changed {
                     *seq = update_seq;
                 }
                 changed
             });
-            if moved {
-                self.config
-                    .live
-                    .events
-                    .note(crate::db_events::DbEventType::Updated, &self.config.db_name);
-            }
         }
     }
 }
