@@ -196,6 +196,9 @@ impl ReplicatorManager {
     }
 
     async fn release(&self, db: &str, doc_id: &str) {
+        if !self.store.is_shared() {
+            return;
+        }
         if let Err(e) = self
             .store
             .release_lease(&lease_key(db, doc_id), &self.node)
@@ -208,6 +211,11 @@ impl ReplicatorManager {
     /// Renews the leases of the jobs this node runs (stopping any it lost),
     /// and schedules the documents whose lease it can take now.
     async fn renew_and_seek_leases(&self) {
+        // A store no other node shares grants every lease for good: with
+        // thousands of jobs, asking again every tick is wasted work.
+        if !self.store.is_shared() {
+            return;
+        }
         let entries: Vec<LeaseCheck> = self
             .lock()
             .iter()
