@@ -7,30 +7,8 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 use recliner_tests::couchdb::{couchdb, unique_db};
-use recliner_tests::{Client, TempDir, TestServer};
+use recliner_tests::{Client, SplitMix as Rng, TempDir, TestServer};
 use serde_json::{Value, json};
-
-/// A small deterministic generator, so a failure names a reproducible case.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // splitmix64
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
-}
 
 /// Number texts as clients write them: every integer width Erlang encodes
 /// differently, and floats in plain and exponent forms.

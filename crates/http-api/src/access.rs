@@ -314,7 +314,7 @@ impl Writer {
             "roles": self.user.roles,
         })
         .to_string();
-        let sec_obj = database.security().await?.to_string();
+        let sec_obj = ejson::to_string(&*database.security().await?);
         let verdict = self
             .state
             .validators

@@ -575,6 +575,7 @@ fn scan_error(e: ScanError) -> ApiError {
         }
         ScanError::Io(e) => ApiError::Internal(format!("reading a request body: {e}")),
         ScanError::Syntax(_) | ScanError::TooLarge => ApiError::bad_request("invalid UTF-8 JSON"),
+        ScanError::TooDeep => ApiError::from(ejson::JsonError::TooDeep),
     }
 }
 

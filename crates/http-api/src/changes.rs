@@ -254,7 +254,8 @@ pub(crate) async fn changes(
                 path: &format!("/{db}/_changes"),
                 query: &query,
                 headers: &request_headers,
-                body: (method == Method::POST).then(|| Value::Object(body.clone()).to_string()),
+                body: (method == Method::POST)
+                    .then(|| ejson::to_string(&Value::Object(body.clone()))),
                 id: None,
             })
             .await?;
@@ -499,9 +500,9 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, String> {
             None => {
                 wire::rows::write_changes_row(out, &seq, &row.id, &row.changes, row.deleted, doc)
             }
-            Some((kind, db_name)) => out.push_str(
-                &serde_json::json!({"db_name": db_name, "type": kind, "seq": seq}).to_string(),
-            ),
+            Some((kind, db_name)) => out.push_str(&ejson::to_string(
+                &serde_json::json!({"db_name": db_name, "type": kind, "seq": seq}),
+            )),
         };
         match s.run.feed {
             Feed::Normal | Feed::Longpoll => {

@@ -304,8 +304,7 @@ pub(crate) async fn bulk_docs(
     }
     let parse = |raw: &serde_json::value::RawValue| {
         check_raw_document_size(&state, raw.get())?;
-        let value: Value = serde_json::from_str(raw.get())
-            .map_err(|_| ApiError::bad_request("invalid UTF-8 JSON"))?;
+        let value: Value = ejson::from_str(raw.get())?;
         parse_doc(&state, value)
     };
     // Design documents are checked by the engine (their views compile):
@@ -575,7 +574,7 @@ async fn bulk_get_page(
                     out.push('}');
                 }
                 Err(e) => out.push_str(
-                    &json!({"error": {"id": e.id, "rev": e.rev, "error": e.error, "reason": e.reason}}).to_string(),
+                    &ejson::to_string(&json!({"error": {"id": e.id, "rev": e.rev, "error": e.error, "reason": e.reason}})),
                 ),
             }
         }
@@ -917,7 +916,7 @@ pub(crate) fn keyed_ids(keys: &[Value], prefix: &str, descending: bool) -> Vec<S
 
 /// A listing's row for a key that names no document.
 pub(crate) fn not_found_row(key: &impl serde::Serialize) -> String {
-    json!({"key": key, "error": "not_found"}).to_string()
+    ejson::to_string(&json!({"key": key, "error": "not_found"}))
 }
 
 /// A listing's answer: `head` (the members before `rows`, each followed by

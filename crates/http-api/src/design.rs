@@ -118,7 +118,7 @@ pub(crate) async fn runnable(
         db: database.name().to_string(),
         id: text("_id"),
         rev: text("_rev"),
-        json: doc.to_string().into(),
+        json: ejson::to_string(&doc).into(),
     })
 }
 

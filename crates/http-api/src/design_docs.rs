@@ -118,11 +118,11 @@ fn row_json(row: &store::AllDocsRow, include_docs: bool) -> String {
     }
     if include_docs {
         value["doc"] = match &row.doc {
-            Some(doc) => serde_json::from_str(doc.as_str()).unwrap_or(Value::Null),
+            Some(doc) => ejson::from_stored(doc.as_str()).unwrap_or(Value::Null),
             None => Value::Null,
         };
     }
-    value.to_string()
+    ejson::to_string(&value)
 }
 
 #[cfg(test)]

@@ -115,8 +115,7 @@ async fn get(
         let which = if open_revs == "all" {
             OpenRevs::All
         } else {
-            let value: Value = serde_json::from_str(open_revs)
-                .map_err(|_| ApiError::bad_request("invalid UTF-8 JSON"))?;
+            let value: Value = ejson::from_str(open_revs)?;
             OpenRevs::List(rev_list(&value, "open_revs")?)
         };
         if crate::multipart::accepts(headers, "multipart/mixed") {

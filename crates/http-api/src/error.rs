@@ -182,6 +182,23 @@ impl ApiError {
     }
 }
 
+/// JSON a client or peer sent that CouchDB would not hold: its answer for
+/// text it cannot read (numbers out of range included), and a clear 400
+/// past the depth `ejson` reads.
+impl From<ejson::JsonError> for ApiError {
+    fn from(e: ejson::JsonError) -> ApiError {
+        match e {
+            ejson::JsonError::TooDeep => ApiError::bad_request(format!(
+                "JSON is too deeply nested: at most {} levels",
+                ejson::MAX_DEPTH
+            )),
+            ejson::JsonError::Syntax { .. } | ejson::JsonError::NumberOutOfRange { .. } => {
+                ApiError::bad_request("invalid UTF-8 JSON")
+            }
+        }
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> ApiError {
         match e {

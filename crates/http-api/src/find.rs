@@ -439,7 +439,7 @@ impl Run {
                         break;
                     }
                     self.keys_examined += 1;
-                    let key: Value = serde_json::from_str(&row.key).unwrap_or(Value::Null);
+                    let key: Value = ejson::from_stored(&row.key).unwrap_or(Value::Null);
                     let doc = match &docs {
                         None => covered_doc(&def, &key, &row.id),
                         Some(docs) => match docs.get(i) {

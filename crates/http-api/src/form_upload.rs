@@ -79,7 +79,7 @@ pub(crate) async fn form_upload(
         }
     }
     let body = match (doc_json, rev) {
-        (Some(text), _) => match serde_json::from_str::<Value>(&text) {
+        (Some(text), _) => match ejson::from_str(&text) {
             Ok(Value::Object(mut map)) => {
                 map.insert("_id".into(), json!(id));
                 map

@@ -12,9 +12,10 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 
-/// Serializes `value` into a JSON response with CouchDB's trailing newline.
+/// Serializes `value` into a JSON response with CouchDB's trailing newline,
+/// numbers and escapes (`ejson`).
 pub fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
-    match serde_json::to_vec(value) {
+    match ejson::to_vec_of(value) {
         Ok(mut bytes) => {
             bytes.push(b'\n');
             raw_json_response(status, bytes)
@@ -34,7 +35,7 @@ pub fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
 /// CouchDB tags such answers (`_all_dbs`, `_uuids`, local documents): with
 /// an ETag made from the content.
 pub fn tagged_json_response(status: StatusCode, value: &impl Serialize) -> Response {
-    match serde_json::to_vec(value) {
+    match ejson::to_vec_of(value) {
         Ok(mut bytes) => {
             bytes.push(b'\n');
             let etag = content_etag(&bytes);
@@ -109,9 +110,10 @@ pub async fn read_body(body: Body, limit: u64) -> Result<Bytes, ApiError> {
     Ok(Bytes::from(out))
 }
 
-/// Parses a JSON request body; CouchDB's reason for anything unparsable.
+/// Parses a JSON request body as CouchDB reads it (`ejson`); CouchDB's
+/// reason for anything unparsable.
 pub fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(bytes).map_err(|_| ApiError::bad_request("invalid UTF-8 JSON"))
+    Ok(ejson::from_slice(bytes)?)
 }
 
 /// Reads and parses a JSON body that is not documents and must be an

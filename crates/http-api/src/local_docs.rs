@@ -55,5 +55,5 @@ pub(crate) fn row_json(row: LocalRow) -> String {
     if let Some(doc) = row.doc {
         value["doc"] = doc;
     }
-    value.to_string()
+    ejson::to_string(&value)
 }

@@ -151,7 +151,7 @@ fn parse_limit(bytes: &[u8]) -> Result<u64, ApiError> {
     }
     // Anything else that is JSON is refused for what it is; the rest is
     // not JSON.
-    match serde_json::from_str::<Value>(text) {
+    match ejson::from_str(text) {
         Ok(_) => Err(refused()),
         Err(_) => Err(ApiError::bad_request("invalid UTF-8 JSON")),
     }

@@ -76,9 +76,7 @@ impl Query {
         match self.get(key) {
             None => Ok(None),
             // CouchDB's reason for any unparsable JSON parameter.
-            Some(text) => serde_json::from_str(text)
-                .map(Some)
-                .map_err(|_| ApiError::bad_request("invalid UTF-8 JSON")),
+            Some(text) => Ok(Some(ejson::from_str(text)?)),
         }
     }
 

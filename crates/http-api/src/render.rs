@@ -49,7 +49,7 @@ pub(crate) async fn show(
     // document, what the client accepts, who asks and what it asks.
     let tag = serde_json::json!([
         design.rev,
-        serde_json::from_str::<Value>(&doc)
+        ejson::from_stored(&doc)
             .ok()
             .and_then(|d| d.get("_rev").cloned()),
         headers
@@ -159,7 +159,7 @@ pub(crate) async fn list(
     let user = crate::auth::user_of(&request);
     let (headers, body) = parts(request).await?;
     let params = match (&body, method == Method::POST) {
-        (Some(text), true) => match serde_json::from_str::<Value>(text) {
+        (Some(text), true) => match ejson::from_str(text) {
             Ok(Value::Object(map)) => map,
             _ => Default::default(),
         },
@@ -179,7 +179,7 @@ pub(crate) async fn list(
         },
     )
     .await?;
-    let head = Value::Object(opened.head()).to_string();
+    let head = ejson::to_string(&Value::Object(opened.head()));
     let req = crate::design::request_object(RequestParts {
         database: &database,
         user: &user,
@@ -296,7 +296,7 @@ async fn feed_rows(
         })?;
         let Some(page) = page else { return Ok(()) };
         for row in page {
-            if rows.send(row.to_string()).await.is_err() {
+            if rows.send(ejson::to_string(&row)).await.is_err() {
                 return Ok(());
             }
         }

@@ -54,7 +54,7 @@ pub async fn publish_scheduler_state(state: &AppState) {
     entries.extend(state.scheduler.docs(None).iter().map(|doc| {
         (
             format!("doc/{}", json!([doc.db, doc.doc_id])),
-            doc_json(doc, &node).to_string(),
+            ejson::to_string(&doc_json(doc, &node)),
         )
     }));
     if let Err(e) = state.store.publish_node_state(&state.node, entries).await {
@@ -75,7 +75,7 @@ async fn other_nodes(state: &AppState, prefix: &str) -> Vec<Value> {
         Ok(rows) => rows
             .into_iter()
             .filter(|(_, key, _)| key.starts_with(prefix))
-            .filter_map(|(_, _, value)| serde_json::from_str(&value).ok())
+            .filter_map(|(_, _, value)| ejson::from_stored(&value).ok())
             .collect(),
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the other nodes' replications");

@@ -365,8 +365,8 @@ impl OpenedQuery {
     }
 
     async fn map_row(&self, database: &Database, row: IndexEntry) -> Result<Value, ApiError> {
-        let key: Value = serde_json::from_str(&row.key).unwrap_or(Value::Null);
-        let value: Value = serde_json::from_str(&row.value).unwrap_or(Value::Null);
+        let key: Value = ejson::from_stored(&row.key).unwrap_or(Value::Null);
+        let value: Value = ejson::from_stored(&row.value).unwrap_or(Value::Null);
         if !self.include_docs {
             return Ok(json!({"id": row.id, "key": key, "value": value}));
         }
@@ -415,7 +415,7 @@ async fn write_query(
                 writer.write(b",\r\n").await?;
             }
             first = false;
-            writer.write(row.to_string().as_bytes()).await?;
+            writer.write(&ejson::to_vec(&row)).await?;
         }
     }
     writer.write(b"\r\n]}").await?;

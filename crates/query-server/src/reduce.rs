@@ -157,7 +157,7 @@ impl Reduction {
             Reduction::Js(js) => {
                 js.partials.push(other);
                 if js.partials.len() >= REDUCE_CHUNK {
-                    let input = Value::Array(std::mem::take(&mut js.partials)).to_string();
+                    let input = ejson::to_string(&Value::Array(std::mem::take(&mut js.partials)));
                     let out = js.call(engine, None, input).await?;
                     js.partials.push(out);
                 }
@@ -186,12 +186,12 @@ impl Reduction {
 
 impl JsReduction {
     async fn reduce_pending(&mut self, engine: &Engine) -> Result<(), ViewError> {
-        let keys = Value::Array(std::mem::take(&mut self.keys)).to_string();
-        let input = Value::Array(std::mem::take(&mut self.values)).to_string();
+        let keys = ejson::to_string(&Value::Array(std::mem::take(&mut self.keys)));
+        let input = ejson::to_string(&Value::Array(std::mem::take(&mut self.values)));
         let out = self.call(engine, Some(keys), input).await?;
         self.partials.push(out);
         if self.partials.len() >= REDUCE_CHUNK {
-            let input = Value::Array(std::mem::take(&mut self.partials)).to_string();
+            let input = ejson::to_string(&Value::Array(std::mem::take(&mut self.partials)));
             let out = self.call(engine, None, input).await?;
             self.partials.push(out);
         }
@@ -202,7 +202,7 @@ impl JsReduction {
         match self.partials.len() {
             0 | 1 => Ok(self.partials.pop().unwrap_or(Value::Null)),
             _ => {
-                let input = Value::Array(std::mem::take(&mut self.partials)).to_string();
+                let input = ejson::to_string(&Value::Array(std::mem::take(&mut self.partials)));
                 self.call(engine, None, input).await
             }
         }
@@ -270,13 +270,13 @@ impl Stats {
 }
 
 fn parse(text: &str) -> Value {
-    serde_json::from_str(text).unwrap_or(Value::Null)
+    ejson::from_str(text).unwrap_or(Value::Null)
 }
 
 /// CouchDB's `reduce_limit`: a reduce function whose output does not
 /// shrink is an error, not an index the size of its input.
 fn check_shrinks(out: &Value, input_len: usize) -> Result<(), ViewError> {
-    let out_len = out.to_string().len();
+    let out_len = ejson::to_vec(out).len();
     if out_len > REDUCE_LIMIT_THRESHOLD && out_len * 2 > input_len {
         return Err(ViewError::Script(JsError::Runtime {
             error: "reduce_overflow_error".into(),

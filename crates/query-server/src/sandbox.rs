@@ -237,7 +237,7 @@ impl Sandbox {
                     return Ok(());
                 };
                 let chunk = if kind == "start" {
-                    ListChunk::Start(serde_json::from_str(&head).unwrap_or_default(), text)
+                    ListChunk::Start(ejson::from_str(&head).unwrap_or_default(), text)
                 } else {
                     ListChunk::Text(text)
                 };
@@ -356,7 +356,9 @@ fn uncaught(ctx: &Ctx<'_>, e: rquickjs::Error) -> JsError {
 }
 
 fn parse_answer(text: &str) -> Result<Answer, JsError> {
-    let value: serde_json::Value = serde_json::from_str(text)
+    // What a function hands back is read as CouchDB reads couchjs's
+    // answers (numbers included).
+    let value: serde_json::Value = ejson::from_str(text)
         .map_err(|e| JsError::Internal(format!("the query server answered no JSON: {e}")))?;
     let serde_json::Value::Object(mut map) = value else {
         return Err(JsError::Internal(
@@ -369,7 +371,7 @@ fn parse_answer(text: &str) -> Result<Answer, JsError> {
     if let Some(serde_json::Value::Array(pair)) = map.remove("error") {
         let text = |i: usize| match pair.get(i) {
             Some(serde_json::Value::String(s)) => s.clone(),
-            Some(other) => other.to_string(),
+            Some(other) => ejson::to_string(other),
             None => String::new(),
         };
         return Ok(Answer::Error(text(0), text(1)));

@@ -82,7 +82,7 @@ impl Validators {
         for row in page.rows {
             let Some(doc) = row.doc else { continue };
             let text = doc.into_string();
-            let has_function = serde_json::from_str::<Value>(&text)
+            let has_function = ejson::from_stored(&text)
                 .ok()
                 .is_some_and(|v| v.get("validate_doc_update").is_some_and(Value::is_string));
             if has_function {
@@ -124,7 +124,7 @@ impl Validators {
             Replaced::Nothing => None,
             Replaced::Doc(json) => Some(json.into_string()),
         };
-        let new_doc = new_doc_json(doc).to_string();
+        let new_doc = ejson::to_string(&new_doc_json(doc));
         for ddoc in functions {
             let verdict = self
                 .engine

@@ -274,7 +274,7 @@ async fn reduce_range(
                     ..
                 } => {
                     total
-                        .merge(engine, serde_json::from_str(&text).unwrap_or(Value::Null))
+                        .merge(engine, ejson::from_stored(&text).unwrap_or(Value::Null))
                         .await?;
                     any = true;
                 }
@@ -301,7 +301,7 @@ async fn reduce_range(
                             start,
                             generation,
                             reducer_id.clone(),
-                            value.to_string(),
+                            ejson::to_string(&value),
                         )
                         .await?;
                     total.merge(engine, value).await?;
@@ -517,10 +517,10 @@ impl Reducing {
         match self.level {
             None => (Value::Null, Vec::new()),
             Some(usize::MAX) => (
-                serde_json::from_str(&row.key).unwrap_or(Value::Null),
+                ejson::from_stored(&row.key).unwrap_or(Value::Null),
                 row.sort_key.clone(),
             ),
-            Some(level) => match serde_json::from_str(&row.key).unwrap_or(Value::Null) {
+            Some(level) => match ejson::from_stored(&row.key).unwrap_or(Value::Null) {
                 Value::Array(items) => {
                     let grouped = Value::Array(items.into_iter().take(level).collect());
                     let bytes = key_bytes(&grouped);

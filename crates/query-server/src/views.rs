@@ -181,7 +181,7 @@ impl ViewGroup {
                 db: db.to_string(),
                 id: text("_id"),
                 rev: text("_rev"),
-                json: ddoc.to_string().into(),
+                json: ejson::to_string(ddoc).into(),
             },
             names,
             reduces,
@@ -342,7 +342,7 @@ async fn catch_up(
         }
         if let Some(mango) = &group.mango {
             for (at, text) in mapped_at.iter().zip(&texts) {
-                let Ok(doc) = serde_json::from_str::<Value>(text) else {
+                let Ok(doc) = ejson::from_stored(text) else {
                     continue;
                 };
                 for (view, map) in mango.iter().enumerate() {
@@ -352,7 +352,7 @@ async fn catch_up(
                         docs[*at].rows.push(IndexRow {
                             view: view as u32,
                             sort_key,
-                            key: key.to_string(),
+                            key: ejson::to_string(&key),
                             value: "null".into(),
                         });
                     }
@@ -369,8 +369,8 @@ async fn catch_up(
                         rows.push(IndexRow {
                             view: view as u32,
                             sort_key,
-                            key: key.to_string(),
-                            value: value.to_string(),
+                            key: ejson::to_string(&key),
+                            value: ejson::to_string(&value),
                         });
                     }
                 }

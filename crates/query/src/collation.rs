@@ -81,9 +81,7 @@ pub(crate) fn terms_equal(a: &Value, b: &Value, exact: bool) -> bool {
 
 /// A JSON number that is written as an integer (as Erlang's `is_integer`).
 pub(crate) fn integer_of(n: &Number) -> Option<i128> {
-    n.as_i64()
-        .map(i128::from)
-        .or_else(|| n.as_u64().map(i128::from))
+    n.as_i128()
 }
 
 pub(crate) fn integer(value: &Value) -> Option<i128> {

@@ -221,6 +221,23 @@ pub(crate) fn decode<T: DeserializeOwned>(url: &str, bytes: &[u8]) -> Result<T, 
     })
 }
 
+/// Decodes a document a peer sent, as CouchDB reads documents (`ejson`:
+/// its numbers, duplicate keys and depth). Text that is not JSON is a
+/// transport failure, as in [`decode`]; a document CouchDB could not hold
+/// is the peer's fault.
+pub(crate) fn decode_doc(url: &str, bytes: &[u8]) -> Result<Value, EndpointError> {
+    ejson::from_slice(bytes).map_err(|e| match e {
+        ejson::JsonError::Syntax { .. } => EndpointError::Transport {
+            url: url.to_string(),
+            detail: format!("truncated or invalid JSON: {e}"),
+        },
+        _ => EndpointError::Protocol {
+            url: url.to_string(),
+            detail: format!("a document CouchDB could not hold: {e}"),
+        },
+    })
+}
+
 /// The error an unsuccessful answer carries: CouchDB's `{error, reason}`,
 /// or, from something else (a proxy's page), the status and the start of
 /// the text.
@@ -513,7 +530,7 @@ impl Endpoint {
             None => serde_json::json!({"db": name, "name": null, "roles": ["_admin"]}),
         }
         .to_string();
-        let sec_obj = db.security().await?.to_string();
+        let sec_obj = ejson::to_string(&*db.security().await?);
         let failure = |error: &str, reason: String| WriteFailure {
             id: input.id.clone().unwrap_or_default(),
             error: error.into(),
@@ -622,10 +639,10 @@ impl Endpoint {
                 db: db.name().to_string(),
                 id: ddoc_id,
                 rev: ddoc.get("_rev").map(text).unwrap_or_default(),
-                json: ddoc.to_string().into(),
+                json: ejson::to_string(&ddoc).into(),
             },
             name: function.to_string(),
-            req: (!view).then(|| req.to_string()),
+            req: (!view).then(|| ejson::to_string(&req)),
         })
     }
 
@@ -1083,7 +1100,7 @@ impl Endpoint {
                     "_changes?feed=normal&style=all_docs&since={since_param}&limit={limit}"
                 );
                 let encode = |body: &Value| {
-                    serde_json::to_vec(body)
+                    ejson::to_vec_of(body)
                         .map(Bytes::from)
                         .map_err(|e| self.malformed(e.to_string()))
                 };
@@ -1381,7 +1398,7 @@ impl Endpoint {
                 // requests it goes in, its bytes are spliced into them.
                 let encoded = docs
                     .iter()
-                    .map(serde_json::to_vec)
+                    .map(ejson::to_vec_of)
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| self.malformed(e.to_string()))?;
                 let mut failures = Vec::new();
@@ -1562,7 +1579,7 @@ fn create_query(params: &Map<String, Value>) -> String {
 }
 
 /// A `_bulk_docs` body with `new_edits=false` around documents already
-/// encoded by serde_json (so the splice is valid JSON).
+/// encoded by the JSON writer (so the splice is valid JSON).
 fn bulk_docs_body(encoded: &[Vec<u8>]) -> Bytes {
     const HEAD: &[u8] = b"{\"new_edits\":false,\"docs\":[";
     let size = HEAD.len() + 2 + encoded.iter().map(|d| d.len() + 1).sum::<usize>();

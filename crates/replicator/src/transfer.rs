@@ -284,7 +284,7 @@ async fn prepare(
                         detail: "multipart answer without a document part".into(),
                     })?;
                 let json = first.bytes().await.map_err(transport)?;
-                let doc: Value = crate::endpoint::decode(&url, &json)?;
+                let doc = crate::endpoint::decode_doc(&url, &json)?;
                 let outgoing = outgoing_of(&doc, source)?;
                 Ok(Prepared {
                     id,
@@ -301,7 +301,7 @@ async fn prepare(
                 // JSON with the bytes inline (peers without multipart answers).
                 let bytes = response.bytes().await.map_err(transport(&url))?;
                 drop(permit);
-                let mut doc: Value = crate::endpoint::decode(&url, &bytes)?;
+                let mut doc = crate::endpoint::decode_doc(&url, &bytes)?;
                 let mut datas = VecDeque::new();
                 if let Some(Value::Object(atts)) = doc.get_mut("_attachments") {
                     for (_, att) in atts.iter_mut() {

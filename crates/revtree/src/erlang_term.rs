@@ -6,6 +6,7 @@
 
 use std::io::{self, Write};
 
+use ejson::number::Decoded;
 use serde_json::{Number, Value};
 
 /// The version byte every encoded term starts with.
@@ -21,6 +22,7 @@ const STRING: u8 = 107;
 const LIST: u8 = 108;
 const BINARY: u8 = 109;
 const SMALL_BIG: u8 = 110;
+const LARGE_BIG: u8 = 111;
 
 /// An atom such as `true`; only Latin-1 names, which are all CouchDB hashes.
 pub fn atom(out: &mut impl Write, name: &str) -> io::Result<()> {
@@ -75,15 +77,70 @@ pub fn float(out: &mut impl Write, value: f64) -> io::Result<()> {
 }
 
 /// A JSON value in CouchDB's EJSON form, object members in their order.
+/// Containers wait on a stack of their own, so a value nested
+/// `ejson::MAX_DEPTH` levels deep costs heap, not thread stack.
 pub fn ejson(out: &mut impl Write, value: &Value) -> io::Result<()> {
-    match value {
-        Value::Null => atom(out, "null"),
-        Value::Bool(true) => atom(out, "true"),
-        Value::Bool(false) => atom(out, "false"),
-        Value::Number(n) => number(out, n),
-        Value::String(s) => binary(out, s.as_bytes()),
-        Value::Array(items) => array(out, items),
-        Value::Object(map) => object(out, map.iter()),
+    /// What is left to write of an open container.
+    enum Open<'a> {
+        Array(std::slice::Iter<'a, Value>),
+        Object(serde_json::map::Iter<'a>),
+    }
+    let mut stack: Vec<Open<'_>> = Vec::new();
+    let mut next = Some(value);
+    loop {
+        if let Some(value) = next.take() {
+            match value {
+                Value::Null => atom(out, "null")?,
+                Value::Bool(true) => atom(out, "true")?,
+                Value::Bool(false) => atom(out, "false")?,
+                Value::Number(n) => number(out, n)?,
+                Value::String(s) => binary(out, s.as_bytes())?,
+                Value::Array(items) => {
+                    if items.is_empty() {
+                        nil(out)?;
+                    } else if let Some(bytes) = byte_string(items) {
+                        out.write_all(&[STRING])?;
+                        out.write_all(&(bytes.len() as u16).to_be_bytes())?;
+                        out.write_all(&bytes)?;
+                    } else {
+                        list_header(out, items.len() as u32)?;
+                        stack.push(Open::Array(items.iter()));
+                    }
+                }
+                Value::Object(map) => {
+                    tuple_header(out, 1)?;
+                    if map.is_empty() {
+                        nil(out)?;
+                    } else {
+                        list_header(out, map.len() as u32)?;
+                        stack.push(Open::Object(map.iter()));
+                    }
+                }
+            }
+        }
+        let Some(top) = stack.last_mut() else {
+            return Ok(());
+        };
+        match top {
+            Open::Array(items) => match items.next() {
+                Some(item) => next = Some(item),
+                None => {
+                    nil(out)?;
+                    stack.pop();
+                }
+            },
+            Open::Object(members) => match members.next() {
+                Some((key, item)) => {
+                    tuple_header(out, 2)?;
+                    binary(out, key.as_bytes())?;
+                    next = Some(item);
+                }
+                None => {
+                    nil(out)?;
+                    stack.pop();
+                }
+            },
+        }
     }
 }
 
@@ -104,45 +161,50 @@ pub fn object<'a>(
     nil(out)
 }
 
+/// A number as CouchDB holds it (`ejson::number`): an integer of any size,
+/// or a double (a negative zero with its sign).
 fn number(out: &mut impl Write, n: &Number) -> io::Result<()> {
-    if let Some(i) = n.as_i64() {
-        integer(out, i128::from(i))
-    } else if let Some(u) = n.as_u64() {
-        integer(out, i128::from(u))
-    } else {
-        float(out, n.as_f64().unwrap_or(0.0))
+    match ejson::number::value_of(n.as_str()) {
+        Ok(Decoded::Integer { negative, digits }) if digits.len() <= 38 => {
+            // 38 digits always fit an i128.
+            let magnitude = digits.parse::<i128>().unwrap_or(0);
+            integer(out, if negative { -magnitude } else { magnitude })
+        }
+        Ok(Decoded::Integer { negative, digits }) => {
+            big(out, negative, &ejson::number::integer_bytes(digits))
+        }
+        Ok(Decoded::Float(x)) => float(out, x),
+        // Numbers in values are checked when read; never reached.
+        Err(_) => float(out, n.as_f64().unwrap_or(0.0)),
     }
 }
 
-/// A list; Erlang writes one whose elements are all integers 0..=255 as a
-/// byte string, and so must we.
-fn array(out: &mut impl Write, items: &[Value]) -> io::Result<()> {
-    if items.is_empty() {
-        return nil(out);
+/// A bignum from its sign and magnitude bytes (little-endian).
+fn big(out: &mut impl Write, negative: bool, magnitude: &[u8]) -> io::Result<()> {
+    match u8::try_from(magnitude.len()) {
+        Ok(len) => out.write_all(&[SMALL_BIG, len, u8::from(negative)])?,
+        Err(_) => {
+            out.write_all(&[LARGE_BIG])?;
+            out.write_all(&(magnitude.len() as u32).to_be_bytes())?;
+            out.write_all(&[u8::from(negative)])?;
+        }
     }
-    let bytes: Option<Vec<u8>> = if items.len() < 65536 {
-        items
-            .iter()
-            .map(|v| match v {
-                Value::Number(n) if n.is_u64() || n.is_i64() => {
-                    n.as_u64().and_then(|u| u8::try_from(u).ok())
-                }
-                _ => None,
-            })
-            .collect()
-    } else {
-        None
-    };
-    if let Some(bytes) = bytes {
-        out.write_all(&[STRING])?;
-        out.write_all(&(bytes.len() as u16).to_be_bytes())?;
-        return out.write_all(&bytes);
+    out.write_all(magnitude)
+}
+
+/// Erlang writes a list whose elements are all integers 0..=255 as a byte
+/// string, and so must we.
+fn byte_string(items: &[Value]) -> Option<Vec<u8>> {
+    if items.len() >= 65536 {
+        return None;
     }
-    list_header(out, items.len() as u32)?;
-    for item in items {
-        ejson(out, item)?;
-    }
-    nil(out)
+    items
+        .iter()
+        .map(|v| match v {
+            Value::Number(n) => n.as_u64().and_then(|u| u8::try_from(u).ok()),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -174,6 +236,14 @@ mod tests {
             (
                 json!(18446744073709551615_u64),
                 &[131, 110, 8, 0, 255, 255, 255, 255, 255, 255, 255, 255],
+            ),
+            (
+                ejson::from_str("12345678901234567890123").unwrap(),
+                &[131, 110, 10, 0, 203, 68, 66, 113, 118, 78, 182, 66, 157, 2],
+            ),
+            (
+                ejson::from_str("-12345678901234567890123").unwrap(),
+                &[131, 110, 10, 1, 203, 68, 66, 113, 118, 78, 182, 66, 157, 2],
             ),
             (json!(1.5), &[131, 70, 63, 248, 0, 0, 0, 0, 0, 0]),
             (json!(-0.0), &[131, 70, 128, 0, 0, 0, 0, 0, 0, 0]),

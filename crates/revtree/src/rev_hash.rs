@@ -207,6 +207,63 @@ mod tests {
         );
     }
 
+    /// Ids CouchDB 3.5 gave documents `{"v": N}` written as this text:
+    /// numbers hash as the Erlang terms jiffy makes of them (integers of
+    /// any size, doubles as jiffy reads them, a negative zero with its
+    /// sign), and a key given twice as its last value at its last place.
+    #[test]
+    fn numbers_and_duplicate_keys_hash_as_in_couchdb() {
+        for (body, id) in [
+            (r#"{"v":1e2}"#, "038bf73435d28dc02e8cbbb83a3cfc4b"),
+            (r#"{"v":1E-7}"#, "47bbb55740436c49dfe33cfff9b7213d"),
+            (r#"{"v":1.5e300}"#, "e9e97da44562be228bf1c1ce43af6fa2"),
+            (r#"{"v":1.0}"#, "ed03183d83bd8187ad0acc41d3ed729c"),
+            (r#"{"v":-0.0}"#, "5a7811452a4161777cd378304565ccf1"),
+            (r#"{"v":-0}"#, "083d7391ec71ec717a762c87db469932"),
+            (
+                r#"{"v":12345678901234567890123}"#,
+                "05258dea959a73673d1a002f90cd403e",
+            ),
+            (
+                r#"{"v":100000000000000000000}"#,
+                "0842b42334c0d767673626b8b6ff6372",
+            ),
+            (
+                r#"{"v":-18446744073709551617}"#,
+                "73a5dc9ad35c17043495ed2e55f75e75",
+            ),
+            (
+                r#"{"v":0.36920404944799556}"#,
+                "fe1f7622ab86076e364348226ce75bbd",
+            ),
+            (r#"{"v":5e-324}"#, "68432df6fda388de9a3864ac7b1129d3"),
+            (r#"{"v":4.9e-324}"#, "0b7743efaff2fa0c3c7fd368d9d79cdc"),
+            (
+                r#"{"v":123456789012345678901234567890e5}"#,
+                "eb451dd5a3a3b0d602e7428db82b17a1",
+            ),
+            (
+                r#"{"v":9007199254740993}"#,
+                "f94701bd22643915e807e3edfe5ae7f7",
+            ),
+            (
+                r#"{"v":9007199254740993.0}"#,
+                "9d2f8a455695819bd522c1df66b56601",
+            ),
+            (r#"{"a":1,"b":2,"a":3}"#, "cf8195ee4268460f49235c8e98d42c6f"),
+            (r#"{"b":2,"a":3}"#, "cf8195ee4268460f49235c8e98d42c6f"),
+        ] {
+            let value = ejson::from_str(body).unwrap();
+            assert_eq!(hex(new_rev_hash(None, false, &value, &[])), id, "{body}");
+        }
+        let big = format!(r#"{{"v":1{}}}"#, "0".repeat(308));
+        let value = ejson::from_str(&big).unwrap();
+        assert_eq!(
+            hex(new_rev_hash(None, false, &value, &[])),
+            "0eace677812c11d04dcb9bac1f29a543"
+        );
+    }
+
     #[test]
     fn attachments_count_by_name_type_and_md5_in_reverse_document_order() {
         let hello: [u8; 16] = Md5::digest(b"hello").into();

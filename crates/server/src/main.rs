@@ -169,7 +169,13 @@ fn main() -> ExitCode {
         eprintln!("recliner: {line}");
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Runtime::new() {
+    // Handlers and blocking tasks hold documents up to `ejson::MAX_DEPTH`
+    // deep: their threads get the stack that takes.
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(ejson::THREAD_STACK)
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("recliner: cannot start the async runtime: {e}");

@@ -53,7 +53,7 @@ impl ReplicateArgs {
             request["doc_ids"] = json!(self.doc_ids);
         }
         if let Some(selector) = &self.selector {
-            let selector: Value = serde_json::from_str(selector)
+            let selector: Value = ejson::from_str(selector)
                 .map_err(|e| format!("--selector is not valid JSON: {e}"))?;
             request["selector"] = selector;
         }

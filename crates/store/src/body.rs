@@ -48,13 +48,8 @@ impl StoredBody {
     /// The body as a JSON value again.
     pub fn to_value(&self) -> Result<serde_json::Value, StoreError> {
         let parsed = match self {
-            StoredBody::Text(text) => serde_json::from_str(text),
-            StoredBody::Snappy { data, .. } => {
-                let bytes = snap::raw::Decoder::new()
-                    .decompress_vec(data)
-                    .map_err(|e| corrupt(e.to_string()))?;
-                serde_json::from_slice(&bytes)
-            }
+            StoredBody::Text(text) => ejson::from_stored(text),
+            StoredBody::Snappy { data, .. } => ejson::from_stored(&snappy_text(data)?),
         };
         parsed.map_err(|e| corrupt(e.to_string()))
     }

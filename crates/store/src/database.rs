@@ -417,7 +417,7 @@ impl Database {
         let value: Value = self
             .read(move |rows| {
                 let text = rows.meta("security")?.unwrap_or_else(|| "{}".into());
-                serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                ejson::from_stored(&text).map_err(|e| StoreError::Corrupt {
                     db: name,
                     detail: format!("_security: {e}"),
                 })
@@ -441,7 +441,7 @@ impl Database {
                 "Security object must be a JSON object",
             ));
         }
-        let text = security.to_string();
+        let text = ejson::to_string(&security);
         self.write(1, move |ctx| ctx.rows.set_meta("security", &text))
             .await?;
         if let Ok(mut cache) = self.inner.security.lock() {

@@ -52,7 +52,7 @@ pub(crate) fn put_in_tx(
         return Ok(Ok("0-0".into()));
     }
     let rev = previous.saturating_add(1);
-    let body = Value::Object(doc.body.clone()).to_string();
+    let body = ejson::to_string(&Value::Object(doc.body.clone()));
     ctx.rows.put_local(id, rev, &body)?;
     Ok(Ok(format!("0-{rev}")))
 }
@@ -66,11 +66,15 @@ fn get_in(rows: &dyn ReadRows, id: &str) -> Result<Option<Value>, StoreError> {
 
 /// A stored local document with its `_id` and `_rev` first.
 fn local_doc(row: &LocalDocRow) -> Result<Value, StoreError> {
-    let body: Map<String, Value> =
-        serde_json::from_str(&row.body).map_err(|e| StoreError::Corrupt {
-            db: String::new(),
-            detail: format!("local document {}: {e}", row.id),
-        })?;
+    let corrupt = |detail: String| StoreError::Corrupt {
+        db: String::new(),
+        detail: format!("local document {}: {detail}", row.id),
+    };
+    let body = match ejson::from_stored(&row.body) {
+        Ok(Value::Object(body)) => body,
+        Ok(_) => return Err(corrupt("not an object".into())),
+        Err(e) => return Err(corrupt(e.to_string())),
+    };
     let mut doc = Map::with_capacity(body.len() + 2);
     doc.insert("_id".into(), Value::String(row.id.clone()));
     doc.insert("_rev".into(), Value::String(format!("0-{}", row.rev)));

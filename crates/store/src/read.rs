@@ -29,7 +29,7 @@ impl DocJson {
 
     /// Parses the document, for callers that need to look inside.
     pub fn to_value(&self) -> Result<Value, StoreError> {
-        serde_json::from_str(&self.0).map_err(|e| StoreError::Corrupt {
+        ejson::from_stored(&self.0).map_err(|e| StoreError::Corrupt {
             db: String::new(),
             detail: format!("document JSON: {e}"),
         })
@@ -169,7 +169,7 @@ impl DocBuilder<'_> {
             out.push_str(",\"");
             out.push_str(name);
             out.push_str("\":");
-            out.push_str(&value.to_string());
+            out.push_str(&ejson::to_string(&value));
         }
         out.push('}');
         Ok(DocJson(out))
@@ -466,7 +466,7 @@ impl Database {
                     serde_json::json!({"start": 0, "ids": [number]}),
                 );
             }
-            return Ok(DocJson(doc.to_string()));
+            return Ok(DocJson(ejson::to_string(&doc)));
         }
         let id = id.to_string();
         self.read(move |conn| get_in(conn, &id, &opts)).await

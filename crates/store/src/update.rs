@@ -436,10 +436,9 @@ impl Prepared {
     }
 }
 
-/// A body's JSON text: serde_json's writer, which is several times faster
-/// than going through `Display` for kilobyte-sized documents.
+/// A body's JSON text, as CouchDB would send it back (`ejson`).
 fn json_text(value: &Value) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| "{}".into())
+    ejson::to_string(value)
 }
 
 fn is_local(doc: &DocInput) -> bool {

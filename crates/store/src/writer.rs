@@ -358,6 +358,8 @@ impl WriterHandle {
             .collect();
         let spawned = std::thread::Builder::new()
             .name(thread_name)
+            // It drops documents as deep as `ejson::MAX_DEPTH`.
+            .stack_size(ejson::THREAD_STACK)
             .spawn(move || {
                 let handed = lock(&taken).take();
                 if let Some((rx, first)) = handed {

@@ -215,8 +215,9 @@ pub struct BulkGetResult {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum FetchedRev {
-    /// The document: an opaque body with its metadata (see [`crate::doc`]).
-    Ok(Value),
+    /// The document: an opaque body with its metadata (see [`crate::doc`]),
+    /// read as CouchDB reads it.
+    Ok(#[serde(deserialize_with = "ejson::value")] Value),
     Missing(RevId),
     Error(BulkGetError),
 }

@@ -9,8 +9,9 @@ use std::io::{self, BufRead};
 
 use base64::Engine;
 
-/// Nesting deeper than this is refused, as serde_json refuses it.
-pub const MAX_DEPTH: usize = 128;
+/// Containers nested deeper than this inside a copied value are refused:
+/// the JSON reader's limit (`ejson::MAX_DEPTH`) for a document's members.
+pub const MAX_DEPTH: usize = ejson::MAX_DEPTH;
 
 /// Longest number or literal accepted (serde_json could not use more).
 const MAX_TOKEN: usize = 1024;
@@ -18,8 +19,10 @@ const MAX_TOKEN: usize = 1024;
 /// Why a body could not be scanned.
 #[derive(Debug)]
 pub enum ScanError {
-    /// The text is not JSON, or nests deeper than [`MAX_DEPTH`].
+    /// The text is not JSON.
     Syntax(&'static str),
+    /// Containers nest deeper than [`MAX_DEPTH`].
+    TooDeep,
     /// A value grew past the caller's limit.
     TooLarge,
     /// Attachment data that is not base64; the attachment's name.
@@ -206,7 +209,7 @@ impl<R: BufRead> Scanner<R> {
             // A value starts here.
             match self.peek()? {
                 Some(b'{' | b'[') if open.len() >= MAX_DEPTH => {
-                    return Err(ScanError::Syntax("nested too deep"));
+                    return Err(ScanError::TooDeep);
                 }
                 Some(b'{') => {
                     self.bump();
@@ -419,7 +422,10 @@ fn unescape(raw: &[u8]) -> Result<String, ScanError> {
             .map(str::to_string)
             .map_err(|_| ScanError::Syntax("invalid UTF-8"));
     }
-    serde_json::from_slice(raw).map_err(|_| ScanError::Syntax("invalid string"))
+    match ejson::from_slice(raw) {
+        Ok(serde_json::Value::String(s)) => Ok(s),
+        _ => Err(ScanError::Syntax("invalid string")),
+    }
 }
 
 /// Receives the decoded bytes of inline attachment data too large to keep.

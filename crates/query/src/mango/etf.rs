@@ -61,11 +61,8 @@ impl Term {
                 _ => return None,
             },
             Term::Binary(s) => Value::String(s.clone()),
-            Term::Int(i) => match i64::try_from(*i) {
-                Ok(i) => Value::from(i),
-                Err(_) => Value::from(u64::try_from(*i).ok()?),
-            },
-            Term::Float(f) => Value::Number(Number::from_f64(*f)?),
+            Term::Int(i) => Value::Number(i.to_string().parse().ok()?),
+            Term::Float(f) => Value::Number(ejson::number::float_number(*f)?),
             Term::List(items) => {
                 Value::Array(items.iter().map(Term::to_json).collect::<Option<_>>()?)
             }
@@ -89,13 +86,17 @@ impl Term {
     }
 }
 
+/// A number as CouchDB holds it (`ejson::number`). Integers past 128 bits,
+/// which no bookmark or index name of a real client holds, are written as
+/// the nearest double.
 fn number(n: &Number) -> Term {
-    if let Some(i) = n.as_i64() {
-        Term::Int(i128::from(i))
-    } else if let Some(u) = n.as_u64() {
-        Term::Int(i128::from(u))
-    } else {
-        Term::Float(n.as_f64().unwrap_or(0.0))
+    match ejson::number::value_of(n.as_str()) {
+        Ok(ejson::number::Decoded::Integer { negative, digits }) => match digits.parse::<i128>() {
+            Ok(i) => Term::Int(if negative { -i } else { i }),
+            Err(_) => Term::Float(n.as_f64().unwrap_or(0.0)),
+        },
+        Ok(ejson::number::Decoded::Float(x)) => Term::Float(x),
+        Err(_) => Term::Float(n.as_f64().unwrap_or(0.0)),
     }
 }
 

@@ -67,7 +67,7 @@ async fn run(args: &DumpArgs, config: &crate::config::Config) -> Result<u64, Str
         docs.iter_mut()
             .for_each(format::couchbackup_attachment_names);
         written += docs.len() as u64;
-        let line = serde_json::to_string(&docs).map_err(|e| e.to_string())?;
+        let line = ejson::to_string_of(&docs).map_err(|e| e.to_string())?;
         writeln!(out, "{line}").map_err(|e| format!("cannot write the backup: {e}"))?;
         out.flush()
             .map_err(|e| format!("cannot write the backup: {e}"))?;

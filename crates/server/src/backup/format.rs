@@ -40,7 +40,7 @@ pub(crate) fn parse_line(number: usize, text: &str) -> Result<Line, String> {
     if text.trim().is_empty() {
         return Ok(Line::Nothing);
     }
-    match serde_json::from_str::<Value>(text) {
+    match ejson::from_str(text) {
         Ok(Value::Array(docs)) => {
             if let Some(bad) = docs.iter().position(|d| !d.is_object()) {
                 return Err(format!("line {number}: item {bad} is not a document"));

@@ -129,7 +129,9 @@ impl Peer {
             request = request.basic_auth(name, Some(password));
         }
         if let Some(body) = body {
-            request = request.json(&body);
+            request = request
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(ejson::to_vec(&body));
         }
         let response = request.send().await.map_err(|e| (0, e.to_string()))?;
         let status = response.status().as_u16();
@@ -137,7 +139,7 @@ impl Peer {
         if !(200..300).contains(&status) {
             return Err((status, format!("{status} {text}")));
         }
-        serde_json::from_str(&text).map_err(|e| (status, format!("not JSON: {e}")))
+        ejson::from_str(&text).map_err(|e| (status, format!("not JSON: {e}")))
     }
 
     /// Documents in the database (live and deleted), for progress.
