@@ -77,6 +77,11 @@ struct Reader<'a> {
     bytes: &'a [u8],
     pos: usize,
     numbers: Numbers,
+    /// Numbers out of range read so far and still in the value, and where
+    /// the first was: jiffy converts such numbers only after dropping
+    /// duplicate keys, so one whose key is given again later is no error.
+    out_of_range: usize,
+    first_out_of_range: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -86,6 +91,8 @@ impl<'a> Reader<'a> {
             bytes: text.as_bytes(),
             pos: 0,
             numbers,
+            out_of_range: 0,
+            first_out_of_range: 0,
         }
     }
 
@@ -159,6 +166,11 @@ impl<'a> Reader<'a> {
                         if self.pos < self.bytes.len() {
                             return Err(self.error("trailing characters"));
                         }
+                        if self.out_of_range > 0 {
+                            return Err(JsonError::NumberOutOfRange {
+                                at: self.first_out_of_range,
+                            });
+                        }
                         return Ok(value);
                     }
                     Some(Open::Array(items)) => {
@@ -170,7 +182,11 @@ impl<'a> Reader<'a> {
                         }
                     }
                     Some(Open::Object(map, key)) => {
-                        insert_last_wins(map, std::mem::take(key), value);
+                        if let Some(dropped) = insert_last_wins(map, std::mem::take(key), value)
+                            && self.out_of_range > 0
+                        {
+                            self.out_of_range -= count_out_of_range(&dropped);
+                        }
                         match self.next_token() {
                             Some(b',') => {
                                 *key = self.key()?;
@@ -228,12 +244,19 @@ impl<'a> Reader<'a> {
             Numbers::AsCouchDbReads => number::canonical(text),
             Numbers::AsWritten => number::decode(text).map(|_| text.into()),
         }
-        .map_err(|e| match e {
-            NumberError::Syntax => JsonError::Syntax {
+        .or_else(|e| match e {
+            NumberError::Syntax => Err(JsonError::Syntax {
                 at: start,
                 what: "invalid number",
-            },
-            NumberError::OutOfRange => JsonError::NumberOutOfRange { at: start },
+            }),
+            // Kept as written for now: an error only if it stays.
+            NumberError::OutOfRange => {
+                if self.out_of_range == 0 {
+                    self.first_out_of_range = start;
+                }
+                self.out_of_range += 1;
+                Ok(text.into())
+            }
         })?;
         self.pos = end;
         number_from_text(&held).ok_or(JsonError::Syntax {
@@ -349,17 +372,37 @@ pub fn value<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Value,
 }
 
 /// A key given twice keeps its last value, at the last place (CouchDB
-/// decodes with jiffy's `dedupe_keys`).
-fn insert_last_wins(map: &mut Map<String, Value>, key: String, value: Value) {
+/// decodes with jiffy's `dedupe_keys`); the value it replaces.
+fn insert_last_wins(map: &mut Map<String, Value>, key: String, value: Value) -> Option<Value> {
     match map.entry(key) {
         Entry::Vacant(slot) => {
             slot.insert(value);
+            None
         }
         Entry::Occupied(taken) => {
-            let (key, _) = taken.shift_remove_entry();
+            let (key, dropped) = taken.shift_remove_entry();
             map.insert(key, value);
+            Some(dropped)
         }
     }
+}
+
+/// How many numbers out of range a value holds (kept as written, see
+/// `Reader::out_of_range`).
+fn count_out_of_range(value: &Value) -> usize {
+    let mut count = 0;
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Number(n) => {
+                count += usize::from(number::decode(n.as_str()) == Err(NumberError::OutOfRange));
+            }
+            Value::Array(items) => pending.extend(items),
+            Value::Object(map) => pending.extend(map.values()),
+            _ => {}
+        }
+    }
+    count
 }
 
 /// A `Number` holding exactly `text` (already checked).
@@ -455,6 +498,18 @@ mod tests {
             from_str("[1e400]"),
             Err(JsonError::NumberOutOfRange { at: 1 })
         );
+        assert_eq!(
+            from_str(r#"{"a":{"b":1e400,"b":2},"c":[1e999]}"#),
+            Err(JsonError::NumberOutOfRange { at: 28 })
+        );
+    }
+
+    /// jiffy converts large numbers after it drops duplicate keys, so
+    /// CouchDB takes a number out of range whose key comes again.
+    #[test]
+    fn a_number_out_of_range_under_a_key_given_again_is_no_error() {
+        let v = read(r#"{"a":1e400,"b":{"c":[2e308],"c":3},"a":1}"#);
+        assert_eq!(crate::to_string(&v), r#"{"b":{"c":3},"a":1}"#);
     }
 
     #[test]

@@ -554,7 +554,7 @@ async fn bulk_get_page(
             out.push(',');
         }
         if let Some(answer) = refused {
-            out.push_str(&answer.to_string());
+            out.push_str(&ejson::to_string(&answer));
             continue;
         }
         let Some(result) = results.next() else {

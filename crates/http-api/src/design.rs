@@ -206,7 +206,7 @@ pub(crate) async fn request_object(parts: RequestParts<'_>) -> Result<String, Ap
         "userCtx": {"db": database.name(), "name": user.name, "roles": user.roles},
         "secObj": *security,
     });
-    Ok(req.to_string())
+    Ok(ejson::to_string(&req))
 }
 
 /// A form body (`application/x-www-form-urlencoded`) as `req.form`.

@@ -329,7 +329,7 @@ impl Run {
             writer.write(b",\r\n").await?;
         }
         self.first = false;
-        writer.write(shown.to_string().as_bytes()).await?;
+        writer.write(&ejson::to_vec(&shown)).await?;
         self.returned += 1;
         Ok(())
     }

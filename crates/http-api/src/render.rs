@@ -370,7 +370,7 @@ fn respond(
         .and_then(|c| StatusCode::from_u16(c).ok())
         .unwrap_or(default);
     let (body, content_type): (Vec<u8>, &str) = if let Some(json) = answer.get("json") {
-        (json.to_string().into_bytes(), "application/json")
+        (ejson::to_vec(json), "application/json")
     } else if let Some(encoded) = answer.get("base64").and_then(Value::as_str) {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(encoded)

@@ -49,7 +49,12 @@ pub async fn publish_scheduler_state(state: &AppState) {
         .scheduler
         .jobs()
         .iter()
-        .map(|job| (format!("job/{}", job.id), job_json(job, &node).to_string()))
+        .map(|job| {
+            (
+                format!("job/{}", job.id),
+                ejson::to_string(&job_json(job, &node)),
+            )
+        })
         .collect();
     entries.extend(state.scheduler.docs(None).iter().map(|doc| {
         (

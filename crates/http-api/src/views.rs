@@ -404,7 +404,10 @@ async fn write_query(
 ) -> Result<(), Stop> {
     let mut text = String::from("{");
     for (name, value) in opened.head() {
-        text.push_str(&format!("{}:{value},", Value::String(name)));
+        ejson::push_string(&mut text, &name);
+        text.push(':');
+        text.push_str(&ejson::to_string(&value));
+        text.push(',');
     }
     text.push_str("\"rows\":[\r\n");
     writer.write(text.as_bytes()).await?;

@@ -416,7 +416,7 @@ async fn write(
             if !target.takes_encoded_attachments().await {
                 send_as_content(&mut doc, &mut outgoing);
             }
-            let json = doc.to_string().into_bytes();
+            let json = ejson::to_vec(&doc);
             let heads: Vec<Vec<u8>> = std::iter::once(
                 format!("--{boundary}\r\nContent-Type: application/json\r\n\r\n").into_bytes(),
             )
