@@ -311,6 +311,10 @@ async fn catch_up(
                 since,
                 limit: BATCH,
                 include_docs: true,
+                // The document as CouchDB's indexer hands it to the map.
+                conflicts: true,
+                deleted_conflicts: true,
+                local_seq: group.local_seq,
                 ..Default::default()
             })
             .await?;
@@ -332,11 +336,7 @@ async fn catch_up(
                 continue;
             }
             if let Some(doc) = &row.doc {
-                let text = doc.as_str();
-                texts.push(match text.strip_suffix('}') {
-                    Some(open) if group.local_seq => format!("{open},\"_local_seq\":{}}}", row.seq),
-                    _ => text.to_string(),
-                });
+                texts.push(doc.as_str().to_string());
                 mapped_at.push(docs.len() - 1);
             }
         }
