@@ -292,14 +292,15 @@ impl Views {
     }
 }
 
-/// Maps the changes the index has not seen yet; true if there were any.
+/// Maps the changes the index has not seen yet, after dropping the rows
+/// of documents purged since; true if there were any.
 async fn catch_up(
     engine: &Engine,
     database: &Database,
     group: &ViewGroup,
     index: &Index,
 ) -> Result<bool, ViewError> {
-    let mut changed = false;
+    let mut changed = forget_purged(database, index).await?;
     loop {
         let since = index.update_seq().await?;
         if since >= database.update_seq() {
@@ -389,6 +390,24 @@ async fn catch_up(
         }
         index.apply(docs, page.last_seq).await?;
     }
+}
+
+/// Drops the rows of documents purged since the index last looked (a
+/// purged document leaves the changes feed; one that keeps revisions moves
+/// to its end and is mapped again). An index further behind than the purge
+/// infos kept starts over, as CouchDB resets it. True if anything changed.
+async fn forget_purged(database: &Database, index: &Index) -> Result<bool, ViewError> {
+    let seen = index.purge_seq().await?;
+    let purged = database.purged_since(seen).await?;
+    if purged.purge_seq <= seen {
+        return Ok(false);
+    }
+    if purged.complete {
+        index.forget(purged.gone, purged.purge_seq).await?;
+    } else {
+        index.reset(purged.purge_seq).await?;
+    }
+    Ok(true)
 }
 
 /// A view query's parameters, as CouchDB reads them.

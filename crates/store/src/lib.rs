@@ -73,7 +73,7 @@ pub use index::{Index, IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedD
 pub use index_blocks::ReducePart;
 pub use local::LocalRow;
 pub use partition::{PartitionInfo, partition_range};
-pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult};
+pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult, PurgedSince};
 pub use read::{
     BulkGetError, BulkGetRequest, BulkGetResult, DocJson, GetOptions, OpenRev, OpenRevs,
 };
