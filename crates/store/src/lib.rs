@@ -634,6 +634,11 @@ impl Store {
         partitioned: bool,
     ) -> Result<Database, StoreError> {
         Store::check_name(name)?;
+        if partitioned && name::is_system_db(name) {
+            return Err(StoreError::bad_request(
+                "Cannot partition a system database",
+            ));
+        }
         let name = name.to_string();
         self.blocking(move |store| {
             let change = {

@@ -61,6 +61,9 @@ impl Database {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
+        if self.is_partitioned() {
+            check_partitioned_ids(&requests)?;
+        }
         self.write(requests.len(), move |ctx| purge_in_tx(ctx, requests))
             .await
     }
@@ -156,6 +159,21 @@ impl Database {
         })
         .await
     }
+}
+
+/// In a partitioned database, CouchDB purges only `partition:id` ids, or
+/// ids starting with `_` (a looser rule than a write's: `:x` passes).
+fn check_partitioned_ids(requests: &[PurgeRequest]) -> Result<(), StoreError> {
+    if requests
+        .iter()
+        .any(|r| !r.id.starts_with('_') && !r.id.contains(':'))
+    {
+        return Err(StoreError::Invalid {
+            error: crate::ErrorKind::IllegalDocId,
+            reason: "Doc id must be of form partition:id".into(),
+        });
+    }
+    Ok(())
 }
 
 /// `_purged_infos_limit` as the metadata keeps it.
