@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use md5::{Digest, Md5};
+use query::collation::Collation;
 use serde_json::{Value, json};
 use store::{ChangesQuery, Database, Index, IndexRow, IndexedDoc};
 
@@ -44,6 +45,8 @@ pub struct ViewGroup {
     /// View names in order (their position is their number in the index).
     names: Vec<String>,
     pub(crate) reduces: Vec<Option<String>>,
+    /// Each view's key order (`options.collation`), by view number.
+    collations: Vec<Collation>,
     signature: String,
     /// `options.include_design`: design documents are mapped too.
     include_design: bool,
@@ -152,6 +155,10 @@ impl ViewGroup {
                     .map(str::to_string)
             })
             .collect();
+        let collations: Vec<Collation> = names
+            .iter()
+            .map(|n| Collation::of_view(&views[n]))
+            .collect();
         // What the rows depend on: the map functions, the library they may
         // require, the language and the options.
         let mut hasher = Md5::new();
@@ -163,6 +170,14 @@ impl ViewGroup {
         });
         if partitioned {
             basis["partitioned"] = Value::Bool(true);
+        }
+        if collations.contains(&Collation::Raw) {
+            basis["raw"] = json!(
+                collations
+                    .iter()
+                    .map(|c| *c == Collation::Raw)
+                    .collect::<Vec<_>>()
+            );
         }
         hasher.update(basis.to_string().as_bytes());
         let signature = hasher
@@ -185,6 +200,7 @@ impl ViewGroup {
             },
             names,
             reduces,
+            collations,
             signature,
             include_design: option("include_design"),
             local_seq: option("local_seq"),
@@ -205,6 +221,21 @@ impl ViewGroup {
             .position(|n| n == name)
             .map(|i| i as u32)
             .ok_or_else(|| ViewError::NotFound("missing_named_view".into()))
+    }
+
+    /// A key's sort key in view `view`'s collation.
+    pub(crate) fn key_bytes(&self, view: u32, key: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.collation(view).sort_key(key, &mut out);
+        out
+    }
+
+    /// View `view`'s collation.
+    pub(crate) fn collation(&self, view: u32) -> Collation {
+        self.collations
+            .get(view as usize)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Whether its views are Mango's JSON indexes.
@@ -365,8 +396,7 @@ async fn catch_up(
                 let rows = &mut docs[at].rows;
                 for (view, pairs) in per_view.into_iter().enumerate() {
                     for (key, value) in pairs {
-                        let mut sort_key = Vec::new();
-                        query::collation::sort_key(&key, &mut sort_key);
+                        let sort_key = group.key_bytes(view as u32, &key);
                         rows.push(IndexRow {
                             view: view as u32,
                             sort_key,
@@ -429,10 +459,4 @@ pub struct ViewQuery {
     pub group_level: Option<usize>,
     /// The partition queried (`/{db}/_partition/{p}/_design/...`).
     pub partition: Option<String>,
-}
-
-pub(crate) fn key_bytes(key: &Value) -> Vec<u8> {
-    let mut out = Vec::new();
-    query::collation::sort_key(key, &mut out);
-    out
 }
