@@ -261,3 +261,55 @@ async fn a_full_partition_refuses_edits() {
         "room again"
     );
 }
+
+/// CouchDB 3.5 refuses to partition a system database, and to purge an id
+/// without a partition from a partitioned one (ids starting with `_` pass).
+#[tokio::test]
+async fn system_databases_and_purges_without_a_partition_are_refused() {
+    let data = TempDir::new("partitioned-refusals");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    let refused = json!({"error": "bad_request", "reason": "Cannot partition a system database"});
+    for db in [
+        "_replicator",
+        "_users",
+        "_global_changes",
+        "a%2F_replicator",
+        "a%2Fb%2F_users",
+    ] {
+        let reply = c.put(&format!("/{db}?partitioned=true"), json!({})).await;
+        assert_eq!((reply.status, reply.json()), (400, refused.clone()), "{db}");
+    }
+    let plain = c
+        .put("/a%2F_global_changes?partitioned=true", json!({}))
+        .await;
+    assert_eq!(plain.status, 201, "{}", plain.text);
+
+    assert_eq!(c.put("/pdb?partitioned=true", json!({})).await.status, 201);
+    assert_eq!(c.put("/pdb/p:a", json!({})).await.status, 201);
+    for body in [
+        json!({"nopart": ["1-x"]}),
+        json!({"p:a": ["1-x"], "nopart": ["1-x"]}),
+    ] {
+        let reply = c.post("/pdb/_purge", body.clone()).await;
+        assert_eq!(
+            (reply.status, reply.json()),
+            (
+                400,
+                json!({"error": "illegal_docid", "reason": "Doc id must be of form partition:id"})
+            ),
+            "{body}"
+        );
+    }
+    let loose = c
+        .post(
+            "/pdb/_purge",
+            json!({"_design/x": ["1-x"], "_x": ["1-x"], ":x": ["1-x"]}),
+        )
+        .await;
+    assert_eq!(loose.status, 201, "{}", loose.text);
+    assert_eq!(
+        loose.json()["purged"],
+        json!({"_design/x": [], "_x": [], ":x": []})
+    );
+}

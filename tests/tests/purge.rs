@@ -742,3 +742,90 @@ async fn purge_answers_and_replications_match_couchdb() {
         }
     }
 }
+
+/// The ids and `total_rows` of a view, and its `_count` reduction.
+async fn view_state(c: &Client, view: &str) -> (Vec<String>, u64, Value) {
+    let rows = c.get(&format!("{view}?reduce=false")).await;
+    assert_eq!(rows.status, 200, "{}", rows.text);
+    let rows = rows.json();
+    let ids = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_string())
+        .collect();
+    let reduced = c.get(view).await.json();
+    (
+        ids,
+        rows["total_rows"].as_u64().unwrap(),
+        reduced["rows"].clone(),
+    )
+}
+
+#[tokio::test]
+async fn purged_documents_leave_the_views() {
+    let data = TempDir::new("purge-views");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    create_db(&c, "db").await;
+    for id in ["a", "b", "c", "keep"] {
+        assert_eq!(c.put(&format!("/db/{id}"), json!({})).await.status, 201);
+    }
+    let ddoc = json!({"views": {"v": {"map": "function (doc) { emit(doc._id, 1); }", "reduce": "_count"}}});
+    assert_eq!(c.put("/db/_design/d", ddoc.clone()).await.status, 201);
+    let view = "/db/_design/d/_view/v";
+    let ids = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        view_state(&c, view).await,
+        (
+            ids(&["a", "b", "c", "keep"]),
+            4,
+            json!([{"key": null, "value": 4}])
+        )
+    );
+
+    let rev = rev_of(&c, "db", "a").await;
+    assert_eq!(purge(&c, "db", json!({"a": [rev]})).await.0, 201);
+    assert_eq!(
+        view_state(&c, view).await,
+        (
+            ids(&["b", "c", "keep"]),
+            3,
+            json!([{"key": null, "value": 3}])
+        )
+    );
+    // Written again after its purge, it is mapped again.
+    assert_eq!(c.put("/db/a", json!({})).await.status, 201);
+    assert_eq!(view_state(&c, view).await.0, ids(&["a", "b", "c", "keep"]));
+
+    // Purges the index missed beyond the infos kept: it is built again.
+    let limit = c.put("/db/_purged_infos_limit", json!(1)).await;
+    assert_eq!(limit.status, 200, "{}", limit.text);
+    for id in ["b", "c"] {
+        let rev = rev_of(&c, "db", id).await;
+        assert_eq!(purge(&c, "db", json!({ id: [rev] })).await.0, 201);
+    }
+    assert_eq!(
+        view_state(&c, view).await,
+        (ids(&["a", "keep"]), 2, json!([{"key": null, "value": 2}]))
+    );
+
+    // Partitioned views drop them too.
+    let created = c.put("/pdb?partitioned=true", json!({})).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    for id in ["p:a", "p:b", "q:c"] {
+        assert_eq!(c.put(&format!("/pdb/{id}"), json!({})).await.status, 201);
+    }
+    assert_eq!(c.put("/pdb/_design/d", ddoc).await.status, 201);
+    let view = "/pdb/_partition/p/_design/d/_view/v";
+    assert_eq!(
+        view_state(&c, view).await,
+        (ids(&["p:a", "p:b"]), 2, json!([{"key": null, "value": 2}]))
+    );
+    let rev = rev_of(&c, "pdb", "p:a").await;
+    assert_eq!(purge(&c, "pdb", json!({"p:a": [rev]})).await.0, 201);
+    assert_eq!(
+        view_state(&c, view).await,
+        (ids(&["p:b"]), 1, json!([{"key": null, "value": 1}]))
+    );
+}

@@ -639,3 +639,70 @@ async fn reductions_stay_right_as_documents_change() {
     }
     check(&c, &values, &present).await;
 }
+
+/// The document a map function gets is the one CouchDB's indexer hands it:
+/// the winner with `_conflicts` and `_deleted_conflicts`, then
+/// `_local_seq` (with `options.local_seq`), then `_attachments`.
+#[tokio::test]
+async fn maps_see_conflicts_as_couchdb_hands_them() {
+    let data = TempDir::new("views-conflicts");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    assert_eq!(c.put("/db", json!({})).await.status, 201);
+    let att = json!({"f.txt": {"content_type": "text/plain", "data": "aGVsbG8="}});
+    let written = c
+        .post(
+            "/db/_bulk_docs",
+            json!({"new_edits": false, "docs": [
+                {"_id": "c", "_rev": "1-a", "v": 1, "z": 0},
+                {"_id": "c", "_rev": "1-b", "v": 2, "z": 0},
+                {"_id": "c", "_rev": "2-c", "_revisions": {"start": 2, "ids": ["c", "z"]}, "_deleted": true},
+                {"_id": "dc", "_rev": "1-a", "v": 1},
+                {"_id": "dc", "_rev": "1-b", "_deleted": true},
+                {"_id": "plain", "_rev": "1-a", "v": 1},
+                {"_id": "att", "_rev": "1-a", "v": 1, "_attachments": att},
+                {"_id": "att", "_rev": "1-b", "v": 2, "_attachments": att}
+            ]}),
+        )
+        .await;
+    assert_eq!(written.status, 201, "{}", written.text);
+    let ddoc = json!({"views": {
+        "all": {"map": "function (doc) { emit(doc._id, doc); }"},
+        "conflicted": {"map": "function (doc) { if (doc._conflicts) { emit(doc._id, doc._conflicts); } }"}
+    }});
+    assert_eq!(c.put("/db/_design/d", ddoc).await.status, 201);
+    let seq = json!({"options": {"local_seq": true},
+                     "views": {"keys": {"map": "function (doc) { emit(doc._id, Object.keys(doc)); }"}}});
+    assert_eq!(c.put("/db/_design/seq", seq).await.status, 201);
+
+    let conflicted = c.get("/db/_design/d/_view/conflicted").await.json();
+    assert_eq!(
+        conflicted["rows"],
+        json!([{"id": "att", "key": "att", "value": ["1-a"]},
+               {"id": "c", "key": "c", "value": ["1-a"]}])
+    );
+    let all = c
+        .get("/db/_design/d/_view/all?keys=%5B%22c%22,%22dc%22,%22plain%22%5D")
+        .await
+        .json();
+    assert_eq!(
+        all["rows"],
+        json!([
+            {"id": "c", "key": "c", "value": {"_id": "c", "_rev": "1-b", "v": 2, "z": 0,
+                                             "_conflicts": ["1-a"], "_deleted_conflicts": ["2-c"]}},
+            {"id": "dc", "key": "dc", "value": {"_id": "dc", "_rev": "1-a", "v": 1,
+                                               "_deleted_conflicts": ["1-b"]}},
+            {"id": "plain", "key": "plain", "value": {"_id": "plain", "_rev": "1-a", "v": 1}}
+        ])
+    );
+    let keys = c.get("/db/_design/seq/_view/keys").await.json();
+    assert_eq!(
+        keys["rows"],
+        json!([
+            {"id": "att", "key": "att", "value": ["_id", "_rev", "v", "_conflicts", "_local_seq", "_attachments"]},
+            {"id": "c", "key": "c", "value": ["_id", "_rev", "v", "z", "_conflicts", "_deleted_conflicts", "_local_seq"]},
+            {"id": "dc", "key": "dc", "value": ["_id", "_rev", "v", "_deleted_conflicts", "_local_seq"]},
+            {"id": "plain", "key": "plain", "value": ["_id", "_rev", "v", "_local_seq"]}
+        ])
+    );
+}

@@ -282,6 +282,8 @@ pub(crate) async fn changes(
         all_leaves: style_all,
         include_docs,
         conflicts: query.flag("conflicts")?,
+        deleted_conflicts: false,
+        local_seq: false,
         attachments: query.flag("attachments")?,
         doc_ids,
         count_pending: false,

@@ -7,6 +7,7 @@
 mod pool;
 mod reduce;
 mod sandbox;
+mod source;
 mod validation;
 mod view_reader;
 pub mod views;

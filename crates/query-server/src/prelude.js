@@ -156,7 +156,9 @@ var __couch = (function () {
     }
     var fun;
     try {
-      fun = (0, eval)("(" + source + "\n)");
+      // A script whose value is the function, as CouchDB evaluates it:
+      // `function(doc) {...};` compiles (see source.rs).
+      fun = (0, eval)(__couch_script(source));
     } catch (e) {
       throw ["error", "compilation_error", String(e) + " (" + source + ")"];
     }

@@ -185,6 +185,13 @@ impl Sandbox {
                 })
                 .map_err(internal)?;
                 ctx.globals().set("__couch_log", log).map_err(internal)?;
+                let script = Function::new(ctx.clone(), |source: String| {
+                    crate::source::as_script(&source)
+                })
+                .map_err(internal)?;
+                ctx.globals()
+                    .set("__couch_script", script)
+                    .map_err(internal)?;
                 self.list_functions(&ctx)?;
                 ctx.eval::<(), _>(PRELUDE).map_err(|e| uncaught(&ctx, e))?;
                 let couch: rquickjs::Object = ctx.globals().get("__couch").map_err(internal)?;

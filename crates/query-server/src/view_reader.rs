@@ -9,7 +9,9 @@ use store::{Index, IndexEntry, IndexPosition, IndexRange, ReducePart};
 
 use crate::Engine;
 use crate::reduce::Reduction;
-use crate::views::{ViewError, ViewGroup, ViewQuery, key_bytes, partition_sort_key};
+use query::collation::Collation;
+
+use crate::views::{ViewError, ViewGroup, ViewQuery, partition_sort_key};
 
 /// Index rows read at once.
 const PAGE: usize = 500;
@@ -92,7 +94,7 @@ impl ViewGroup {
         };
         let kb = |k: &Value| {
             let mut bytes = prefix.clone().unwrap_or_default();
-            bytes.extend(key_bytes(k));
+            bytes.extend(self.key_bytes(view, k));
             bytes
         };
         let partition_end = prefix.as_ref().map(|p| {
@@ -167,6 +169,7 @@ impl ViewGroup {
             reader.reducing = Some(Reducing {
                 reducer: reducer.to_string(),
                 ddoc: self.ddoc.clone(),
+                collation: self.collation(view),
                 level,
                 current: None,
                 skip: q.skip,
@@ -435,6 +438,8 @@ impl Pager {
 struct Reducing {
     reducer: String,
     ddoc: crate::DesignDoc,
+    /// The view's key order: groups of array prefixes are keyed in it.
+    collation: Collation,
     level: Option<usize>,
     current: Option<Group>,
     skip: usize,
@@ -523,7 +528,8 @@ impl Reducing {
             Some(level) => match ejson::from_stored(&row.key).unwrap_or(Value::Null) {
                 Value::Array(items) => {
                     let grouped = Value::Array(items.into_iter().take(level).collect());
-                    let bytes = key_bytes(&grouped);
+                    let mut bytes = Vec::new();
+                    self.collation.sort_key(&grouped, &mut bytes);
                     (grouped, bytes)
                 }
                 other => (other, row.sort_key.clone()),

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use md5::{Digest, Md5};
+use query::collation::Collation;
 use serde_json::{Value, json};
 use store::{ChangesQuery, Database, Index, IndexRow, IndexedDoc};
 
@@ -44,6 +45,8 @@ pub struct ViewGroup {
     /// View names in order (their position is their number in the index).
     names: Vec<String>,
     pub(crate) reduces: Vec<Option<String>>,
+    /// Each view's key order (`options.collation`), by view number.
+    collations: Vec<Collation>,
     signature: String,
     /// `options.include_design`: design documents are mapped too.
     include_design: bool,
@@ -152,6 +155,10 @@ impl ViewGroup {
                     .map(str::to_string)
             })
             .collect();
+        let collations: Vec<Collation> = names
+            .iter()
+            .map(|n| Collation::of_view(&views[n]))
+            .collect();
         // What the rows depend on: the map functions, the library they may
         // require, the language and the options.
         let mut hasher = Md5::new();
@@ -163,6 +170,14 @@ impl ViewGroup {
         });
         if partitioned {
             basis["partitioned"] = Value::Bool(true);
+        }
+        if collations.contains(&Collation::Raw) {
+            basis["raw"] = json!(
+                collations
+                    .iter()
+                    .map(|c| *c == Collation::Raw)
+                    .collect::<Vec<_>>()
+            );
         }
         hasher.update(basis.to_string().as_bytes());
         let signature = hasher
@@ -185,6 +200,7 @@ impl ViewGroup {
             },
             names,
             reduces,
+            collations,
             signature,
             include_design: option("include_design"),
             local_seq: option("local_seq"),
@@ -205,6 +221,21 @@ impl ViewGroup {
             .position(|n| n == name)
             .map(|i| i as u32)
             .ok_or_else(|| ViewError::NotFound("missing_named_view".into()))
+    }
+
+    /// A key's sort key in view `view`'s collation.
+    pub(crate) fn key_bytes(&self, view: u32, key: &Value) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.collation(view).sort_key(key, &mut out);
+        out
+    }
+
+    /// View `view`'s collation.
+    pub(crate) fn collation(&self, view: u32) -> Collation {
+        self.collations
+            .get(view as usize)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Whether its views are Mango's JSON indexes.
@@ -292,14 +323,15 @@ impl Views {
     }
 }
 
-/// Maps the changes the index has not seen yet; true if there were any.
+/// Maps the changes the index has not seen yet, after dropping the rows
+/// of documents purged since; true if there were any.
 async fn catch_up(
     engine: &Engine,
     database: &Database,
     group: &ViewGroup,
     index: &Index,
 ) -> Result<bool, ViewError> {
-    let mut changed = false;
+    let mut changed = forget_purged(database, index).await?;
     loop {
         let since = index.update_seq().await?;
         if since >= database.update_seq() {
@@ -311,6 +343,10 @@ async fn catch_up(
                 since,
                 limit: BATCH,
                 include_docs: true,
+                // The document as CouchDB's indexer hands it to the map.
+                conflicts: true,
+                deleted_conflicts: true,
+                local_seq: group.local_seq,
                 ..Default::default()
             })
             .await?;
@@ -332,11 +368,7 @@ async fn catch_up(
                 continue;
             }
             if let Some(doc) = &row.doc {
-                let text = doc.as_str();
-                texts.push(match text.strip_suffix('}') {
-                    Some(open) if group.local_seq => format!("{open},\"_local_seq\":{}}}", row.seq),
-                    _ => text.to_string(),
-                });
+                texts.push(doc.as_str().to_string());
                 mapped_at.push(docs.len() - 1);
             }
         }
@@ -364,8 +396,7 @@ async fn catch_up(
                 let rows = &mut docs[at].rows;
                 for (view, pairs) in per_view.into_iter().enumerate() {
                     for (key, value) in pairs {
-                        let mut sort_key = Vec::new();
-                        query::collation::sort_key(&key, &mut sort_key);
+                        let sort_key = group.key_bytes(view as u32, &key);
                         rows.push(IndexRow {
                             view: view as u32,
                             sort_key,
@@ -391,6 +422,24 @@ async fn catch_up(
     }
 }
 
+/// Drops the rows of documents purged since the index last looked (a
+/// purged document leaves the changes feed; one that keeps revisions moves
+/// to its end and is mapped again). An index further behind than the purge
+/// infos kept starts over, as CouchDB resets it. True if anything changed.
+async fn forget_purged(database: &Database, index: &Index) -> Result<bool, ViewError> {
+    let seen = index.purge_seq().await?;
+    let purged = database.purged_since(seen).await?;
+    if purged.purge_seq <= seen {
+        return Ok(false);
+    }
+    if purged.complete {
+        index.forget(purged.gone, purged.purge_seq).await?;
+    } else {
+        index.reset(purged.purge_seq).await?;
+    }
+    Ok(true)
+}
+
 /// A view query's parameters, as CouchDB reads them.
 #[derive(Debug, Clone, Default)]
 pub struct ViewQuery {
@@ -410,10 +459,4 @@ pub struct ViewQuery {
     pub group_level: Option<usize>,
     /// The partition queried (`/{db}/_partition/{p}/_design/...`).
     pub partition: Option<String>,
-}
-
-pub(crate) fn key_bytes(key: &Value) -> Vec<u8> {
-    let mut out = Vec::new();
-    query::collation::sort_key(key, &mut out);
-    out
 }

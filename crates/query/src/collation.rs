@@ -92,7 +92,7 @@ pub(crate) fn integer(value: &Value) -> Option<i128> {
 }
 
 /// Compares numbers by exact value, integers against floats included.
-fn compare_numbers(a: &Number, b: &Number) -> Ordering {
+pub(crate) fn compare_numbers(a: &Number, b: &Number) -> Ordering {
     match (integer_of(a), integer_of(b)) {
         (Some(x), Some(y)) => x.cmp(&y),
         (Some(x), None) => compare_integer_float(x, b.as_f64().unwrap_or(0.0)),
@@ -132,6 +132,34 @@ pub(crate) fn collate_str(a: &str, b: &str) -> Ordering {
     }
 }
 
+/// How a view orders its keys: CouchDB's default collation, or `raw`
+/// (Erlang's term order, see [`crate::raw_collation`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Collation {
+    #[default]
+    Unicode,
+    Raw,
+}
+
+impl Collation {
+    /// A view's collation, from its `options.collation`: only `"raw"`
+    /// changes it, as in CouchDB (other values are the default).
+    pub fn of_view(view: &Value) -> Collation {
+        match view.pointer("/options/collation").and_then(Value::as_str) {
+            Some("raw") => Collation::Raw,
+            _ => Collation::Unicode,
+        }
+    }
+
+    /// Writes `value`'s sort key in this collation.
+    pub fn sort_key(self, value: &Value, out: &mut Vec<u8>) {
+        match self {
+            Collation::Unicode => sort_key(value, out),
+            Collation::Raw => crate::raw_collation::sort_key(value, out),
+        }
+    }
+}
+
 /// Writes `value`'s sort key: bytes whose order (`memcmp`, as SQLite
 /// orders BLOBs) is [`collate`]'s order, so an index can keep keys sorted
 /// and answer ranges without decoding them. Keys equal under collation
@@ -150,19 +178,7 @@ pub fn sort_key(value: &Value, out: &mut Vec<u8>) {
         Value::Bool(true) => out.push(3),
         Value::Number(n) => {
             out.push(4);
-            let f = n.as_f64().unwrap_or(0.0);
-            // -0 equals 0, as in CouchDB.
-            let bits = if f == 0.0 {
-                0.0f64.to_bits()
-            } else {
-                f.to_bits()
-            };
-            let ordered = if bits >> 63 == 1 {
-                !bits
-            } else {
-                bits | (1 << 63)
-            };
-            out.extend_from_slice(&ordered.to_be_bytes());
+            number_sort_key(n, out);
         }
         Value::String(s) => string_sort_key(s, out),
         Value::Array(items) => {
@@ -181,6 +197,23 @@ pub fn sort_key(value: &Value, out: &mut Vec<u8>) {
             out.push(0);
         }
     }
+}
+
+/// A number as its double in 8 bytes whose order is the numbers' order.
+pub(crate) fn number_sort_key(n: &Number, out: &mut Vec<u8>) {
+    let f = n.as_f64().unwrap_or(0.0);
+    // -0 equals 0, as in CouchDB.
+    let bits = if f == 0.0 {
+        0.0f64.to_bits()
+    } else {
+        f.to_bits()
+    };
+    let ordered = if bits >> 63 == 1 {
+        !bits
+    } else {
+        bits | (1 << 63)
+    };
+    out.extend_from_slice(&ordered.to_be_bytes());
 }
 
 fn string_sort_key(s: &str, out: &mut Vec<u8>) {

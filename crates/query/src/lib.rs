@@ -3,4 +3,5 @@
 
 pub mod collation;
 pub mod mango;
+pub mod raw_collation;
 pub mod selector;

@@ -20,6 +20,10 @@ pub struct ChangesQuery {
     pub include_docs: bool,
     /// With `include_docs`: add `_conflicts`.
     pub conflicts: bool,
+    /// With `include_docs`: add `_deleted_conflicts` (views see them).
+    pub deleted_conflicts: bool,
+    /// With `include_docs`: add `_local_seq` (a view's `options.local_seq`).
+    pub local_seq: bool,
     /// With `include_docs`: attachment bytes inline.
     pub attachments: bool,
     /// Only these documents (`filter=_doc_ids`).
@@ -38,6 +42,8 @@ impl Default for ChangesQuery {
             all_leaves: false,
             include_docs: false,
             conflicts: false,
+            deleted_conflicts: false,
+            local_seq: false,
             attachments: false,
             doc_ids: None,
             count_pending: true,
@@ -86,6 +92,8 @@ fn change_row(
     let doc = if q.include_docs {
         let opts = GetOptions {
             conflicts: q.conflicts,
+            deleted_conflicts: q.deleted_conflicts,
+            local_seq: q.local_seq,
             attachments: q.attachments,
             ..Default::default()
         };

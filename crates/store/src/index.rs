@@ -232,17 +232,7 @@ impl Index {
 
     /// The update sequence of the database this index has seen up to.
     pub async fn update_seq(&self) -> Result<u64, StoreError> {
-        self.run(|conn| {
-            let seq: Option<String> = conn
-                .query_row(
-                    "SELECT value FROM meta WHERE name = 'update_seq'",
-                    [],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            Ok(seq.and_then(|s| s.parse().ok()).unwrap_or(0))
-        })
-        .await
+        self.run(|conn| meta_number(conn, "update_seq")).await
     }
 
     /// Replaces the rows of changed documents and records the sequence
@@ -250,54 +240,49 @@ impl Index {
     pub async fn apply(&self, docs: Vec<IndexedDoc>, seq: u64) -> Result<(), StoreError> {
         self.run(move |conn| {
             let tx = conn.transaction()?;
-            {
-                // Rows per view move with every change: kept counted, so
-                // `total_rows` is a lookup, not a scan.
-                let mut moved: std::collections::BTreeMap<u32, i64> = Default::default();
-                let mut blocks = index_blocks::Deltas::new(&tx)?;
-                let mut old_rows =
-                    tx.prepare_cached("SELECT view, sort_key, n FROM rows WHERE doc_id = ?1")?;
-                let mut delete = tx.prepare_cached("DELETE FROM rows WHERE doc_id = ?1")?;
-                let mut insert = tx.prepare_cached(
-                    "INSERT OR REPLACE INTO rows (view, sort_key, doc_id, n, key, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                )?;
-                for doc in &docs {
-                    let mut old = old_rows.query([&doc.id])?;
-                    while let Some(row) = old.next()? {
-                        let view: u32 = row.get(0)?;
-                        *moved.entry(view).or_default() -= 1;
-                        let at = (row.get(1)?, doc.id.clone(), row.get(2)?);
-                        blocks.row(view, &at, -1)?;
-                    }
-                    delete.execute([&doc.id])?;
-                    for (n, row) in doc.rows.iter().enumerate() {
-                        *moved.entry(row.view).or_default() += 1;
-                        let at = (row.sort_key.clone(), doc.id.clone(), n as i64);
-                        blocks.row(row.view, &at, 1)?;
-                        insert.execute(params![
-                            row.view,
-                            row.sort_key,
-                            doc.id,
-                            n as i64,
-                            row.key,
-                            row.value
-                        ])?;
-                    }
-                }
-                let mut add = tx.prepare_cached(
-                    "INSERT INTO view_rows (view, n) VALUES (?1, ?2) ON CONFLICT (view) DO UPDATE SET n = n + excluded.n",
-                )?;
-                for (view, delta) in moved {
-                    if delta != 0 {
-                        add.execute(params![view, delta])?;
-                    }
-                }
-                blocks.apply()?;
-            }
-            tx.execute(
-                "INSERT OR REPLACE INTO meta (name, value) VALUES ('update_seq', ?1)",
-                [seq.to_string()],
+            replace_rows(&tx, &docs)?;
+            set_meta(&tx, "update_seq", seq)?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// The database's purge sequence this index has seen up to.
+    pub async fn purge_seq(&self) -> Result<u64, StoreError> {
+        self.run(|conn| meta_number(conn, "purge_seq")).await
+    }
+
+    /// Drops the rows of purged documents (`ids`) and records the purge
+    /// sequence seen, in one transaction.
+    pub async fn forget(&self, ids: Vec<String>, purge_seq: u64) -> Result<(), StoreError> {
+        self.run(move |conn| {
+            let tx = conn.transaction()?;
+            let docs: Vec<IndexedDoc> = ids
+                .into_iter()
+                .map(|id| IndexedDoc {
+                    id,
+                    rows: Vec::new(),
+                })
+                .collect();
+            replace_rows(&tx, &docs)?;
+            set_meta(&tx, "purge_seq", purge_seq)?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Empties the index, to be built again from the first change, when
+    /// what was purged since it was updated is no longer known.
+    pub async fn reset(&self, purge_seq: u64) -> Result<(), StoreError> {
+        self.run(move |conn| {
+            let tx = conn.transaction()?;
+            tx.execute_batch(
+                "DELETE FROM rows; DELETE FROM view_rows; DELETE FROM blocks;
+                 DELETE FROM meta WHERE name = 'update_seq';",
             )?;
+            set_meta(&tx, "purge_seq", purge_seq)?;
             tx.commit()?;
             Ok(())
         })
@@ -481,6 +466,69 @@ impl Index {
             .map(|m| m.len())
             .unwrap_or(0)
     }
+}
+
+/// A number kept in the index's meta table; 0 when not set.
+fn meta_number(conn: &Connection, name: &str) -> Result<u64, StoreError> {
+    let value: Option<String> = conn
+        .prepare_cached("SELECT value FROM meta WHERE name = ?1")?
+        .query_row([name], |r| r.get(0))
+        .optional()?;
+    Ok(value.and_then(|s| s.parse().ok()).unwrap_or(0))
+}
+
+fn set_meta(tx: &rusqlite::Transaction<'_>, name: &str, value: u64) -> Result<(), StoreError> {
+    tx.execute(
+        "INSERT OR REPLACE INTO meta (name, value) VALUES (?1, ?2)",
+        params![name, value.to_string()],
+    )?;
+    Ok(())
+}
+
+/// Replaces the rows of each document with its new ones (none for a
+/// deleted or purged document), keeping the counts and blocks in step.
+fn replace_rows(tx: &rusqlite::Transaction<'_>, docs: &[IndexedDoc]) -> Result<(), StoreError> {
+    // Rows per view move with every change: kept counted, so
+    // `total_rows` is a lookup, not a scan.
+    let mut moved: std::collections::BTreeMap<u32, i64> = Default::default();
+    let mut blocks = index_blocks::Deltas::new(tx)?;
+    let mut old_rows = tx.prepare_cached("SELECT view, sort_key, n FROM rows WHERE doc_id = ?1")?;
+    let mut delete = tx.prepare_cached("DELETE FROM rows WHERE doc_id = ?1")?;
+    let mut insert = tx.prepare_cached(
+        "INSERT OR REPLACE INTO rows (view, sort_key, doc_id, n, key, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    for doc in docs {
+        let mut old = old_rows.query([&doc.id])?;
+        while let Some(row) = old.next()? {
+            let view: u32 = row.get(0)?;
+            *moved.entry(view).or_default() -= 1;
+            let at = (row.get(1)?, doc.id.clone(), row.get(2)?);
+            blocks.row(view, &at, -1)?;
+        }
+        delete.execute([&doc.id])?;
+        for (n, row) in doc.rows.iter().enumerate() {
+            *moved.entry(row.view).or_default() += 1;
+            let at = (row.sort_key.clone(), doc.id.clone(), n as i64);
+            blocks.row(row.view, &at, 1)?;
+            insert.execute(params![
+                row.view,
+                row.sort_key,
+                doc.id,
+                n as i64,
+                row.key,
+                row.value
+            ])?;
+        }
+    }
+    let mut add = tx.prepare_cached(
+        "INSERT INTO view_rows (view, n) VALUES (?1, ?2) ON CONFLICT (view) DO UPDATE SET n = n + excluded.n",
+    )?;
+    for (view, delta) in moved {
+        if delta != 0 {
+            add.execute(params![view, delta])?;
+        }
+    }
+    blocks.apply()
 }
 
 fn read_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexEntry> {

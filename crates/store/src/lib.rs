@@ -73,7 +73,7 @@ pub use index::{Index, IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedD
 pub use index_blocks::ReducePart;
 pub use local::LocalRow;
 pub use partition::{PartitionInfo, partition_range};
-pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult};
+pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult, PurgedSince};
 pub use read::{
     BulkGetError, BulkGetRequest, BulkGetResult, DocJson, GetOptions, OpenRev, OpenRevs,
 };
@@ -634,6 +634,11 @@ impl Store {
         partitioned: bool,
     ) -> Result<Database, StoreError> {
         Store::check_name(name)?;
+        if partitioned && name::is_system_db(name) {
+            return Err(StoreError::bad_request(
+                "Cannot partition a system database",
+            ));
+        }
         let name = name.to_string();
         self.blocking(move |store| {
             let change = {

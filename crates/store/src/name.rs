@@ -16,6 +16,13 @@ pub fn is_replicator_db(name: &str) -> bool {
     name == "_replicator" || name.ends_with("/_replicator")
 }
 
+/// Whether CouchDB counts `name` a system database (which it will not
+/// partition): the system databases, and `_users` or `_replicator` under a
+/// prefix.
+pub fn is_system_db(name: &str) -> bool {
+    SYSTEM_DATABASES.contains(&name) || name.ends_with("/_users") || name.ends_with("/_replicator")
+}
+
 /// CouchDB's reason text for an invalid name (shown in 400 `illegal_database_name`).
 pub fn illegal_name_reason(name: &str) -> String {
     format!(

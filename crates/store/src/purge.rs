@@ -61,6 +61,9 @@ impl Database {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
+        if self.is_partitioned() {
+            check_partitioned_ids(&requests)?;
+        }
         self.write(requests.len(), move |ctx| purge_in_tx(ctx, requests))
             .await
     }
@@ -106,6 +109,71 @@ impl Database {
         })
         .await
     }
+}
+
+/// The purges after a purge sequence, as an index needs them to drop the
+/// rows of purged documents (which leave no trace in the changes feed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgedSince {
+    /// The database's purge sequence.
+    pub purge_seq: u64,
+    /// Documents purged since then that no longer exist. Those that still
+    /// do moved to the end of the changes feed when purged.
+    pub gone: Vec<String>,
+    /// False when infos since then were dropped (`purged_infos_limit`):
+    /// what was purged is no longer known.
+    pub complete: bool,
+}
+
+impl Database {
+    /// What was purged after purge sequence `since`, read at one moment.
+    pub async fn purged_since(&self, since: u64) -> Result<PurgedSince, StoreError> {
+        self.read(move |conn| {
+            let rows: &dyn ReadRows = conn;
+            let purge_seq = rows.counts()?.purge_seq;
+            if purge_seq <= since {
+                return Ok(PurgedSince {
+                    purge_seq,
+                    gone: Vec::new(),
+                    complete: true,
+                });
+            }
+            let newer: Vec<PurgeInfoRow> = rows
+                .purge_infos()?
+                .into_iter()
+                .filter(|info| info.purge_seq > since)
+                .collect();
+            let complete = newer.first().is_some_and(|i| i.purge_seq == since + 1);
+            let mut gone = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for info in newer {
+                if seen.insert(info.id.clone()) && rows.doc_row(&info.id)?.is_none() {
+                    gone.push(info.id);
+                }
+            }
+            Ok(PurgedSince {
+                purge_seq,
+                gone,
+                complete,
+            })
+        })
+        .await
+    }
+}
+
+/// In a partitioned database, CouchDB purges only `partition:id` ids, or
+/// ids starting with `_` (a looser rule than a write's: `:x` passes).
+fn check_partitioned_ids(requests: &[PurgeRequest]) -> Result<(), StoreError> {
+    if requests
+        .iter()
+        .any(|r| !r.id.starts_with('_') && !r.id.contains(':'))
+    {
+        return Err(StoreError::Invalid {
+            error: crate::ErrorKind::IllegalDocId,
+            reason: "Doc id must be of form partition:id".into(),
+        });
+    }
+    Ok(())
 }
 
 /// `_purged_infos_limit` as the metadata keeps it.
