@@ -113,7 +113,7 @@ impl Gen {
             }
             // Any double, in the shortest form or in exponent forms.
             2 | 3 => loop {
-                let x = f64::from_bits(r.next());
+                let x = f64::from_bits(r.next_u64());
                 if !x.is_finite() {
                     continue;
                 }
@@ -211,17 +211,16 @@ impl Gen {
 
     /// A document: its `_id`, a number `n` (what views and Mango look
     /// at), then generated members, sometimes one given twice, sometimes
-    /// one nested deep.
-    fn doc(&mut self, id: &str) -> String {
-        let mut members = vec![
-            format!("\"_id\":\"{id}\""),
-            format!("\"n\":{}", self.number()),
-        ];
+    /// one nested deep; with the text of the `n` CouchDB keeps (the last).
+    fn doc(&mut self, id: &str) -> (String, String) {
+        let mut n = self.number();
+        let mut members = vec![format!("\"_id\":\"{id}\""), format!("\"n\":{n}")];
         for i in 0..self.rng.below(6) {
             members.push(format!("\"f{i}\":{}", self.value(0)));
         }
         if self.rng.chance(10) {
-            members.push(format!("\"n\":{}", self.number()));
+            n = self.number();
+            members.push(format!("\"n\":{n}"));
         }
         if self.rng.chance(3) {
             let levels = 200 + self.rng.below(600);
@@ -231,7 +230,7 @@ impl Gen {
                 "]".repeat(levels)
             ));
         }
-        format!("{{{}}}", members.join(","))
+        (format!("{{{}}}", members.join(",")), n)
     }
 }
 
@@ -367,6 +366,40 @@ fn by_id<'a>(rows: impl IntoIterator<Item = Row<'a>>) -> BTreeMap<String, String
         .collect()
 }
 
+/// A view answer's lines, but for one thing: the rows of one document
+/// whose keys are the same number written differently (`0` and `0.0`)
+/// are put in one order. CouchDB's order there comes from how Erlang's
+/// sort places terms that compare equal, which Recliner does not copy
+/// (see docs/ARCHITECTURE.md, Views).
+fn view_lines(text: &str) -> Vec<String> {
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| l.trim_end_matches(',').to_string())
+        .collect();
+    let same_number = |a: &str, b: &str| {
+        let (Ok(a), Ok(b)) = (
+            serde_json::from_str::<Value>(a),
+            serde_json::from_str::<Value>(b),
+        ) else {
+            return false;
+        };
+        a["id"] == b["id"]
+            && matches!((a["key"].as_f64(), b["key"].as_f64()), (Some(x), Some(y)) if x == y)
+    };
+    let mut out: Vec<String> = Vec::with_capacity(lines.len());
+    let mut run: Vec<String> = Vec::new();
+    for line in lines {
+        if run.last().is_some_and(|last| !same_number(last, &line)) {
+            run.sort();
+            out.append(&mut run);
+        }
+        run.push(line);
+    }
+    run.sort();
+    out.append(&mut run);
+    out
+}
+
 fn id_of(raw: &RawValue) -> String {
     // The other members are skipped unread (serde_json skips without
     // recursion), so deep documents are fine.
@@ -405,6 +438,7 @@ async fn generated_documents_come_back_from_recliner_exactly_as_from_couchdb() {
     let dir = TempDir::new("exact-corpus");
     let server = TestServer::start(dir.path(), &[]);
     let db = unique_db("exact");
+    eprintln!("generated corpus: database {db} on both servers");
     let pair = Pair {
         couch: Client::at(&couchdb.db_url(&db)),
         ours: Client::at(&server.url(&format!("/{db}"))),
@@ -415,12 +449,16 @@ async fn generated_documents_come_back_from_recliner_exactly_as_from_couchdb() {
     let mut corpus = Gen {
         rng: SplitMix(seed),
     };
-    let docs: Vec<(String, String)> = (0..count)
+    let generated: Vec<(String, String, String)> = (0..count)
         .map(|i| {
             let id = format!("g{i:04}");
-            let text = corpus.doc(&id);
-            (id, text)
+            let (text, n) = corpus.doc(&id);
+            (id, text, n)
         })
+        .collect();
+    let docs: Vec<(String, String)> = generated
+        .iter()
+        .map(|(id, text, _)| (id.clone(), text.clone()))
         .collect();
 
     // Writes, each route for a share of the documents: the same revision.
@@ -650,8 +688,10 @@ async fn generated_documents_come_back_from_recliner_exactly_as_from_couchdb() {
             rows(&o.text),
             "seed {seed}: view {view}: row order"
         );
-        let c_lines: Vec<&str> = c.text.lines().collect();
-        let o_lines: Vec<&str> = o.text.lines().collect();
+        let c_lines = view_lines(&c.text);
+        let o_lines = view_lines(&o.text);
+        let c_lines: Vec<&str> = c_lines.iter().map(String::as_str).collect();
+        let o_lines: Vec<&str> = o_lines.iter().map(String::as_str).collect();
         for (i, (cl, ol)) in c_lines.iter().zip(&o_lines).enumerate() {
             let around =
                 |lines: &[&str]| lines[i.saturating_sub(2)..(i + 3).min(lines.len())].join("\n");
@@ -667,10 +707,8 @@ async fn generated_documents_come_back_from_recliner_exactly_as_from_couchdb() {
     // Mango: the same documents for comparisons on the generated numbers.
     let mut probe = SplitMix(seed ^ 0xA5A5);
     for _ in 0..12 {
-        let (_, text) = &docs[probe.below(docs.len())];
-        let n: Value = serde_json::from_str::<Value>(text).unwrap()["n"].clone();
-        let other: Value =
-            serde_json::from_str::<Value>(&docs[probe.below(docs.len())].1).unwrap()["n"].clone();
+        let n: Value = serde_json::from_str(&generated[probe.below(docs.len())].2).unwrap();
+        let other: Value = serde_json::from_str(&generated[probe.below(docs.len())].2).unwrap();
         for selector in [
             json!({"n": {"$eq": n}}),
             json!({"n": {"$gt": n}}),
@@ -760,5 +798,37 @@ async fn generated_documents_come_back_from_recliner_exactly_as_from_couchdb() {
         "CouchDB -> Recliner -> CouchDB (Recliner's replicator)",
         &expected,
         &all(Client::at(&couchdb.db_url(&pushed))).await,
+    );
+
+    // `_bulk_docs` with `new_edits=false` (CouchDB's documents under their
+    // revisions, as a replicator writes them) to both: the same bodies.
+    let copies = unique_db("exact-copies");
+    let both = Pair {
+        couch: Client::at(&couchdb.db_url(&copies)),
+        ours: Client::at(&server.url(&format!("/{copies}"))),
+        seed,
+    };
+    let (c, o) = both.both("PUT", "", b"", "application/json").await;
+    assert_eq!((c.status, o.status), (201, 201));
+    // (Those with attachment stubs would need their attachments.)
+    let texts: Vec<&str> = expected
+        .values()
+        .map(String::as_str)
+        .filter(|t| !t.contains(r#""_attachments":"#))
+        .collect();
+    let body = format!(r#"{{"new_edits":false,"docs":[{}]}}"#, texts.join(","));
+    let (c, o) = both
+        .both("POST", "/_bulk_docs", body.as_bytes(), "application/json")
+        .await;
+    assert_eq!(
+        (c.status, o.status),
+        (201, 201),
+        "seed {seed}: {}",
+        shown(&o.text)
+    );
+    both.same_docs(
+        "_bulk_docs new_edits=false",
+        &all(Client::at(&couchdb.db_url(&copies))).await,
+        &all(Client::at(&server.url(&format!("/{copies}")))).await,
     );
 }

@@ -394,7 +394,15 @@ async fn catch_up(
             let emitted = engine.map(group.ddoc.clone(), &group.names, &texts).await?;
             for (at, per_view) in mapped_at.into_iter().zip(emitted) {
                 let rows = &mut docs[at].rows;
-                for (view, pairs) in per_view.into_iter().enumerate() {
+                for (view, mut pairs) in per_view.into_iter().enumerate() {
+                    // CouchDB sorts a document's rows in Erlang's term order
+                    // before it adds them to the index, so rows whose keys
+                    // collate equal (`""` and `"\u0000"`, `1` and `1.0`)
+                    // come in that order, not in the order of `emit`.
+                    pairs.sort_by(|(ka, va), (kb, vb)| {
+                        query::raw_collation::compare(ka, kb)
+                            .then_with(|| query::raw_collation::compare(va, vb))
+                    });
                     for (key, value) in pairs {
                         let sort_key = group.key_bytes(view as u32, &key);
                         rows.push(IndexRow {
