@@ -68,12 +68,29 @@ async fn fill(c: &Client, db: &str) {
     ]});
     let r = c.post(&format!("/{db}/_bulk_docs"), replicated).await;
     assert_eq!(r.status, 201, "{}", r.text);
+    // Values a backup must not change (CouchDB's text for each).
+    let exact = c
+        .send_bytes(
+            "PUT",
+            &format!("/{db}/exact"),
+            EXACT_SENT.as_bytes().to_vec(),
+            "application/json",
+        )
+        .await;
+    assert_eq!(exact.status, 201, "{}", exact.text);
     let conflicts = c
         .get(&format!("/{db}/doc-00007?conflicts=true"))
         .await
         .json();
     assert!(conflicts["_conflicts"].is_array(), "{conflicts}");
 }
+
+/// A document of numbers and strings as a client writes them, and as
+/// CouchDB keeps them.
+const EXACT_SENT: &str =
+    r#"{"big":12345678901234567890123,"e":1e21,"z":-0.0,"r":0.36920404944799556,"s":"\u001f"}"#;
+const EXACT_KEPT: &str =
+    r#""big":12345678901234567890123,"e":1e+21,"z":0.0,"r":0.36920404944799556,"s":"\u001F"}"#;
 
 fn db_url(server: &TestServer, db: &str) -> String {
     format!("{}/{db}", server.url)
@@ -122,6 +139,9 @@ async fn dumps_load_back_with_conflicts_deletions_and_attachments() {
         "load",
     );
     compare_dbs(&c, "src", &c, "copy").await;
+    let (src, copy) = (c.get("/src/exact").await, c.get("/copy/exact").await);
+    assert!(src.text.trim_end().ends_with(EXACT_KEPT), "{}", src.text);
+    assert_eq!(src.text, copy.text, "the backup keeps every value exactly");
     // A second load of the same file changes nothing.
     check(
         &recliner(&["load", file_arg, &db_url(&server, "copy")]),

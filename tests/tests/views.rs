@@ -706,3 +706,50 @@ async fn maps_see_conflicts_as_couchdb_hands_them() {
         ])
     );
 }
+
+/// One document emitting a deeply nested key is indexed with the others,
+/// as CouchDB indexes it (1,000 levels: the issue's case; 5,000: CouchDB
+/// still indexes it), and never breaks the view.
+#[tokio::test]
+async fn a_deeply_nested_key_is_indexed_beside_ordinary_rows() {
+    let dir = TempDir::new("views-deep-key");
+    let server = TestServer::start(dir.path(), &[]);
+    let c = Client::new(&server);
+    assert_eq!(c.put("/db", json!({})).await.status, 201);
+    let docs: Vec<Value> = (0..50)
+        .map(|n| json!({"_id": format!("d{n:02}"), "n": n}))
+        .collect();
+    assert_eq!(
+        c.post("/db/_bulk_docs", json!({"docs": docs})).await.status,
+        201
+    );
+    assert_eq!(c.put("/db/zdeep", json!({"deep": 1000})).await.status, 201);
+    let map = |levels: &str| {
+        format!(
+            "function (doc) {{ if (doc.deep) {{ var k = 1; for (var i = 0; i < {levels}; i++) k = [k]; emit(k, doc.deep); }} else emit(doc.n, null); }}"
+        )
+    };
+    let ddoc = c
+        .put(
+            "/db/_design/d",
+            json!({"views": {"v": {"map": map("doc.deep")}, "w": {"map": map("5000")}}}),
+        )
+        .await;
+    assert_eq!(ddoc.status, 201, "{}", ddoc.text);
+    for view in ["v", "w"] {
+        let rows = c.get(&format!("/db/_design/d/_view/{view}")).await;
+        assert_eq!(
+            rows.status,
+            200,
+            "{}",
+            &rows.text[..rows.text.len().min(300)]
+        );
+        assert!(
+            rows.text.starts_with(r#"{"total_rows":51,"#),
+            "view {view}: {}",
+            &rows.text[..100]
+        );
+        assert_eq!(rows.text.matches(r#""id":"#).count(), 51, "view {view}");
+        assert!(rows.text.contains(r#""id":"zdeep""#), "view {view}");
+    }
+}

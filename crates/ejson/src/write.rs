@@ -23,8 +23,35 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
 
 /// A value's JSON text.
 pub fn to_string(value: &Value) -> String {
-    // The writer only writes UTF-8 (`str`s and ASCII).
-    String::from_utf8(to_vec(value)).unwrap_or_default()
+    let mut out = String::with_capacity(128);
+    write_into(&mut out, value);
+    out
+}
+
+/// Where the writer puts text: a `String` (no UTF-8 check afterwards) or
+/// bytes.
+trait Sink {
+    fn put(&mut self, s: &str);
+    /// An ASCII byte.
+    fn put_ascii(&mut self, b: u8);
+}
+
+impl Sink for String {
+    fn put(&mut self, s: &str) {
+        self.push_str(s);
+    }
+    fn put_ascii(&mut self, b: u8) {
+        self.push(char::from(b));
+    }
+}
+
+impl Sink for Vec<u8> {
+    fn put(&mut self, s: &str) {
+        self.extend_from_slice(s.as_bytes());
+    }
+    fn put_ascii(&mut self, b: u8) {
+        self.push(b);
+    }
 }
 
 /// Any serializable answer's JSON text, through the same rules; a
@@ -50,24 +77,26 @@ enum Open<'a> {
 
 /// Appends a value's JSON text.
 pub fn write_value(out: &mut Vec<u8>, value: &Value) {
+    write_into(out, value);
+}
+
+fn write_into(out: &mut impl Sink, value: &Value) {
     let mut stack: Vec<Open<'_>> = Vec::new();
     let mut next = Some(value);
     loop {
         if let Some(value) = next.take() {
             match value {
-                Value::Null => out.extend_from_slice(b"null"),
-                Value::Bool(true) => out.extend_from_slice(b"true"),
-                Value::Bool(false) => out.extend_from_slice(b"false"),
-                Value::Number(n) => {
-                    out.extend_from_slice(number::output_form(n.as_str()).as_bytes())
-                }
-                Value::String(s) => push_string_bytes(out, s),
+                Value::Null => out.put("null"),
+                Value::Bool(true) => out.put("true"),
+                Value::Bool(false) => out.put("false"),
+                Value::Number(n) => out.put(&number::output_form(n.as_str())),
+                Value::String(s) => put_string(out, s),
                 Value::Array(items) => {
-                    out.push(b'[');
+                    out.put_ascii(b'[');
                     stack.push(Open::Array(items.iter(), false));
                 }
                 Value::Object(map) => {
-                    out.push(b'{');
+                    out.put_ascii(b'{');
                     stack.push(Open::Object(map.iter(), false));
                 }
             }
@@ -80,26 +109,26 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
             Open::Array(items, any) => match items.next() {
                 Some(item) => {
                     if std::mem::replace(any, true) {
-                        out.push(b',');
+                        out.put_ascii(b',');
                     }
                     next = Some(item);
                 }
                 None => {
-                    out.push(b']');
+                    out.put_ascii(b']');
                     stack.pop();
                 }
             },
             Open::Object(members, any) => match members.next() {
                 Some((key, item)) => {
                     if std::mem::replace(any, true) {
-                        out.push(b',');
+                        out.put_ascii(b',');
                     }
-                    push_string_bytes(out, key);
-                    out.push(b':');
+                    put_string(out, key);
+                    out.put_ascii(b':');
                     next = Some(item);
                 }
                 None => {
-                    out.push(b'}');
+                    out.put_ascii(b'}');
                     stack.pop();
                 }
             },
@@ -116,30 +145,33 @@ pub fn push_string(out: &mut String, s: &str) {
 
 /// Appends `s` escaped for the inside of a JSON string literal.
 pub fn push_escaped(out: &mut String, s: &str) {
-    let mut plain_from = 0;
-    for (i, b) in s.bytes().enumerate() {
-        if let Some(escape) = escape_of(b) {
-            out.push_str(&s[plain_from..i]);
-            // Escapes are ASCII.
-            out.push_str(std::str::from_utf8(escape.as_bytes()).unwrap_or_default());
-            plain_from = i + 1;
-        }
-    }
-    out.push_str(&s[plain_from..]);
+    put_escaped(out, s);
 }
 
-fn push_string_bytes(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
+/// `s` as a JSON string literal.
+fn put_string(out: &mut impl Sink, s: &str) {
+    out.put_ascii(b'"');
+    put_escaped(out, s);
+    out.put_ascii(b'"');
+}
+
+fn put_escaped(out: &mut impl Sink, s: &str) {
+    let bytes = s.as_bytes();
     let mut plain_from = 0;
-    for (i, b) in s.bytes().enumerate() {
+    let mut i = 0;
+    while i < bytes.len() {
+        // Most of a string needs no escape: skip it eight bytes at a time.
+        i = crate::read::skip_plain(bytes, i);
+        let Some(&b) = bytes.get(i) else { break };
         if let Some(escape) = escape_of(b) {
-            out.extend_from_slice(&s.as_bytes()[plain_from..i]);
-            out.extend_from_slice(escape.as_bytes());
+            // Escapes are found at ASCII bytes, which are char boundaries.
+            out.put(&s[plain_from..i]);
+            out.put(escape.as_str());
             plain_from = i + 1;
         }
+        i += 1;
     }
-    out.extend_from_slice(&s.as_bytes()[plain_from..]);
-    out.push(b'"');
+    out.put(&s[plain_from..]);
 }
 
 /// An escape, held without allocating.
@@ -151,6 +183,11 @@ struct Escape {
 impl Escape {
     fn as_bytes(&self) -> &[u8] {
         &self.bytes[..self.len]
+    }
+
+    fn as_str(&self) -> &str {
+        // Escapes are ASCII.
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 }
 
