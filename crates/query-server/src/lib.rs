@@ -162,7 +162,7 @@ impl Engine {
         let names = serde_json::to_string(views).unwrap_or_else(|_| "[]".into());
         let answer = self
             .pool
-            .call(ddoc, "map", vec![names, json_array(docs)])
+            .call(ddoc, "map", vec![names, json_lines(docs)])
             .await?;
         let value = match answer {
             Answer::Ok(value) => value,
@@ -381,6 +381,24 @@ impl DocFilter {
             }
         }
     }
+}
+
+/// JSON texts one a line, for the map entry point (which reads them one by
+/// one). A raw newline in JSON text can only be blank space between
+/// tokens, so it becomes a space.
+fn json_lines(items: &[String]) -> String {
+    let mut out = String::with_capacity(items.iter().map(|d| d.len() + 1).sum::<usize>());
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if item.contains('\n') {
+            out.push_str(&item.replace('\n', " "));
+        } else {
+            out.push_str(item);
+        }
+    }
+    out
 }
 
 fn json_array(items: &[String]) -> String {

@@ -21,19 +21,38 @@ var __couch = (function () {
     try {
       result = { ok: build() };
     } catch (e) {
-      if (isError(e)) {
-        result = { error: [String(e.name), String(e.message)] };
-      } else if (Array.isArray(e) && e.length === 3 && (e[0] === "error" || e[0] === "fatal")) {
-        result = { error: [String(e[1]), String(e[2])] };
-      } else {
-        result = { thrown: e === undefined ? null : e };
-      }
+      result = failure(e);
     }
     try {
       return JSON.stringify(result);
     } catch (e) {
       return JSON.stringify({ error: ["unnamed_error", String(e)] });
     }
+  }
+
+  // As answer, for a build that returns the JSON text of its value (so
+  // that its parts are written, and may fail, one by one).
+  function answerText(build) {
+    try {
+      return '{"ok":' + build() + "}";
+    } catch (e) {
+      try {
+        return JSON.stringify(failure(e));
+      } catch (e2) {
+        return JSON.stringify({ error: ["unnamed_error", String(e2)] });
+      }
+    }
+  }
+
+  // What a thrown value answers.
+  function failure(e) {
+    if (isError(e)) {
+      return { error: [String(e.name), String(e.message)] };
+    }
+    if (Array.isArray(e) && e.length === 3 && (e[0] === "error" || e[0] === "fatal")) {
+      return { error: [String(e[1]), String(e[2])] };
+    }
+    return { thrown: e === undefined ? null : e };
   }
 
   // Documents are read-only to map functions: one view cannot change
@@ -294,33 +313,45 @@ var __couch = (function () {
     // (a function that throws emits nothing for that document, as in
     // CouchDB; the error is logged).
     map: function (names, docs) {
-      return answer(function () {
+      return answerText(function () {
         var views = JSON.parse(names);
         var funs = [];
         for (var v = 0; v < views.length; v++) {
           funs.push(lookup(["views", views[v], "map"]));
         }
-        var list = JSON.parse(docs);
+        // One document a line: a document JavaScript cannot take (nested
+        // past its stack) is skipped alone and logged, as a map function
+        // that throws.
+        var list = docs === "" ? [] : docs.split("\n");
         var out = [];
         for (var i = 0; i < list.length; i++) {
-          var doc = freeze(list[i]);
+          var doc;
+          try {
+            doc = freeze(JSON.parse(list[i]));
+          } catch (e) {
+            __couch_log("document skipped by every map function: " + String(e));
+            out.push("[" + funs.map(function () { return "[]"; }).join(",") + "]");
+            continue;
+          }
           var perView = [];
           for (var f = 0; f < funs.length; f++) {
             emitted = [];
             try {
               funs[f].call(ddoc, doc);
-              perView.push(emitted);
+              // Written here, so that rows too deep to write skip this
+              // document only.
+              perView.push(JSON.stringify(emitted));
             } catch (e) {
               __couch_log("function raised exception " + (isError(e) ? e.name + ": " + e.message : JSON.stringify(e)) +
                 " with doc._id " + (doc && doc._id));
-              perView.push([]);
+              perView.push("[]");
             } finally {
               emitted = null;
             }
           }
-          out.push(perView);
+          out.push("[" + perView.join(",") + "]");
         }
-        return out;
+        return "[" + out.join(",") + "]";
       });
     },
 

@@ -330,11 +330,14 @@ fn new_runtime(
     Ok(runtime)
 }
 
-/// JavaScript's stack, well inside the worker thread's own (see `pool`).
-const MAX_JS_STACK: usize = 1 << 20;
+/// JavaScript's stack, well inside the worker thread's own (see `pool`):
+/// room for `JSON.stringify` of a key nested thousands of levels deep,
+/// which CouchDB's engine indexes (a document past it is skipped alone).
+const MAX_JS_STACK: usize = 8 << 20;
 
-/// The worker threads' stack size: room for `MAX_JS_STACK` and the engine.
-pub(crate) const THREAD_STACK: usize = 8 << 20;
+/// The worker threads' stack size: room for `MAX_JS_STACK`, the engine,
+/// and values as deep as `ejson` reads.
+pub(crate) const THREAD_STACK: usize = ejson::THREAD_STACK;
 
 fn internal(e: rquickjs::Error) -> JsError {
     match e {
