@@ -319,18 +319,26 @@ var __couch = (function () {
         for (var v = 0; v < views.length; v++) {
           funs.push(lookup(["views", views[v], "map"]));
         }
-        // One document a line: a document JavaScript cannot take (nested
-        // past its stack) is skipped alone and logged, as a map function
-        // that throws.
-        var list = docs === "" ? [] : docs.split("\n");
+        // One document a line. The batch is read and written whole; when
+        // that fails (a document nested past JavaScript's stack), again
+        // document by document, and the one JavaScript cannot take is
+        // skipped alone and logged, as a map function that throws.
+        var lines = docs === "" ? [] : docs.split("\n");
+        var list = null;
+        try {
+          list = JSON.parse("[" + lines.join(",") + "]");
+        } catch (e) {
+          list = null;
+        }
+        var none = "[" + funs.map(function () { return "[]"; }).join(",") + "]";
         var out = [];
-        for (var i = 0; i < list.length; i++) {
+        for (var i = 0; i < lines.length; i++) {
           var doc;
           try {
-            doc = freeze(JSON.parse(list[i]));
+            doc = freeze(list === null ? JSON.parse(lines[i]) : list[i]);
           } catch (e) {
             __couch_log("document skipped by every map function: " + String(e));
-            out.push("[" + funs.map(function () { return "[]"; }).join(",") + "]");
+            out.push(null);
             continue;
           }
           var perView = [];
@@ -338,20 +346,38 @@ var __couch = (function () {
             emitted = [];
             try {
               funs[f].call(ddoc, doc);
-              // Written here, so that rows too deep to write skip this
-              // document only.
-              perView.push(JSON.stringify(emitted));
+              perView.push(emitted);
             } catch (e) {
               __couch_log("function raised exception " + (isError(e) ? e.name + ": " + e.message : JSON.stringify(e)) +
                 " with doc._id " + (doc && doc._id));
-              perView.push("[]");
+              perView.push([]);
             } finally {
               emitted = null;
             }
           }
-          out.push("[" + perView.join(",") + "]");
+          out.push(perView);
         }
-        return "[" + out.join(",") + "]";
+        var skipped = out.indexOf(null) >= 0;
+        if (!skipped) {
+          try {
+            return JSON.stringify(out);
+          } catch (e) {
+            // Rows too deep to write: document by document below.
+          }
+        }
+        var texts = [];
+        for (var j = 0; j < out.length; j++) {
+          var text = none;
+          if (out[j] !== null) {
+            try {
+              text = JSON.stringify(out[j]);
+            } catch (e) {
+              __couch_log("rows skipped, too deep to write: " + String(e));
+            }
+          }
+          texts.push(text);
+        }
+        return "[" + texts.join(",") + "]";
       });
     },
 
