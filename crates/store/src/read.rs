@@ -235,13 +235,16 @@ pub(crate) fn rev_json(
             .collect();
         extra.push(("_revs_info", Value::Array(list)));
     }
-    if opts.conflicts {
+    // A tree of one revision has no conflicts: the common case costs no
+    // walk of its leaves (a view reads every document this way).
+    let branched = tree.len() > 1;
+    if opts.conflicts && branched {
         let conflicts = tree.conflicts();
         if !conflicts.is_empty() {
             extra.push(("_conflicts", rev_list(&conflicts)));
         }
     }
-    if opts.deleted_conflicts {
+    if opts.deleted_conflicts && branched {
         let deleted = tree.deleted_conflicts();
         if !deleted.is_empty() {
             extra.push(("_deleted_conflicts", rev_list(&deleted)));
