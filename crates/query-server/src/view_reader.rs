@@ -9,7 +9,7 @@ use store::{Index, IndexEntry, IndexPosition, IndexRange, ReducePart};
 
 use crate::Engine;
 use crate::reduce::Reduction;
-use query::collation::Collation;
+use query::raw_collation::Collation;
 
 use crate::views::{ViewError, ViewGroup, ViewQuery, partition_sort_key};
 

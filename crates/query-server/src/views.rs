@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use md5::{Digest, Md5};
-use query::collation::Collation;
+use query::raw_collation::Collation;
 use serde_json::{Value, json};
 use store::{ChangesQuery, Database, Index, IndexRow, IndexedDoc};
 

@@ -132,34 +132,6 @@ pub(crate) fn collate_str(a: &str, b: &str) -> Ordering {
     }
 }
 
-/// How a view orders its keys: CouchDB's default collation, or `raw`
-/// (Erlang's term order, see [`crate::raw_collation`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum Collation {
-    #[default]
-    Unicode,
-    Raw,
-}
-
-impl Collation {
-    /// A view's collation, from its `options.collation`: only `"raw"`
-    /// changes it, as in CouchDB (other values are the default).
-    pub fn of_view(view: &Value) -> Collation {
-        match view.pointer("/options/collation").and_then(Value::as_str) {
-            Some("raw") => Collation::Raw,
-            _ => Collation::Unicode,
-        }
-    }
-
-    /// Writes `value`'s sort key in this collation.
-    pub fn sort_key(self, value: &Value, out: &mut Vec<u8>) {
-        match self {
-            Collation::Unicode => sort_key(value, out),
-            Collation::Raw => crate::raw_collation::sort_key(value, out),
-        }
-    }
-}
-
 /// Writes `value`'s sort key: bytes whose order (`memcmp`, as SQLite
 /// orders BLOBs) is [`collate`]'s order, so an index can keep keys sorted
 /// and answer ranges without decoding them. Keys equal under collation

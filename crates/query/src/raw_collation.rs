@@ -11,6 +11,34 @@ use serde_json::Value;
 
 use crate::collation::{compare_numbers, number_sort_key};
 
+/// How a view orders its keys: CouchDB's default collation, or `raw`
+/// (Erlang's term order, this module's).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Collation {
+    #[default]
+    Unicode,
+    Raw,
+}
+
+impl Collation {
+    /// A view's collation, from its `options.collation`: only `"raw"`
+    /// changes it, as in CouchDB (other values are the default).
+    pub fn of_view(view: &Value) -> Collation {
+        match view.pointer("/options/collation").and_then(Value::as_str) {
+            Some("raw") => Collation::Raw,
+            _ => Collation::Unicode,
+        }
+    }
+
+    /// Writes `value`'s sort key in this collation.
+    pub fn sort_key(self, value: &Value, out: &mut Vec<u8>) {
+        match self {
+            Collation::Unicode => crate::collation::sort_key(value, out),
+            Collation::Raw => sort_key(value, out),
+        }
+    }
+}
+
 /// Orders two JSON values in Erlang's term order.
 pub fn compare(a: &Value, b: &Value) -> Ordering {
     let by_type = rank(a).cmp(&rank(b));
