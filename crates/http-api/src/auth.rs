@@ -24,7 +24,7 @@ use crate::AppState;
 use crate::error::ApiError;
 
 /// The users database's name, as CouchDB's `authentication_db`.
-pub const USERS_DB: &str = "_users";
+pub use access::USERS_DB;
 
 /// How the server authenticates, from its configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]

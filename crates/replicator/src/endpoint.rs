@@ -418,143 +418,111 @@ impl Endpoint {
     /// of its members (checked on every use: a `_security` change applies
     /// to running replications at once).
     pub(crate) async fn local(&self) -> Result<store::Database, EndpointError> {
-        match self {
-            Endpoint::Local {
-                store, name, user, ..
-            } => {
-                let db = store.db(name).await.map_err(|e| match e {
-                    store::StoreError::DbNotFound(_) => EndpointError::NotFound(name.clone()),
-                    other => other.into(),
-                })?;
-                if let Some(user) = user {
-                    let security = auth::SecurityObject::from_json(&*db.security().await?);
-                    if !security.is_member(user) {
-                        return Err(refused(
-                            name,
-                            user,
-                            "You are not allowed to access this db.",
-                        ));
-                    }
-                }
-                Ok(db)
-            }
-            Endpoint::Remote { .. } => Err(EndpointError::Protocol {
+        Ok(self.local_gate().await?.0)
+    }
+
+    /// The local database of a source, once the replication's user is
+    /// found to be allowed to read all of it as `_changes` does (in
+    /// `_users` and `_replicator`, server admins only).
+    pub(crate) async fn local_source(&self) -> Result<store::Database, EndpointError> {
+        let (db, gate) = self.local_gate().await?;
+        gate.check_read_all()
+            .map_err(|refusal| self.refusal_error(refusal))?;
+        Ok(db)
+    }
+
+    /// The local database and the shared gate that decides, for the
+    /// replication's user, what may be read and written there.
+    pub(crate) async fn local_gate(
+        &self,
+    ) -> Result<(store::Database, access::Gate), EndpointError> {
+        let Endpoint::Local {
+            store,
+            name,
+            user,
+            validators,
+        } = self
+        else {
+            return Err(EndpointError::Protocol {
                 url: self.display(),
                 detail: "not local".into(),
-            }),
-        }
-    }
-
-    /// A design document the replication's user may not write here (only
-    /// database admins write them, as for any client): its write failure.
-    pub(crate) async fn design_refusal(
-        &self,
-        db: &store::Database,
-        id: Option<&str>,
-    ) -> Result<Option<WriteFailure>, EndpointError> {
-        let (
-            Endpoint::Local {
-                user: Some(user), ..
-            },
-            Some(id),
-        ) = (self, id)
-        else {
-            return Ok(None);
+            });
         };
-        if !id.starts_with("_design/") {
-            return Ok(None);
-        }
-        let security = auth::SecurityObject::from_json(&*db.security().await?);
-        if security.is_admin(user) {
-            return Ok(None);
-        }
-        Ok(Some(WriteFailure {
-            id: id.to_string(),
-            error: "forbidden".into(),
-            reason: "You are not a db or server admin.".into(),
-        }))
+        let db = store.db(name).await.map_err(|e| match e {
+            store::StoreError::DbNotFound(_) => EndpointError::NotFound(name.clone()),
+            other => other.into(),
+        })?;
+        // A server admin's replication runs as an admin.
+        let user = user
+            .as_deref()
+            .cloned()
+            .unwrap_or_else(auth::UserCtx::party_admin);
+        let gate = access::Gate::of(
+            &db,
+            user,
+            validators.as_ref(),
+            auth::password::DEFAULT_ITERATIONS,
+        )
+        .await
+        .map_err(|refusal| self.refusal_error(refusal))?;
+        gate.check_member()
+            .map_err(|refusal| self.refusal_error(refusal))?;
+        Ok((db, gate))
     }
 
-    /// Why this local target refuses a replicated document: a design
-    /// document the replication's user may not write, or a refusal of the
-    /// database's validation functions (counted as a write failure, as
-    /// CouchDB's replicator counts them).
+    /// A refusal of the shared gate, as this peer's error.
+    fn refusal_error(&self, refusal: access::Refusal) -> EndpointError {
+        let (status, error, reason) = match refusal {
+            access::Refusal::Unauthorized(reason) => (401, "unauthorized", reason),
+            access::Refusal::Forbidden(reason) => (403, "forbidden", reason),
+            access::Refusal::NotFound(reason) => (404, "not_found", reason),
+            access::Refusal::Store(e) => return e.into(),
+            access::Refusal::Script(e) => (500, "os_process_error", e.to_string()),
+        };
+        EndpointError::Http {
+            url: self.display(),
+            status,
+            error: error.into(),
+            reason,
+        }
+    }
+
+    /// Why this local target refuses a replicated document, through the
+    /// same gate as every write (design documents for database admins,
+    /// the special databases' rules, validation functions): a write
+    /// failure, as CouchDB's replicator counts them. The document may be
+    /// prepared on the way (an owner set, a password hashed).
     pub(crate) async fn refusal(
         &self,
         db: &store::Database,
-        input: &DocInput,
+        gate: &access::Gate,
+        input: &mut DocInput,
     ) -> Result<Option<WriteFailure>, EndpointError> {
-        if let Some(refusal) = self.design_refusal(db, input.id.as_deref()).await? {
-            return Ok(Some(refusal));
-        }
-        let Endpoint::Local {
-            validators: Some(validators),
-            user,
-            name,
-            ..
-        } = self
-        else {
-            return Ok(None);
+        let verdict = match gate.check_doc(db, input, false).await {
+            Ok(Ok(())) => return Ok(None),
+            Ok(Err(failure)) => failure,
+            Err(access::Refusal::Store(e)) => return Err(e.into()),
+            Err(access::Refusal::Script(e)) => {
+                return Ok(Some(WriteFailure {
+                    id: input.id.clone().unwrap_or_default(),
+                    error: "os_process_error".into(),
+                    reason: e.to_string(),
+                }));
+            }
+            Err(
+                access::Refusal::Forbidden(reason)
+                | access::Refusal::Unauthorized(reason)
+                | access::Refusal::NotFound(reason),
+            ) => store::DocFailure {
+                error: store::ErrorKind::Forbidden,
+                reason,
+            },
         };
-        let failure_of = |error: &str, reason: String| WriteFailure {
+        Ok(Some(WriteFailure {
             id: input.id.clone().unwrap_or_default(),
-            error: error.into(),
-            reason,
-        };
-        // A replicated design document is checked as a written one is.
-        if input
-            .id
-            .as_deref()
-            .is_some_and(|id| id.starts_with("_design/"))
-        {
-            return Ok(
-                match query_server::check_design_doc(validators.engine(), input).await {
-                    Ok(Ok(())) => None,
-                    Ok(Err(query_server::DesignRefusal::Invalid(reason))) => {
-                        Some(failure_of("invalid_design_doc", reason))
-                    }
-                    Ok(Err(query_server::DesignRefusal::Compilation(reason))) => {
-                        Some(failure_of("compilation_error", reason))
-                    }
-                    Err(e) => Some(failure_of("os_process_error", e.to_string())),
-                },
-            );
-        }
-        let functions = validators.of(db).await?;
-        if functions.is_empty() {
-            return Ok(None);
-        }
-        // A server admin's replication runs as an admin.
-        let user_ctx = match user {
-            Some(user) => serde_json::json!({"db": name, "name": user.name, "roles": user.roles}),
-            None => serde_json::json!({"db": name, "name": null, "roles": ["_admin"]}),
-        }
-        .to_string();
-        let sec_obj = ejson::to_string(&*db.security().await?);
-        let failure = |error: &str, reason: String| WriteFailure {
-            id: input.id.clone().unwrap_or_default(),
-            error: error.into(),
-            reason,
-        };
-        match validators
-            .check(db, &functions, input, false, &user_ctx, &sec_obj)
-            .await
-        {
-            Ok(Ok(())) => Ok(None),
-            Ok(Err(query_server::Refusal::Forbidden(reason))) => {
-                Ok(Some(failure("forbidden", reason)))
-            }
-            Ok(Err(query_server::Refusal::Unauthorized(reason))) => {
-                Ok(Some(failure("unauthorized", reason)))
-            }
-            Ok(Err(query_server::Refusal::Other(reason))) => {
-                Ok(Some(failure("unknown_error", reason)))
-            }
-            Err(query_server::ValidationError::Store(e)) => Err(e.into()),
-            Err(query_server::ValidationError::Script(e)) => {
-                Ok(Some(failure("os_process_error", e.to_string())))
-            }
-        }
+            error: verdict.error.into(),
+            reason: verdict.reason,
+        }))
     }
 
     /// A local source's filter function (`ddoc/name`, or `_view` with a
@@ -973,7 +941,7 @@ impl Endpoint {
     pub async fn get_doc(&self, id: &str) -> Result<Option<Value>, EndpointError> {
         match self {
             Endpoint::Local { .. } => match self
-                .local()
+                .local_source()
                 .await?
                 .get(id, store::GetOptions::default())
                 .await
@@ -1023,7 +991,7 @@ impl Endpoint {
     ) -> Result<ChangesBatch, EndpointError> {
         match self {
             Endpoint::Local { .. } => {
-                let db = self.local().await?;
+                let db = self.local_source().await?;
                 let since_num = local_seq(&db, since).map_err(|e| self.malformed(e.to_string()))?;
                 let doc_ids = match filter {
                     ChangesFilter::DocIds(ids) => Some(ids.clone()),
@@ -1156,7 +1124,7 @@ impl Endpoint {
     ) -> Result<(), EndpointError> {
         match self {
             Endpoint::Local { .. } => {
-                let db = self.local().await?;
+                let db = self.local_source().await?;
                 let mut rx = db.subscribe();
                 if *rx.borrow_and_update() > local_seq(&db, since).unwrap_or(0) {
                     return Ok(());
@@ -1190,7 +1158,7 @@ impl Endpoint {
     ) -> Result<bool, EndpointError> {
         match self {
             Endpoint::Local { .. } => {
-                let db = self.local().await?;
+                let db = self.local_source().await?;
                 Ok(db.update_seq() > local_seq(&db, since).unwrap_or(0))
             }
             Endpoint::Remote { timeout: t, .. } => {
@@ -1242,7 +1210,7 @@ impl Endpoint {
         fetched.document(missing.id.clone())?;
         match self {
             Endpoint::Local { .. } => {
-                let db = self.local().await?;
+                let db = self.local_source().await?;
                 let opts = GetOptions {
                     revs: true,
                     latest: true,
@@ -1333,7 +1301,7 @@ impl Endpoint {
         }
         if let Endpoint::Local { .. } = self {
             // One read for the whole batch.
-            let db = self.local().await?;
+            let db = self.local_source().await?;
             let requests: Vec<store::BulkGetRequest> = missing
                 .iter()
                 .flat_map(|m| {
@@ -1373,12 +1341,12 @@ impl Endpoint {
         }
         match self {
             Endpoint::Local { .. } => {
-                let db = self.local().await?;
+                let (db, gate) = self.local_gate().await?;
                 let mut failures = Vec::new();
                 let mut inputs = Vec::with_capacity(docs.len());
                 for doc in docs {
-                    let input = DocInput::from_json(doc)?;
-                    match self.refusal(&db, &input).await? {
+                    let mut input = DocInput::from_json(doc)?;
+                    match self.refusal(&db, &gate, &mut input).await? {
                         Some(refusal) => failures.push(refusal),
                         None => inputs.push(input),
                     }

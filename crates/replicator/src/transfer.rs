@@ -205,7 +205,7 @@ async fn prepare(
     };
     match source {
         Endpoint::Local { .. } => {
-            let db = source.local().await?;
+            let db = source.local_source().await?;
             let mut doc = doc;
             let mut readers = VecDeque::new();
             if let Some(Value::Object(atts)) = doc.get_mut("_attachments") {
@@ -375,9 +375,9 @@ async fn write(
     } = prepared;
     match target {
         Endpoint::Local { .. } => {
-            let db = target.local().await?;
+            let (db, gate) = target.local_gate().await?;
             let mut input = DocInput::from_json(doc)?;
-            if let Some(refusal) = target.refusal(&db, &input).await? {
+            if let Some(refusal) = target.refusal(&db, &gate, &mut input).await? {
                 return Ok(Some(refusal));
             }
             for out in &outgoing {

@@ -551,17 +551,18 @@ impl ReplicatorManager {
                 return Scheduled::Nothing;
             }
         };
-        // The job has its owner's rights (the server set `owner` when the
-        // document was written); a document without one is an admin's.
-        if let Some(Value::String(owner)) = doc.get("owner") {
-            let roles = (self.roles)(owner.clone()).await.unwrap_or_default();
-            let user = auth::UserCtx {
+        // The job has its owner's rights (every write sets `owner` to the
+        // writer); a document without one runs with nobody's rights, never
+        // an admin's.
+        let user = match doc.get("owner") {
+            Some(Value::String(owner)) => auth::UserCtx {
                 name: Some(owner.clone()),
-                roles,
+                roles: (self.roles)(owner.clone()).await.unwrap_or_default(),
                 handler: None,
-            };
-            spec.user = (!user.is_server_admin()).then_some(user);
-        }
+            },
+            _ => auth::UserCtx::anonymous(),
+        };
+        spec.user = (!user.is_server_admin()).then_some(user);
         let source = spec.source.to_string();
         let target = spec.target.to_string();
         let added = self.scheduler.add(

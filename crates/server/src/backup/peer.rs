@@ -271,18 +271,40 @@ impl Peer {
         let new_edits = !docs.iter().any(|d| d.get("_rev").is_some());
         match self {
             Peer::Local { db, .. } => {
+                // A load writes as a server admin, through the same gate
+                // as every write: passwords loaded into `_users` are
+                // hashed, and `_replicator` documents keep their owners.
+                // No query server runs in this command: validation
+                // functions do not judge what it loads.
+                let gate = access::Gate::of(
+                    db,
+                    auth::UserCtx::party_admin(),
+                    None,
+                    auth::password::DEFAULT_ITERATIONS,
+                )
+                .await
+                .map_err(|e| format!("{e:?}"))?;
                 let mut inputs = Vec::with_capacity(docs.len());
+                let mut refused = Vec::new();
                 for doc in docs {
-                    inputs.push(store::DocInput::from_json(doc).map_err(|e| e.to_string())?);
+                    let mut input = store::DocInput::from_json(doc).map_err(|e| e.to_string())?;
+                    match gate.check_doc(db, &mut input, new_edits).await {
+                        Ok(Ok(())) => inputs.push(input),
+                        Ok(Err(failure)) => {
+                            refused.push(format!("{}: {:?}", input.id.unwrap_or_default(), failure))
+                        }
+                        Err(e) => return Err(format!("{e:?}")),
+                    }
                 }
                 let results = db
                     .bulk_docs(inputs, new_edits)
                     .await
                     .map_err(|e| e.to_string())?;
-                let refused: Vec<String> = results
-                    .into_iter()
-                    .filter_map(|r| r.result.err().map(|e| format!("{}: {e:?}", r.id)))
-                    .collect();
+                refused.extend(
+                    results
+                        .into_iter()
+                        .filter_map(|r| r.result.err().map(|e| format!("{}: {e:?}", r.id))),
+                );
                 Ok((refused.len(), refused.into_iter().next()))
             }
             Peer::Remote { .. } => {

@@ -1,0 +1,206 @@
+//! Who may read and write a database's documents, decided once for every
+//! way in: HTTP requests of every kind, the replicator's local reads and
+//! writes, and backups all ask a [`Gate`]. It sits below both `http-api`
+//! and `replicator` so that neither keeps a copy of a rule: a copy is a
+//! side door the day the two drift apart.
+//!
+//! The rules are CouchDB 3.5's (`_security`, `validate_doc_update`, the
+//! special databases `_users` and `_replicator`), made stricter where
+//! CouchDB leaks: in `_replicator` no route shows a user another user's
+//! credentials, and only a replication document's owner (or an admin)
+//! changes it, whatever the route.
+
+mod read;
+mod routes;
+mod write;
+
+use std::sync::Arc;
+
+use auth::{SecurityObject, UserCtx};
+use store::{Database, StoreError};
+
+pub use routes::{Need, Route, Status, route_need};
+
+/// The database of users; its documents and design functions are guarded.
+pub const USERS_DB: &str = "_users";
+
+/// What kind of database a gate guards: the special ones have rules of
+/// their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Plain,
+    /// `_users`: a user sees and writes only their own document.
+    Users,
+    /// `_replicator` (or `prefix/_replicator`): documents have an owner.
+    Replicator,
+}
+
+impl Kind {
+    pub fn of(db: &str) -> Kind {
+        if db == USERS_DB {
+            Kind::Users
+        } else if store::name::is_replicator_db(db) {
+            Kind::Replicator
+        } else {
+            Kind::Plain
+        }
+    }
+
+    pub fn is_special(self) -> bool {
+        self != Kind::Plain
+    }
+}
+
+/// Why the gate refuses a whole request (a refusal of one document of a
+/// bulk write is a [`store::DocFailure`] instead).
+#[derive(Debug)]
+pub enum Refusal {
+    /// 401: the caller must log in (or log in as someone else).
+    Unauthorized(String),
+    /// 403: the caller is known and may not.
+    Forbidden(String),
+    /// 404: as far as this caller may know, the document does not exist.
+    NotFound(String),
+    /// The gate could not read what it decides on.
+    Store(StoreError),
+    /// A validation function failed to run.
+    Script(query_server::JsError),
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Refusal {
+        Refusal::Store(e)
+    }
+}
+
+const NOT_MEMBER_ANONYMOUS: &str = "You are not authorized to access this db.";
+const NOT_MEMBER: &str = "You are not allowed to access this db.";
+/// CouchDB's refusal of a route for database admins.
+pub const NOT_DB_ADMIN: &str = "You are not a db or server admin.";
+/// CouchDB's refusal of a route for server admins.
+pub const NOT_SERVER_ADMIN: &str = "You are not a server admin.";
+
+/// 401 for an anonymous caller, 403 for a known one.
+pub fn denied(user: &UserCtx, reason: &str) -> Refusal {
+    match user.denial() {
+        auth::Denial::Unauthorized => Refusal::Unauthorized(reason.into()),
+        auth::Denial::Forbidden => Refusal::Forbidden(reason.into()),
+    }
+}
+
+/// CouchDB's refusal of a caller who is not a member of a database.
+pub fn not_member(user: &UserCtx) -> Refusal {
+    match user.denial() {
+        auth::Denial::Unauthorized => Refusal::Unauthorized(NOT_MEMBER_ANONYMOUS.into()),
+        auth::Denial::Forbidden => Refusal::Forbidden(NOT_MEMBER.into()),
+    }
+}
+
+/// Whether `user` may use a route that needs `need` in a database with
+/// `security` (`None`: the database does not exist, and only a route for
+/// server admins is refused; the handler answers 404 for the rest).
+pub fn admit(
+    user: &UserCtx,
+    security: Option<&SecurityObject>,
+    need: &Need,
+) -> Result<(), Refusal> {
+    if user.is_server_admin() {
+        return Ok(());
+    }
+    if *need == Need::ServerAdmin {
+        return Err(Refusal::Unauthorized(NOT_SERVER_ADMIN.into()));
+    }
+    let Some(security) = security else {
+        return Ok(());
+    };
+    if !security.is_member(user) {
+        return Err(not_member(user));
+    }
+    match need {
+        Need::DbAdmin { reason, status } if !security.is_admin(user) => Err(match status {
+            Status::ByCaller => denied(user, reason),
+            Status::Unauthorized => Refusal::Unauthorized((*reason).into()),
+            Status::Forbidden => Refusal::Forbidden((*reason).into()),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The rules of one database for one caller: built per request (or per
+/// use by a replication), so a `_security` change applies at once.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    user: UserCtx,
+    security: SecurityObject,
+    kind: Kind,
+    db: String,
+    /// The database's design documents with a `validate_doc_update`.
+    validators: Arc<Vec<query_server::DesignDoc>>,
+    /// `None` only where no query server runs (some tests of the
+    /// replicator): then no function judges a write.
+    engine: Option<query_server::Validators>,
+    /// PBKDF2 iterations for passwords written into `_users`.
+    iterations: u32,
+}
+
+impl Gate {
+    /// The gate of `database` for `user`.
+    pub async fn of(
+        database: &Database,
+        user: UserCtx,
+        engine: Option<&query_server::Validators>,
+        iterations: u32,
+    ) -> Result<Gate, Refusal> {
+        let kind = Kind::of(database.name());
+        // A server admin of a plain database is never checked: the
+        // security object is not even read on that hot path.
+        let security = if user.is_server_admin() && kind == Kind::Plain {
+            SecurityObject::default()
+        } else {
+            SecurityObject::from_json(&*database.security().await?)
+        };
+        Ok(Gate {
+            validators: match engine {
+                Some(engine) => engine.of(database).await?,
+                None => Arc::default(),
+            },
+            engine: engine.cloned(),
+            db: database.name().to_string(),
+            user,
+            security,
+            kind,
+            iterations,
+        })
+    }
+
+    pub fn user(&self) -> &UserCtx {
+        &self.user
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub fn is_db_admin(&self) -> bool {
+        self.user.is_server_admin() || self.security.is_admin(&self.user)
+    }
+
+    /// Members (and admins) may use a database at all.
+    pub fn check_member(&self) -> Result<(), Refusal> {
+        self.check(&Need::Member)
+    }
+
+    /// Whether the caller may use a route that needs `need`.
+    pub fn check(&self, need: &Need) -> Result<(), Refusal> {
+        admit(&self.user, Some(&self.security), need)
+    }
+
+    /// Whether the caller may read the database as a replication source
+    /// does: every document, through its changes.
+    pub fn check_read_all(&self) -> Result<(), Refusal> {
+        self.check(&route_need(self.kind, &Route::changes()))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+use crate::{Kind, Need, Route, Status, route_need};
+
+fn need(kind: Kind, method: &str, segments: &[&str]) -> Need {
+    route_need(kind, &Route { method, segments })
+}
+
+#[test]
+fn kinds_are_told_by_name() {
+    assert_eq!(Kind::of("_users"), Kind::Users);
+    assert_eq!(Kind::of("_replicator"), Kind::Replicator);
+    assert_eq!(Kind::of("team/_replicator"), Kind::Replicator);
+    assert_eq!(Kind::of("users"), Kind::Plain);
+}
+
+#[test]
+fn plain_databases_are_open_to_members_but_for_admin_routes() {
+    assert_eq!(need(Kind::Plain, "GET", &["doc"]), Need::Member);
+    assert_eq!(need(Kind::Plain, "GET", &["_changes"]), Need::Member);
+    assert_eq!(need(Kind::Plain, "PUT", &[]), Need::ServerAdmin);
+    assert_eq!(need(Kind::Plain, "POST", &["_purge"]), Need::ServerAdmin);
+    assert_eq!(need(Kind::Plain, "GET", &["_revs_limit"]), Need::Member);
+    assert!(matches!(
+        need(Kind::Plain, "PUT", &["_revs_limit"]),
+        Need::DbAdmin {
+            status: Status::ByCaller,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn special_databases_open_only_the_routes_that_filter_what_a_user_sees() {
+    for kind in [Kind::Users, Kind::Replicator] {
+        assert_eq!(need(kind, "GET", &["org.couchdb.user:bob"]), Need::Member);
+        assert_eq!(need(kind, "POST", &["_bulk_docs"]), Need::Member);
+        assert_eq!(need(kind, "GET", &["_changes"]), Need::ServerAdmin);
+        assert_eq!(need(kind, "POST", &["_all_docs"]), Need::ServerAdmin);
+        for listing in ["_find", "_bulk_get", "_design_docs", "_revs_diff"] {
+            assert!(matches!(
+                need(kind, "POST", &[listing]),
+                Need::DbAdmin { .. }
+            ));
+        }
+        assert!(matches!(
+            need(kind, "GET", &["_design", "x", "_view", "v"]),
+            Need::DbAdmin {
+                status: Status::Forbidden,
+                ..
+            }
+        ));
+        assert!(matches!(
+            need(kind, "GET", &["_design", "x", "_show", "s", "id"]),
+            Need::DbAdmin { .. }
+        ));
+    }
+    assert!(matches!(
+        need(Kind::Users, "GET", &["_design", "x"]),
+        Need::DbAdmin { .. }
+    ));
+    assert_eq!(
+        need(Kind::Replicator, "GET", &["_design", "x"]),
+        Need::Member
+    );
+    assert_eq!(
+        need(Kind::Replicator, "GET", &["_design", "x", "_info"]),
+        Need::Member
+    );
+}
