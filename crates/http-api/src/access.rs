@@ -224,7 +224,8 @@ impl Writer {
 }
 
 /// A user who is not a server admin may only replicate databases of this
-/// server they may use: a member of a local source and of a local target,
+/// server they may use: one they may read whole as a source (see
+/// [`access::route_need`]), one they are a member of as a target,
 /// and no target created for them (creating databases is for server admins).
 pub(crate) async fn check_replication(
     state: &AppState,
@@ -242,11 +243,17 @@ pub(crate) async fn check_replication(
         let replicator::Peer::Local(db) = peer else {
             continue;
         };
-        match security_of(state, db).await? {
-            Some(sec) if !sec.is_member(user) => return Err(access::not_member(user).into()),
-            None if is_target && parsed.create_target => return require_admin(user),
-            _ => {}
+        let security = security_of(state, db).await?;
+        if security.is_none() && is_target && parsed.create_target {
+            return require_admin(user);
         }
+        // A source is read as `_changes` reads it; a target is written.
+        let need = if is_target {
+            access::Need::Member
+        } else {
+            access::route_need(access::Kind::of(db), &access::Route::changes())
+        };
+        access::admit(user, security.as_ref(), &need)?;
     }
     Ok(())
 }
