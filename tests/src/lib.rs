@@ -8,6 +8,7 @@
 pub mod bench;
 pub mod content;
 pub mod couchdb;
+pub mod hostile;
 pub mod pouchdb_server;
 
 use std::io::{BufRead, BufReader};

@@ -48,6 +48,10 @@ pub enum EndpointError {
     /// The answer was not what the protocol says.
     #[error("unexpected answer from {url}: {detail}")]
     Protocol { url: String, detail: String },
+    /// The peer's answer went past what one answer may hold: it is cut
+    /// off, never buffered further (a peer that never stops talking).
+    #[error("the answer from {url} is larger than {limit} bytes; a peer's answer may not be")]
+    TooLarge { url: String, limit: usize },
     #[error(transparent)]
     Store(#[from] store::StoreError),
 }
@@ -176,6 +180,40 @@ fn refused(name: &str, user: &auth::UserCtx, reason: &str) -> EndpointError {
         error: error.into(),
         reason: reason.into(),
     }
+}
+
+/// The most a JSON answer of a peer may hold: a page of changes, a
+/// `_revs_diff` or `_bulk_docs` answer, a `_bulk_get` batch (one too large
+/// is fetched again document by document), one document with its
+/// attachments inline. Parsed, it stays well within 100 MiB.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+
+/// The most an error answer (or the answer to a write) may hold.
+pub(crate) const MAX_SMALL_ANSWER_BYTES: usize = 64 << 10;
+
+/// Reads an answer's body, up to `limit` bytes: a longer one (declared
+/// or sent) is [`EndpointError::TooLarge`], read no further.
+pub(crate) async fn read_bounded(
+    mut response: reqwest::Response,
+    limit: usize,
+    shown: &str,
+) -> Result<Bytes, EndpointError> {
+    let too_large = || EndpointError::TooLarge {
+        url: shown.to_string(),
+        limit,
+    };
+    let declared = response.content_length().unwrap_or(0);
+    if declared > limit as u64 {
+        return Err(too_large());
+    }
+    let mut body = bytes::BytesMut::with_capacity(declared as usize);
+    while let Some(chunk) = response.chunk().await.map_err(transport(shown))? {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
 }
 
 /// Maps a reqwest failure to an error naming `url` (never with
@@ -698,12 +736,11 @@ impl Endpoint {
         let response = request.send().await.map_err(transport(&shown))?;
         self.observe(credential.as_ref(), &response, &shown)?;
         let status = response.status();
-        let bytes = response.bytes().await.map_err(transport(&shown))?;
-        if status.is_success() {
-            Ok((shown, bytes))
-        } else {
-            Err(http_error(shown, status, &bytes))
+        if !status.is_success() {
+            return Err(Endpoint::error_of(response, shown).await);
         }
+        let bytes = read_bounded(response, MAX_ANSWER_BYTES, &shown).await?;
+        Ok((shown, bytes))
     }
 
     /// How the next request to a remote peer with credentials logs in
@@ -782,7 +819,9 @@ impl Endpoint {
     /// Turns an unsuccessful answer into its CouchDB error.
     async fn error_of(response: reqwest::Response, shown: String) -> EndpointError {
         let status = response.status();
-        let body = response.bytes().await.unwrap_or_default();
+        let body = read_bounded(response, MAX_SMALL_ANSWER_BYTES, &shown)
+            .await
+            .unwrap_or_default();
         http_error(shown, status, &body)
     }
 
@@ -836,7 +875,7 @@ impl Endpoint {
         if !response.status().is_success() {
             return Err(Endpoint::error_of(response, shown).await);
         }
-        let bytes = response.bytes().await.map_err(transport(&shown))?;
+        let bytes = read_bounded(response, MAX_SMALL_ANSWER_BYTES, &shown).await?;
         decode::<IgnoredAny>(&shown, &bytes).map(|_| ())
     }
 
@@ -1289,6 +1328,15 @@ impl Endpoint {
                 // A malformed answer is the peer failing, not lacking
                 // `_bulk_get`; a request that cannot be built fails alike
                 // one by one.
+                // A batch too large to take at once is fetched document
+                // by document (each answer bounded alike).
+                Err(EndpointError::TooLarge { .. }) => {
+                    let mut docs = Vec::new();
+                    for m in missing {
+                        docs.extend(self.fetch(m).await?);
+                    }
+                    return Ok(docs);
+                }
                 Err(e @ (EndpointError::Protocol { .. } | EndpointError::Request { .. })) => {
                     return Err(e);
                 }

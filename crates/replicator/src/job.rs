@@ -2,8 +2,10 @@
 //! checkpoints, then read changes, ask the target what it lacks, fetch and
 //! write those revisions, and checkpoint, until the source has no more.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use revtree::RevId;
 use serde_json::{Value, json};
 use store::Store;
 use wire::doc::DocMeta;
@@ -394,9 +396,11 @@ pub async fn run_parking(
                 .collect(),
         );
         stats.missing_checked += asked.0.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
-        let Some(missing) = unless_stopped(&mut stop, target.revs_diff(asked)).await? else {
+        let in_scope: HashMap<String, Vec<RevId>> = asked.0.iter().cloned().collect();
+        let Some(mut missing) = unless_stopped(&mut stop, target.revs_diff(asked)).await? else {
             break;
         };
+        only_asked(&mut missing, &in_scope);
         stats.missing_found += missing.iter().map(|m| m.revs.len() as u64).sum::<u64>();
         // Changes already on the target (re-read after a restart) are no work.
         busy |= !missing.is_empty();
@@ -706,6 +710,22 @@ impl Checkpointer<'_> {
         }
         Ok(log.history)
     }
+}
+
+/// Keeps of a target's `_revs_diff` answer only revisions it was asked
+/// about: a target that names another document or revision (outside
+/// `doc_ids` or a selector, say) is sent nothing for it.
+fn only_asked(missing: &mut Vec<Missing>, asked: &HashMap<String, Vec<RevId>>) {
+    missing.retain_mut(|m| match asked.get(&m.id) {
+        Some(revs) => {
+            m.revs.retain(|rev| revs.contains(rev));
+            !m.revs.is_empty()
+        }
+        None => {
+            tracing::warn!(doc = %m.id, "the target claims a document it was not asked about; ignored");
+            false
+        }
+    });
 }
 
 #[cfg(test)]

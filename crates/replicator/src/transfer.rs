@@ -16,7 +16,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use wire::doc::DocMeta;
 
 use crate::endpoint::{
-    Endpoint, EndpointError, WriteFailure, encode_doc_id, form_encode, transport, with_retries,
+    Endpoint, EndpointError, WriteFailure, encode_doc_id, form_encode, with_retries,
 };
 
 /// Which attachments of a fetched revision the target lacks: those attached
@@ -283,7 +283,17 @@ async fn prepare(
                         url: url.clone(),
                         detail: "multipart answer without a document part".into(),
                     })?;
-                let json = first.bytes().await.map_err(transport)?;
+                let mut first = first;
+                let mut json = Vec::new();
+                while let Some(chunk) = first.chunk().await.map_err(transport)? {
+                    if json.len() + chunk.len() > crate::endpoint::MAX_ANSWER_BYTES {
+                        return Err(EndpointError::TooLarge {
+                            url: url.clone(),
+                            limit: crate::endpoint::MAX_ANSWER_BYTES,
+                        });
+                    }
+                    json.extend_from_slice(&chunk);
+                }
                 let doc = crate::endpoint::decode_doc(&url, &json)?;
                 let outgoing = outgoing_of(&doc, source)?;
                 Ok(Prepared {
@@ -299,7 +309,12 @@ async fn prepare(
                 })
             } else {
                 // JSON with the bytes inline (peers without multipart answers).
-                let bytes = response.bytes().await.map_err(transport(&url))?;
+                let bytes = crate::endpoint::read_bounded(
+                    response,
+                    crate::endpoint::MAX_ANSWER_BYTES,
+                    &url,
+                )
+                .await?;
                 drop(permit);
                 let mut doc = crate::endpoint::decode_doc(&url, &bytes)?;
                 let mut datas = VecDeque::new();
