@@ -312,7 +312,20 @@ pub(crate) async fn changes(
     } else {
         "application/json"
     };
-    let mut response = Response::new(Body::from_stream(feed_stream(run)));
+    let mut state = FeedState::new(run);
+    // A filter function decides the first page before the status is
+    // sent: one that fails (or runs out of time) there is the answer's
+    // status, as on CouchDB, not a feed cut off after a 200.
+    let first = if matches!(state.run.filter, Filter::Script(_)) {
+        match read_page(&mut state).await {
+            Ok(first) => first,
+            Err(PageError::Script(e)) => return Err(crate::design::script_error(e)),
+            Err(PageError::Store(e)) => return Err(ApiError::Internal(e)),
+        }
+    } else {
+        None
+    };
+    let mut response = Response::new(Body::from_stream(feed_stream(state, first)));
     if let Some(etag) = &etag
         && let Ok(value) = HeaderValue::from_str(etag)
     {
@@ -350,20 +363,41 @@ struct FeedState {
     pending: u64,
 }
 
-fn feed_stream(run: FeedRun) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
-    let rx = run.db.subscribe();
-    let deadline = Instant::now() + run.timeout;
-    let state = FeedState {
-        since: run.base.since,
-        run,
-        sent: 0,
-        rows_written: 0,
-        header_sent: false,
-        phase: Phase::Read,
-        rx,
-        deadline,
-        pending: 0,
-    };
+impl FeedState {
+    fn new(run: FeedRun) -> FeedState {
+        FeedState {
+            rx: run.db.subscribe(),
+            deadline: Instant::now() + run.timeout,
+            since: run.base.since,
+            run,
+            sent: 0,
+            rows_written: 0,
+            header_sent: false,
+            phase: Phase::Read,
+            pending: 0,
+        }
+    }
+}
+
+/// Why a page could not be read.
+enum PageError {
+    Store(String),
+    /// The filter function failed: the feed ends with CouchDB's error row.
+    Script(query_server::JsError),
+}
+
+/// The feed from `state` on, after `first` (a page already read).
+fn feed_stream(
+    state: FeedState,
+    first: Option<String>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    let first = stream::iter(first.map(|chunk| Ok(Bytes::from(chunk))));
+    futures_util::StreamExt::chain(first, rest_of_feed(state))
+}
+
+fn rest_of_feed(
+    state: FeedState,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
     stream::unfold(state, |mut s| async move {
         loop {
             match s.phase {
@@ -375,10 +409,22 @@ fn feed_stream(run: FeedRun) -> impl futures_util::Stream<Item = Result<Bytes, s
                 Phase::Read => match read_page(&mut s).await {
                     Ok(Some(chunk)) => return Some((Ok(Bytes::from(chunk)), s)),
                     Ok(None) => continue,
-                    Err(e) => {
+                    Err(PageError::Script(e)) => {
+                        // Rows were sent: the feed ends with the error as
+                        // its last line, as CouchDB ends it.
+                        let (_, error, reason) = crate::design::script_error(e).error_info();
+                        let mut row = String::from("\n{\"error\":");
+                        ejson::push_string(&mut row, error);
+                        row.push_str(",\"reason\":");
+                        ejson::push_string(&mut row, &reason);
+                        row.push_str("}\n");
+                        s.phase = Phase::Done;
+                        return Some((Ok(Bytes::from(row)), s));
+                    }
+                    Err(PageError::Store(e)) => {
                         tracing::error!(error = %e, "changes feed failed");
                         s.phase = Phase::Done;
-                        return Some((Err(std::io::Error::other(e.to_string())), s));
+                        return Some((Err(std::io::Error::other(e)), s));
                     }
                 },
                 Phase::Wait => {
@@ -423,7 +469,7 @@ async fn shutting_down(rx: &mut watch::Receiver<bool>) {
 }
 
 /// Reads the next page; returns output to send, or `None` after changing phase.
-async fn read_page(s: &mut FeedState) -> Result<Option<String>, String> {
+async fn read_page(s: &mut FeedState) -> Result<Option<String>, PageError> {
     s.rx.borrow_and_update();
     let remaining = s.run.limit.saturating_sub(s.sent);
     let mut q = s.run.base.clone();
@@ -447,7 +493,7 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, String> {
                 .db
                 .changes(q.clone())
                 .await
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| PageError::Store(e.to_string()))?,
         )
     };
     let verdicts = match (&s.run.filter, &page) {
@@ -455,7 +501,7 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, String> {
             script
                 .passes_rows(&page.rows)
                 .await
-                .map_err(|e| e.to_string())?,
+                .map_err(PageError::Script)?,
         ),
         _ => None,
     };
@@ -667,7 +713,7 @@ pub(crate) async fn db_updates(
             .unwrap_or(DEFAULT_TIMEOUT),
         shutdown: state.shutdown.subscribe(),
     };
-    let mut response = Response::new(Body::from_stream(feed_stream(run)));
+    let mut response = Response::new(Body::from_stream(feed_stream(FeedState::new(run), None)));
     let headers = response.headers_mut();
     if feed == Feed::EventSource {
         headers.insert(

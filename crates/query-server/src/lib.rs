@@ -27,6 +27,11 @@ pub use validation::{
 pub struct Limits {
     /// Worker threads, each with its own JavaScript runtime.
     pub threads: usize,
+    /// Extra workers started while every worker is busy and a database
+    /// has a call waiting with none of its own running, so one database's
+    /// slow functions never hold up another's for long; they stop after a
+    /// while idle. The pool never has more than `threads + extra_threads`.
+    pub extra_threads: usize,
     /// How long one call may run (CouchDB's `os_process_timeout`, 5 s).
     pub timeout: Duration,
     /// Memory of one worker's runtime, in bytes.
@@ -39,6 +44,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             threads: 2,
+            extra_threads: 6,
             timeout: Duration::from_secs(5),
             memory: 256 << 20,
             contexts_per_thread: 64,

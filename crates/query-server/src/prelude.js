@@ -251,6 +251,11 @@ var __couch = (function () {
         body.call(module.exports, module, module.exports, requireFrom(found.path));
       } catch (e) {
         delete modules[found.id];
+        // A module it requires failed, or the call ran out of time or
+        // memory: that error as it is, never wrapped once per level.
+        if (isArray(e) || (isError(e) && e.name === "InternalError")) {
+          throw e;
+        }
         throw ["error", "compilation_error",
           "Module require('" + name + "') raised error " + (isError(e) ? e.name + ": " + e.message : JSON.stringify(e))];
       }

@@ -102,7 +102,12 @@ impl Sandbox {
         io: Option<ListIo>,
     ) -> Result<Answer, JsError> {
         *self.list.borrow_mut() = io;
-        let answer = self.call_in_context(ddoc, entry, args);
+        // One deadline for the whole call: opening the design document's
+        // context (its `init`) counts against it too.
+        let (deadline, epoch, timeout) = (self.deadline.clone(), self.epoch, self.limits.timeout);
+        let answer = timed(&deadline, epoch, timeout, || {
+            self.call_in_context(ddoc, entry, args)
+        });
         // Dropping the channels tells the other side the function is done.
         self.list.borrow_mut().take();
         answer
@@ -271,20 +276,7 @@ impl Sandbox {
 
     /// Runs `work` under the call deadline; an interrupted call is a timeout.
     fn timed<T>(&self, work: impl FnOnce() -> Result<T, JsError>) -> Result<T, JsError> {
-        let until = self.epoch.elapsed() + self.limits.timeout;
-        self.deadline
-            .store(until.as_nanos().max(1) as u64, Ordering::Relaxed);
-        let result = work();
-        // A list function's deadline moves on with each row it reads.
-        let until = Duration::from_nanos(self.deadline.swap(0, Ordering::Relaxed));
-        match result {
-            Err(JsError::Internal(_) | JsError::Runtime { .. })
-                if self.epoch.elapsed() >= until =>
-            {
-                Err(JsError::Timeout(self.limits.timeout))
-            }
-            other => other,
-        }
+        timed(&self.deadline, self.epoch, self.limits.timeout, work)
     }
 
     fn evict_one_if_full(&mut self) {
@@ -313,6 +305,31 @@ impl Sandbox {
 fn rearm(deadline: &AtomicU64, epoch: Instant, timeout: Duration) {
     let until = epoch.elapsed() + timeout;
     deadline.store(until.as_nanos().max(1) as u64, Ordering::Relaxed);
+}
+
+/// Runs `work` under a deadline `timeout` from now (the runtime's interrupt
+/// handler stops JavaScript past it); inside a timed call, under the
+/// deadline already set, so one call has one timeout whatever it runs.
+fn timed<T>(
+    deadline: &AtomicU64,
+    epoch: Instant,
+    timeout: Duration,
+    work: impl FnOnce() -> Result<T, JsError>,
+) -> Result<T, JsError> {
+    if deadline.load(Ordering::Relaxed) != 0 {
+        return work();
+    }
+    let until = epoch.elapsed() + timeout;
+    deadline.store(until.as_nanos().max(1) as u64, Ordering::Relaxed);
+    let result = work();
+    // A list function's deadline moves on with each row it reads.
+    let until = Duration::from_nanos(deadline.swap(0, Ordering::Relaxed));
+    match result {
+        Err(JsError::Internal(_) | JsError::Runtime { .. }) if epoch.elapsed() >= until => {
+            Err(JsError::Timeout(timeout))
+        }
+        other => other,
+    }
 }
 
 fn new_runtime(
@@ -361,7 +378,7 @@ fn uncaught(ctx: &Ctx<'_>, e: rquickjs::Error) -> JsError {
     if text.contains("out of memory") {
         JsError::OutOfMemory
     } else {
-        JsError::Internal(text)
+        JsError::Internal(bounded(text))
     }
 }
 
@@ -384,9 +401,29 @@ fn parse_answer(text: &str) -> Result<Answer, JsError> {
             Some(other) => ejson::to_string(other),
             None => String::new(),
         };
-        return Ok(Answer::Error(text(0), text(1)));
+        return Ok(Answer::Error(bounded(text(0)), bounded(text(1))));
     }
-    Ok(Answer::Thrown(
-        map.remove("thrown").unwrap_or(serde_json::Value::Null),
-    ))
+    let thrown = map.remove("thrown").unwrap_or(serde_json::Value::Null);
+    let size = ejson::to_vec(&thrown).len();
+    Ok(Answer::Thrown(if size > MAX_REASON {
+        serde_json::Value::String(bounded(ejson::to_string(&thrown)))
+    } else {
+        thrown
+    }))
+}
+
+/// The most of an error's text a function's failure carries to a client.
+const MAX_REASON: usize = 16 << 10;
+
+/// `text`, cut to [`MAX_REASON`] bytes (at a character's boundary).
+fn bounded(mut text: String) -> String {
+    if text.len() > MAX_REASON {
+        let mut end = MAX_REASON;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
 }

@@ -19,6 +19,7 @@ fn ddoc(db: &str, body: Value) -> DesignDoc {
 fn engine() -> Engine {
     Engine::new(Limits {
         threads: 2,
+        extra_threads: 2,
         timeout: Duration::from_millis(300),
         memory: 32 << 20,
         contexts_per_thread: 4,
