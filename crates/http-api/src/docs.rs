@@ -471,10 +471,16 @@ async fn copy(
         )
         .await?
         .to_value()?;
-    let Value::Object(mut body) = source else {
+    let Value::Object(body) = source else {
         return Err(ApiError::Internal(
             "stored document is not an object".into(),
         ));
+    };
+    // A copy shows its writer the source: only what they may read of it.
+    let mut body = if writer.reads_filtered() {
+        writer.filter_read(id, body, &[])?
+    } else {
+        body
     };
     let attachments = body.remove("_attachments");
     body.retain(|k, _| !k.starts_with('_') || k.starts_with("_replication") || k == "_access");

@@ -116,6 +116,9 @@ pub struct HttpOptions {
     /// Requests in flight to the peer at once, and idle connections kept
     /// for it (CouchDB's `http_connections`, per endpoint as in CouchDB).
     pub http_connections: usize,
+    /// The most one JSON answer may hold (see
+    /// [`crate::spec::defaults::MAX_ANSWER_BYTES`]).
+    pub max_answer: usize,
 }
 
 impl HttpOptions {
@@ -124,6 +127,7 @@ impl HttpOptions {
             timeout: Duration::from_millis(spec.connection_timeout),
             retries: spec.retries_per_request,
             http_connections: usize::try_from(spec.http_connections).unwrap_or(usize::MAX),
+            max_answer: usize::try_from(spec.max_answer_bytes).unwrap_or(usize::MAX),
         }
     }
 }
@@ -159,6 +163,8 @@ pub enum Endpoint {
         permits: Arc<Semaphore>,
         /// The cookie login, when the spec has credentials.
         session: Arc<Session>,
+        /// The most one JSON answer may hold.
+        max_answer: usize,
     },
 }
 
@@ -181,12 +187,6 @@ fn refused(name: &str, user: &auth::UserCtx, reason: &str) -> EndpointError {
         reason: reason.into(),
     }
 }
-
-/// The most a JSON answer of a peer may hold: a page of changes, a
-/// `_revs_diff` or `_bulk_docs` answer, a `_bulk_get` batch (one too large
-/// is fetched again document by document), one document with its
-/// attachments inline. Parsed, it stays well within 100 MiB.
-pub const MAX_ANSWER_BYTES: usize = 16 << 20;
 
 /// The most an error answer (or the answer to a write) may hold.
 pub(crate) const MAX_SMALL_ANSWER_BYTES: usize = 64 << 10;
@@ -409,6 +409,7 @@ impl Endpoint {
             encoded_attachments: Arc::new(AtomicU8::new(BULK_GET_UNKNOWN)),
             permits: Arc::new(Semaphore::new(connections)),
             session: crate::session::shared(&db.url, db.auth.as_ref()),
+            max_answer: options.max_answer,
         })
     }
 
@@ -438,6 +439,14 @@ impl Endpoint {
             Ordering::Relaxed,
         );
         takes
+    }
+
+    /// The most one JSON answer of this peer may hold.
+    pub(crate) fn max_answer(&self) -> usize {
+        match self {
+            Endpoint::Remote { max_answer, .. } => *max_answer,
+            Endpoint::Local { .. } => usize::MAX,
+        }
     }
 
     pub fn is_local(&self) -> bool {
@@ -739,7 +748,7 @@ impl Endpoint {
         if !status.is_success() {
             return Err(Endpoint::error_of(response, shown).await);
         }
-        let bytes = read_bounded(response, MAX_ANSWER_BYTES, &shown).await?;
+        let bytes = read_bounded(response, self.max_answer(), &shown).await?;
         Ok((shown, bytes))
     }
 
@@ -1810,6 +1819,7 @@ mod tests {
             auth: None,
         };
         let options = HttpOptions {
+            max_answer: crate::spec::defaults::MAX_ANSWER_BYTES as usize,
             timeout: Duration::from_secs(10),
             retries: 0,
             http_connections,
@@ -1849,6 +1859,7 @@ mod tests {
             auth: None,
         };
         let options = HttpOptions {
+            max_answer: crate::spec::defaults::MAX_ANSWER_BYTES as usize,
             timeout: Duration::from_secs(10),
             retries: 5,
             http_connections: 2,

@@ -743,6 +743,7 @@ mod tests {
                 &crate::spec::Peer::Local(name.into()),
                 &store,
                 HttpOptions {
+                    max_answer: crate::spec::defaults::MAX_ANSWER_BYTES as usize,
                     timeout: Duration::from_secs(5),
                     retries: 0,
                     http_connections: 1,

@@ -108,6 +108,9 @@ pub struct ReplicationSpec {
     pub connection_timeout: u64,
     pub retries_per_request: u64,
     pub use_bulk_get: bool,
+    /// The most one JSON answer of a peer may hold, in bytes (the
+    /// server's setting; a replication request cannot raise it).
+    pub max_answer_bytes: u64,
     /// Whose rights the replication has on this server's databases (the
     /// user who asked for it, or the `owner` of its document); `None` for
     /// a server admin. Not part of the replication's id.
@@ -116,6 +119,12 @@ pub struct ReplicationSpec {
 
 /// CouchDB's replicator defaults.
 pub mod defaults {
+    /// The most one JSON answer of a peer may hold: a page of changes, a
+    /// `_revs_diff` or `_bulk_docs` answer, a `_bulk_get` batch (one too
+    /// large is fetched again document by document), one document with its
+    /// attachments inline. Parsed, that stays well within 100 MiB.
+    pub const MAX_ANSWER_BYTES: u64 = 16 << 20;
+
     /// Checkpoint every 30 s: bounds re-transfer after a crash without
     /// writing checkpoints on every batch.
     pub const CHECKPOINT_INTERVAL_MS: u64 = 30_000;
@@ -283,6 +292,8 @@ pub struct SpecDefaults {
     pub connection_timeout: u64,
     pub retries_per_request: u64,
     pub use_bulk_get: bool,
+    /// See [`ReplicationSpec::max_answer_bytes`].
+    pub max_answer_bytes: u64,
 }
 
 impl Default for SpecDefaults {
@@ -295,6 +306,7 @@ impl Default for SpecDefaults {
             connection_timeout: defaults::CONNECTION_TIMEOUT_MS,
             retries_per_request: defaults::RETRIES_PER_REQUEST,
             use_bulk_get: true,
+            max_answer_bytes: defaults::MAX_ANSWER_BYTES,
         }
     }
 }
@@ -409,6 +421,7 @@ impl ReplicationSpec {
                 _ => number(map, "retries_per_request", defaults.retries_per_request)?,
             },
             use_bulk_get: flag(map, "use_bulk_get", defaults.use_bulk_get)?,
+            max_answer_bytes: defaults.max_answer_bytes,
             user: None,
         })
     }

@@ -286,10 +286,10 @@ async fn prepare(
                 let mut first = first;
                 let mut json = Vec::new();
                 while let Some(chunk) = first.chunk().await.map_err(transport)? {
-                    if json.len() + chunk.len() > crate::endpoint::MAX_ANSWER_BYTES {
+                    if json.len() + chunk.len() > source.max_answer() {
                         return Err(EndpointError::TooLarge {
                             url: url.clone(),
-                            limit: crate::endpoint::MAX_ANSWER_BYTES,
+                            limit: source.max_answer(),
                         });
                     }
                     json.extend_from_slice(&chunk);
@@ -309,12 +309,8 @@ async fn prepare(
                 })
             } else {
                 // JSON with the bytes inline (peers without multipart answers).
-                let bytes = crate::endpoint::read_bounded(
-                    response,
-                    crate::endpoint::MAX_ANSWER_BYTES,
-                    &url,
-                )
-                .await?;
+                let bytes =
+                    crate::endpoint::read_bounded(response, source.max_answer(), &url).await?;
                 drop(permit);
                 let mut doc = crate::endpoint::decode_doc(&url, &bytes)?;
                 let mut datas = VecDeque::new();
@@ -637,6 +633,7 @@ mod tests {
             auth: None,
         };
         let options = crate::endpoint::HttpOptions {
+            max_answer: crate::spec::defaults::MAX_ANSWER_BYTES as usize,
             timeout: std::time::Duration::from_secs(1),
             retries: 0,
             http_connections: 1,

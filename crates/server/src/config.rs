@@ -132,6 +132,9 @@ pub struct Config {
     pub replicator_connection_timeout_ms: u64,
     /// Default retries of a failed request to a peer before the job crashes.
     pub replicator_retries_per_request: u64,
+    /// The most one JSON answer of a replication peer may hold, in bytes:
+    /// a longer one fails the job instead of filling memory.
+    pub replicator_max_answer_bytes: u64,
     /// Shares of the running replication slots by replicator database
     /// (CouchDB's `[replicator.shares]`: `"a/_replicator" = 300` in the
     /// table `[replicator_shares]`); a database not named has 100.
@@ -450,6 +453,7 @@ impl Config {
                 worker_batch_size: self.replicator_worker_batch_size,
                 connection_timeout: self.replicator_connection_timeout_ms,
                 retries_per_request: self.replicator_retries_per_request,
+                max_answer_bytes: self.replicator_max_answer_bytes,
                 ..Default::default()
             },
             ..Default::default()
@@ -537,6 +541,10 @@ impl Config {
             (
                 "replicator_connection_timeout_ms",
                 self.replicator_connection_timeout_ms,
+            ),
+            (
+                "replicator_max_answer_bytes",
+                self.replicator_max_answer_bytes,
             ),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, value)| *value == 0) {
@@ -661,6 +669,7 @@ impl Default for Config {
             replicator_worker_batch_size: spec.worker_batch_size,
             replicator_connection_timeout_ms: spec.connection_timeout,
             replicator_retries_per_request: spec.retries_per_request,
+            replicator_max_answer_bytes: spec.max_answer_bytes,
             admins: Default::default(),
             insecure_admin_party: false,
             require_valid_user: false,
