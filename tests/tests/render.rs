@@ -234,3 +234,215 @@ async fn list_functions_stream_their_rows() {
     let after = c.get("/db/_design/l/_list/typed/by_n?limit=2").await;
     assert_eq!(after.text, "x01end");
 }
+
+/// One answer read off a raw connection.
+#[derive(Debug)]
+struct RawAnswer {
+    status: u16,
+    /// The header block as sent, lines joined by `\n`.
+    head: String,
+    body: Vec<u8>,
+}
+
+/// Sends `requests` on one connection in one write (pipelined) and reads
+/// until the server closes it or `limit` passes; returns every complete
+/// answer read.
+async fn exchange(
+    server: &TestServer,
+    requests: &str,
+    limit: std::time::Duration,
+) -> Vec<RawAnswer> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = server.plain_url.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream.write_all(requests.as_bytes()).await.unwrap();
+    let mut bytes = Vec::new();
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut buf = [0u8; 8192];
+    while let Ok(Ok(n @ 1..)) = tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+        bytes.extend_from_slice(&buf[..n]);
+    }
+    parse_answers(&bytes)
+}
+
+/// The complete HTTP/1.1 answers in `bytes`, framed by `Content-Length` or
+/// chunked; an answer cut short ends the list.
+fn parse_answers(mut bytes: &[u8]) -> Vec<RawAnswer> {
+    let mut answers = Vec::new();
+    while let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") {
+        let head = String::from_utf8_lossy(&bytes[..end]).replace("\r\n", "\n");
+        let mut rest = &bytes[end + 4..];
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let header = |name: &str| {
+            head.lines()
+                .skip(1)
+                .filter_map(|l| l.split_once(':'))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.trim().to_string())
+        };
+        let mut body = Vec::new();
+        if header("transfer-encoding").is_some_and(|t| t.eq_ignore_ascii_case("chunked")) {
+            loop {
+                let Some(line_end) = rest.windows(2).position(|w| w == b"\r\n") else {
+                    return answers;
+                };
+                let size = String::from_utf8_lossy(&rest[..line_end]);
+                let Ok(size) = usize::from_str_radix(size.split(';').next().unwrap().trim(), 16)
+                else {
+                    return answers;
+                };
+                rest = &rest[line_end + 2..];
+                if rest.len() < size + 2 {
+                    return answers;
+                }
+                body.extend_from_slice(&rest[..size]);
+                rest = &rest[size + 2..];
+                if size == 0 {
+                    break;
+                }
+            }
+        } else {
+            let length: usize = header("content-length")
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(0);
+            if rest.len() < length {
+                return answers;
+            }
+            body.extend_from_slice(&rest[..length]);
+            rest = &rest[length..];
+        }
+        answers.push(RawAnswer { status, head, body });
+        bytes = rest;
+    }
+    answers
+}
+
+/// The `Authorization` header of the test admin.
+fn admin_authorization() -> String {
+    use base64::Engine;
+    let pair = format!(
+        "{}:{}",
+        recliner_tests::ADMIN,
+        recliner_tests::ADMIN_PASSWORD
+    );
+    format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(pair)
+    )
+}
+
+/// The server frames every answer itself: a list function's
+/// `Content-Length` (the body it streams is shorter) is not sent, so the
+/// answer ends and the next request on the same connection is answered.
+#[tokio::test]
+async fn a_list_function_cannot_frame_its_answer() {
+    let data = TempDir::new("render-list-framing");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let ddoc = c
+        .put(
+            "/db/_design/l",
+            json!({
+                "views": {"by_n": {"map": "function (doc) { emit(doc.n, null); }"}},
+                "lists": {
+                    "lying": "function (head, req) { start({headers: {'Content-Length': '9999', 'Content-Type': 'text/plain', 'X-Kept': 'yes'}}); var row; while ((row = getRow())) { send(row.key + ';'); } return 'end'; }",
+                    "hop": "function (head, req) { start({headers: {'Connection': 'close', 'Keep-Alive': 'timeout=1', 'Transfer-Encoding': 'identity', 'Trailer': 'X-T', 'Upgrade': 'h2c'}}); return 'hop'; }"
+                }
+            }),
+        )
+        .await;
+    assert_eq!(ddoc.status, 201, "{}", ddoc.text);
+    c.put("/db/a", json!({"n": 1})).await;
+    c.put("/db/b", json!({"n": 2})).await;
+    let auth = admin_authorization();
+    let requests = format!(
+        "GET /db/_design/l/_list/lying/by_n HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n\
+         GET /db/_design/l/_list/hop/by_n HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n\
+         GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let answers = exchange(&server, &requests, std::time::Duration::from_secs(10)).await;
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let lying = &answers[0];
+    assert_eq!(lying.status, 200);
+    assert_eq!(String::from_utf8_lossy(&lying.body), "1;2;end");
+    assert!(
+        !lying
+            .head
+            .to_ascii_lowercase()
+            .contains("content-length: 9999"),
+        "{}",
+        lying.head
+    );
+    assert!(
+        lying.head.to_ascii_lowercase().contains("x-kept: yes"),
+        "{}",
+        lying.head
+    );
+    let hop = &answers[1];
+    assert_eq!(String::from_utf8_lossy(&hop.body), "hop");
+    let hop_head = hop.head.to_ascii_lowercase();
+    for dropped in [
+        "connection: close",
+        "keep-alive",
+        "identity",
+        "trailer",
+        "upgrade",
+    ] {
+        assert!(!hop_head.contains(dropped), "{dropped}: {}", hop.head);
+    }
+    assert_eq!(answers[2].status, 200);
+    let welcome: serde_json::Value = serde_json::from_slice(&answers[2].body).unwrap();
+    assert_eq!(welcome["couchdb"], "Welcome");
+}
+
+/// A show's framing headers are dropped (the answer is the body it
+/// returned, framed by the server), and so are header names and values no
+/// HTTP message can carry: nothing is injected into the header block.
+#[tokio::test]
+async fn a_show_function_cannot_frame_its_answer_nor_inject_headers() {
+    let data = TempDir::new("render-show-framing");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let ddoc = c
+        .put(
+            "/db/_design/s",
+            json!({
+                "shows": {
+                    "framed": "function (doc, req) { return {headers: {'Transfer-Encoding': 'chunked', 'Content-Length': '5'}, body: 'hello world'}; }",
+                    "injecting": "function (doc, req) { return {headers: {'X Space': 'a', 'X-Line\\r\\nInjected-Name': 'b', 'X-Split': 'c\\r\\nInjected-Value: d', 'X-Fine': 'kept'}, body: 'fine'}; }"
+                }
+            }),
+        )
+        .await;
+    assert_eq!(ddoc.status, 201, "{}", ddoc.text);
+    let auth = admin_authorization();
+    let requests = format!(
+        "GET /db/_design/s/_show/framed HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n\
+         GET /db/_design/s/_show/injecting HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\n\r\n\
+         GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    );
+    let answers = exchange(&server, &requests, std::time::Duration::from_secs(10)).await;
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    assert_eq!(answers[0].status, 200, "{}", answers[0].head);
+    assert_eq!(String::from_utf8_lossy(&answers[0].body), "hello world");
+    assert!(!answers[0].head.to_ascii_lowercase().contains("chunked"));
+    let injecting = &answers[1];
+    assert_eq!(injecting.status, 200, "{}", injecting.head);
+    assert_eq!(String::from_utf8_lossy(&injecting.body), "fine");
+    let head = injecting.head.to_ascii_lowercase();
+    assert!(head.contains("x-fine: kept"), "{}", injecting.head);
+    for absent in ["injected", "x space", "x-split", "x-line"] {
+        assert!(!head.contains(absent), "{absent}: {}", injecting.head);
+    }
+    assert_eq!(answers[2].status, 200);
+
+    // Through an ordinary client as well.
+    let framed = c.get("/db/_design/s/_show/framed").await;
+    assert_eq!((framed.status, framed.text.as_str()), (200, "hello world"));
+}

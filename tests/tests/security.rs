@@ -573,8 +573,9 @@ async fn jwt_tokens_log_in_when_valid_and_are_refused_when_expired_or_forged() {
         "a member through the token's roles"
     );
 
+    // Past the minute of leeway.
     let expired = token(
-        json!({"sub": "carol", "exp": seconds_from_now(-10)}),
+        json!({"sub": "carol", "exp": seconds_from_now(-120)}),
         secret,
     );
     let (status, body) = call("/_session", expired).await;
@@ -582,6 +583,19 @@ async fn jwt_tokens_log_in_when_valid_and_are_refused_when_expired_or_forged() {
         (status, body["reason"].clone()),
         (401, json!("exp not in future"))
     );
+    // `nbf` is checked though no setting requires it: a token valid only
+    // an hour from now does not log in now.
+    let premature = token(
+        json!({"sub": "carol", "exp": seconds_from_now(7200), "nbf": seconds_from_now(3600),
+               "_couchdb.roles": ["team"]}),
+        secret,
+    );
+    let (status, body) = call("/_session", premature.clone()).await;
+    assert_eq!(
+        (status, body["reason"].clone()),
+        (401, json!("nbf not in past"))
+    );
+    assert_eq!(call("/team", premature).await.0, 401);
     let forged = token(
         json!({"sub": "carol", "exp": seconds_from_now(60)}),
         b"a guess",

@@ -401,13 +401,9 @@ fn respond(
     );
     if let Some(Value::Object(given)) = answer.get("headers") {
         for (name, value) in given {
-            let (Ok(name), Some(Ok(value))) = (
-                HeaderName::from_bytes(name.as_bytes()),
-                value.as_str().map(HeaderValue::from_str),
-            ) else {
-                continue;
-            };
-            headers.insert(name, value);
+            if let Some((name, value)) = function_header(name, value) {
+                headers.insert(name, value);
+            }
         }
     }
     for (name, value) in extra {
@@ -419,4 +415,87 @@ fn respond(
         }
     }
     Ok(response)
+}
+
+/// Headers that frame the HTTP message or manage the connection: the
+/// server sets them from the body it actually sends, never a function
+/// (a `Content-Length` the body does not have leaves the client waiting,
+/// and the connection's next request unanswered).
+const FRAMING_HEADERS: &[&str] = &[
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "trailer",
+    "te",
+    "proxy-connection",
+];
+
+/// One header a function gave, as it may go on the answer: `None` for a
+/// framing header, a name or value no HTTP message can carry (spaces or
+/// line breaks in a name, a line break in a value), or a value that is
+/// not a string.
+fn function_header(name: &str, value: &Value) -> Option<(HeaderName, HeaderValue)> {
+    if FRAMING_HEADERS
+        .iter()
+        .any(|framing| name.eq_ignore_ascii_case(framing))
+    {
+        tracing::debug!(
+            header = name,
+            "a design function's framing header is ignored"
+        );
+        return None;
+    }
+    let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+    let value = HeaderValue::from_str(value.as_str()?).ok()?;
+    Some((name, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn functions_cannot_frame_the_answer_nor_break_its_header() {
+        for framing in [
+            "Content-Length",
+            "transfer-encoding",
+            "CONNECTION",
+            "Keep-Alive",
+            "Upgrade",
+            "Trailer",
+            "TE",
+            "Proxy-Connection",
+        ] {
+            assert!(function_header(framing, &json!("5")).is_none(), "{framing}");
+        }
+        for bad_name in ["X Space", "X-Line\r\nInjected: yes", "", "X-Colon:"] {
+            assert!(
+                function_header(bad_name, &json!("v")).is_none(),
+                "{bad_name:?}"
+            );
+        }
+        assert!(function_header("X-Split", &json!("a\r\nInjected: yes")).is_none());
+        assert!(function_header("X-Line", &json!("a\nb")).is_none());
+        assert!(function_header("X-Number", &json!(5)).is_none());
+        let (name, value) = function_header("X-Kept", &json!("yes")).unwrap();
+        assert_eq!((name.as_str(), value.to_str().unwrap()), ("x-kept", "yes"));
+    }
+
+    #[test]
+    fn an_answer_is_framed_by_its_own_body() {
+        let answer = json!({
+            "body": "hello world",
+            "headers": {"Transfer-Encoding": "chunked", "Content-Length": "5",
+                        "Content-Type": "text/plain", "X-Bad\nName": "v", "X-Bad-Value": "a\r\nb: c"},
+        });
+        let response = respond(&answer, StatusCode::OK, &[]).unwrap();
+        let headers = response.headers();
+        assert!(headers.get("transfer-encoding").is_none());
+        assert!(headers.get("content-length").is_none());
+        assert!(headers.get("x-bad-value").is_none());
+        assert_eq!(headers.get("content-type").unwrap(), "text/plain");
+    }
 }

@@ -282,6 +282,17 @@ pub(crate) fn decode_doc(url: &str, bytes: &[u8]) -> Result<Value, EndpointError
 fn http_error(url: String, status: StatusCode, body: &[u8]) -> EndpointError {
     let (error, reason) = match serde_json::from_slice::<ErrorBody>(body) {
         Ok(body) => (body.error, body.reason),
+        // Redirects are never followed (`http_client_builder`): say so.
+        Err(_) if status.is_redirection() => (
+            status
+                .canonical_reason()
+                .unwrap_or("redirect")
+                .to_ascii_lowercase()
+                .replace(' ', "_"),
+            "the peer answered with a redirect, which replications do not follow: \
+             give the address it redirects to"
+                .to_string(),
+        ),
         Err(_) => {
             let start = String::from_utf8_lossy(&body[..body.len().min(200)])
                 .chars()

@@ -554,6 +554,15 @@ struct PendingWrite {
     through: Value,
 }
 
+impl Drop for PendingWrite {
+    /// A write is part of its job: a job that ends without settling it (it
+    /// failed, or was aborted waiting on a target that does not answer)
+    /// ends the write too, and its request's connection with it.
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// The writes in flight, oldest first.
 struct Writes {
     queue: std::collections::VecDeque<PendingWrite>,
@@ -598,20 +607,22 @@ impl Writes {
         stats: &mut Stats,
         written: &mut Value,
     ) -> Result<(), ReplicationError> {
-        let Some(pending) = self.queue.pop_front() else {
+        let Some(mut pending) = self.queue.pop_front() else {
             return Ok(());
         };
-        let failures = pending.task.await.map_err(|e| EndpointError::Protocol {
-            url: String::new(),
-            detail: format!("write task failed: {e}"),
-        })??;
+        let failures = (&mut pending.task)
+            .await
+            .map_err(|e| EndpointError::Protocol {
+                url: String::new(),
+                detail: format!("write task failed: {e}"),
+            })??;
         for f in &failures {
             tracing::warn!(id = %f.id, error = %f.error, reason = %f.reason, "the target refused a document");
         }
         stats.doc_write_failures += failures.len() as u64;
         stats.docs_written += pending.count - failures.len() as u64;
         // A refused document still counts as done: the checkpoint moves past it.
-        *written = pending.through;
+        *written = std::mem::take(&mut pending.through);
         Ok(())
     }
 }

@@ -442,8 +442,10 @@ impl Scheduler {
         }
     }
 
-    /// Removes a job: stops it, waits for its last checkpoint, and tells any
-    /// waiter it was cancelled. False when no such job exists.
+    /// Removes a job: stops it, waits briefly for its last checkpoint (at
+    /// most `REMOVE_LIMIT`, then it is aborted with every request it has
+    /// in flight, closing their connections), and tells any waiter it was
+    /// cancelled. False when no such job exists.
     pub async fn remove(&self, id: &str) -> bool {
         let (task, done) = {
             let mut table = self.table();
@@ -460,7 +462,7 @@ impl Scheduler {
         };
         tracing::info!(job = %id, "replication job removed");
         if let Some(task) = task {
-            stop_within(task, id).await;
+            stop_within(task, id, REMOVE_LIMIT).await;
         }
         done.send_replace(Some(Outcome::Failed {
             error: "cancelled",
@@ -846,8 +848,12 @@ impl Scheduler {
                 .collect()
         };
         // All at once: one stuck peer's time limit is everyone's.
-        futures_util::future::join_all(tasks.into_iter().map(|t| stop_within(t, "at shutdown")))
-            .await;
+        futures_util::future::join_all(
+            tasks
+                .into_iter()
+                .map(|t| stop_within(t, "at shutdown", STOP_LIMIT)),
+        )
+        .await;
     }
 
     /// Jobs ready to run (not running, backoff over), each with what
@@ -1347,16 +1353,24 @@ pub fn progress_json(p: &ProgressSnapshot) -> Value {
     })
 }
 
-/// How long a stopped job may take to write its checkpoint and end (a peer
-/// may not answer at all) before its task is aborted.
+/// How long a job stopped at shutdown may take to write its checkpoint and
+/// end (a peer may not answer at all) before its task is aborted.
 const STOP_LIMIT: Duration = Duration::from_secs(30);
 
-/// Awaits a stopping job's task for at most `STOP_LIMIT`, then aborts it:
-/// removing one job, or stopping them all, never waits on a stuck peer.
-async fn stop_within(task: JoinHandle<()>, job: &str) {
+/// How long a removed job (cancelled, or its `_replicator` document
+/// deleted or changed) may take to settle its writes and checkpoint: a
+/// healthy peer answers in far less; one that does not answer is not waited
+/// for. Its connections close when it is aborted, and the caller gets its
+/// answer: a cancel is never held by the peer it cancels.
+const REMOVE_LIMIT: Duration = Duration::from_secs(2);
+
+/// Awaits a stopping job's task for at most `limit`, then aborts it (and
+/// with it the requests it has in flight, its writes included): removing
+/// one job, or stopping them all, never waits on a stuck peer.
+async fn stop_within(task: JoinHandle<()>, job: &str, limit: Duration) {
     let abort = task.abort_handle();
-    if tokio::time::timeout(STOP_LIMIT, task).await.is_err() {
-        tracing::warn!(%job, limit = ?STOP_LIMIT, "a replication job did not stop in time; aborted");
+    if tokio::time::timeout(limit, task).await.is_err() {
+        tracing::warn!(%job, ?limit, "a replication job did not stop in time; aborted");
         abort.abort();
     }
 }

@@ -193,6 +193,9 @@ pub struct Config {
     /// Claims every token must carry; `exp` and `nbf` are checked against the clock.
     #[serde(deserialize_with = "string_or_list")]
     pub jwt_required_claims: Vec<String>,
+    /// Seconds of clock skew tolerated on a token's `exp` and `nbf`
+    /// (`[jwt_auth] leeway_seconds`); 0 compares them as CouchDB does.
+    pub jwt_leeway_seconds: u64,
     /// The claim holding the user's roles.
     pub jwt_roles_claim_name: String,
     /// A dotted path to the roles claim instead (`app.roles`); empty for none.
@@ -316,6 +319,7 @@ impl Config {
                         .map(|(k, v)| (k.clone(), v.clone()))
                         .collect(),
                     required_claims: self.jwt_required_claims.clone(),
+                    leeway_seconds: self.jwt_leeway_seconds,
                     roles_claim_name: self.jwt_roles_claim_name.clone(),
                     roles_claim_path: Some(self.jwt_roles_claim_path.clone())
                         .filter(|p| !p.is_empty()),
@@ -685,6 +689,7 @@ impl Default for Config {
             jwt_enabled: false,
             jwt_keys: Default::default(),
             jwt_required_claims: vec!["exp".into()],
+            jwt_leeway_seconds: auth::jwt::DEFAULT_LEEWAY_SECONDS,
             jwt_roles_claim_name: "_couchdb.roles".into(),
             jwt_roles_claim_path: String::new(),
             proxy_auth_enabled: false,

@@ -92,6 +92,7 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
     ("uuids", "utc_id_suffix", "utc_id_suffix"),
     ("log", "level", "log_level"),
     ("jwt_auth", "required_claims", "jwt_required_claims"),
+    ("jwt_auth", "leeway_seconds", "jwt_leeway_seconds"),
     ("jwt_auth", "roles_claim_name", "jwt_roles_claim_name"),
     ("jwt_auth", "roles_claim_path", "jwt_roles_claim_path"),
     ("ssl", "cert_file", "tls_cert"),
