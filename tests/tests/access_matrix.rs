@@ -85,6 +85,18 @@ fn plain_rows() -> Vec<Row> {
             None,
             OPEN,
         ),
+        row(
+            "GET",
+            "/{db}/_changes?feed=eventsource&timeout=100",
+            None,
+            OPEN,
+        ),
+        row(
+            "POST",
+            "/{db}/_changes?filter=_doc_ids",
+            Some(json!({"doc_ids": ["doc"]})),
+            OPEN,
+        ),
         row("GET", "/{db}/_design/app/_view/all", None, OPEN),
         row(
             "POST",
@@ -197,6 +209,18 @@ fn users_rows() -> Vec<Row> {
             None,
             SERVER_ADMIN,
         ),
+        stricter(
+            "GET",
+            "/{db}/_changes?feed=longpoll&since=now&timeout=100",
+            None,
+            SERVER_ADMIN,
+        ),
+        stricter(
+            "GET",
+            "/{db}/_changes?feed=eventsource&timeout=100",
+            None,
+            SERVER_ADMIN,
+        ),
         stricter("GET", "/{db}/_design/peek", None, design_only),
         stricter("GET", "/{db}/_design/peek/_view/all", None, design_only),
         stricter(
@@ -241,6 +265,13 @@ fn users_rows() -> Vec<Row> {
             "/_replicate",
             Some(json!({"source": "{db}", "target": "plain"})),
             SERVER_ADMIN,
+        ),
+        // Into it: a member may, each document judged by the write gate.
+        stricter(
+            "POST",
+            "/_replicate",
+            Some(json!({"source": "plain", "target": "{db}"})),
+            [401, 403, 200, 200, 200],
         ),
     ]
 }
@@ -291,6 +322,13 @@ fn replicator_rows() -> Vec<Row> {
             "/_replicate",
             Some(json!({"source": "{db}", "target": "plain"})),
             SERVER_ADMIN,
+        ),
+        // Into it: a member may, each document judged by the write gate.
+        stricter(
+            "POST",
+            "/_replicate",
+            Some(json!({"source": "plain", "target": "{db}"})),
+            [401, 403, 200, 200, 200],
         ),
     ]
 }
