@@ -773,3 +773,63 @@ async fn a_deeply_nested_key_is_indexed_beside_ordinary_rows() {
 fn ejson_depth() -> usize {
     10_000
 }
+
+/// An index built over many pages of changes (the builder maps one page
+/// while it reads the next and writes the previous) holds every row once,
+/// in order, and follows edits and deletions spread over pages.
+#[tokio::test]
+async fn an_index_built_over_many_pages_holds_every_row_once() {
+    let data = TempDir::new("views-many-pages");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    assert_eq!(c.put("/db", json!({})).await.status, 201);
+    let ddoc = json!({"views": {"by_n": {"map": "function (doc) { emit(doc.n, doc._id); }", "reduce": "_count"}}});
+    assert_eq!(c.put("/db/_design/app", ddoc).await.status, 201);
+    const DOCS: usize = 2_345;
+    let docs: Vec<Value> = (0..DOCS)
+        .map(|n| json!({"_id": format!("d{n:05}"), "n": n}))
+        .collect();
+    let written = c.post("/db/_bulk_docs", json!({ "docs": docs })).await;
+    assert_eq!(written.status, 201);
+    let rows = c
+        .get("/db/_design/app/_view/by_n?reduce=false")
+        .await
+        .json();
+    assert_eq!(rows["total_rows"], DOCS);
+    let keys: Vec<u64> = rows["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["key"].as_u64().unwrap())
+        .collect();
+    assert_eq!(keys, (0..DOCS as u64).collect::<Vec<_>>());
+
+    // Edits and deletions spread over several pages of changes.
+    let revs = c.get("/db/_all_docs").await.json();
+    let mut changes = Vec::new();
+    for row in revs["rows"].as_array().unwrap() {
+        let id = row["id"].as_str().unwrap();
+        let Some(i) = id.strip_prefix('d').and_then(|n| n.parse::<usize>().ok()) else {
+            continue;
+        };
+        let rev = row["value"]["rev"].clone();
+        if i % 3 == 0 {
+            changes.push(json!({"_id": id, "_rev": rev, "_deleted": true}));
+        } else if i % 3 == 1 {
+            changes.push(json!({"_id": id, "_rev": rev, "n": i + 100_000}));
+        }
+    }
+    let updated = c.post("/db/_bulk_docs", json!({ "docs": changes })).await;
+    assert_eq!(updated.status, 201);
+    let count = c.get("/db/_design/app/_view/by_n").await.json();
+    let expected_left = (0..DOCS).filter(|i| i % 3 != 0).count();
+    assert_eq!(count["rows"][0]["value"], expected_left, "{count}");
+    let moved = c
+        .get("/db/_design/app/_view/by_n?reduce=false&startkey=100000")
+        .await
+        .json();
+    assert_eq!(
+        moved["rows"].as_array().unwrap().len(),
+        (0..DOCS).filter(|i| i % 3 == 1).count()
+    );
+}

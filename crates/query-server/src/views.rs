@@ -325,6 +325,13 @@ impl Views {
 
 /// Maps the changes the index has not seen yet, after dropping the rows
 /// of documents purged since; true if there were any.
+///
+/// A pipeline of three stages run together: while JavaScript maps one
+/// page of changes, the next page is read and the rows of the previous
+/// one are written (each stage waits on a different thread: the engine's,
+/// the database's readers, the index's writer), so no stage waits on
+/// another's I/O. Pages are written in order, each with the sequence it
+/// reaches.
 async fn catch_up(
     engine: &Engine,
     database: &Database,
@@ -332,102 +339,148 @@ async fn catch_up(
     index: &Index,
 ) -> Result<bool, ViewError> {
     let mut changed = forget_purged(database, index).await?;
-    loop {
-        let since = index.update_seq().await?;
-        if since >= database.update_seq() {
-            return Ok(changed);
-        }
-        changed = true;
-        let page = database
-            .changes(ChangesQuery {
-                since,
-                limit: BATCH,
-                include_docs: true,
-                // The document as CouchDB's indexer hands it to the map.
-                conflicts: true,
-                deleted_conflicts: true,
-                local_seq: group.local_seq,
-                ..Default::default()
-            })
-            .await?;
-        if page.rows.is_empty() {
-            index.apply(Vec::new(), page.last_seq.max(since)).await?;
-            return Ok(changed);
-        }
-        let mut docs: Vec<IndexedDoc> = Vec::with_capacity(page.rows.len());
-        let mut texts = Vec::new();
-        let mut mapped_at = Vec::new();
-        for row in &page.rows {
-            docs.push(IndexedDoc {
-                id: row.id.clone(),
-                rows: Vec::new(),
-            });
-            // Design documents are not in views unless the options say so;
-            // deleted documents leave them.
-            if row.deleted || (row.id.starts_with("_design/") && !group.include_design) {
-                continue;
-            }
-            if let Some(doc) = &row.doc {
-                texts.push(doc.as_str().to_string());
-                mapped_at.push(docs.len() - 1);
-            }
-        }
-        if let Some(mango) = &group.mango {
-            for (at, text) in mapped_at.iter().zip(&texts) {
-                let Ok(doc) = ejson::from_stored(text) else {
-                    continue;
-                };
-                for (view, map) in mango.iter().enumerate() {
-                    if let Some(key) = map.key(&doc) {
-                        let mut sort_key = Vec::new();
-                        query::collation::sort_key(&key, &mut sort_key);
-                        docs[*at].rows.push(IndexRow {
-                            view: view as u32,
-                            sort_key,
-                            key: ejson::to_string(&key),
-                            value: "null".into(),
-                        });
-                    }
-                }
-            }
-        } else if !texts.is_empty() {
-            let emitted = engine.map(group.ddoc.clone(), &group.names, &texts).await?;
-            for (at, per_view) in mapped_at.into_iter().zip(emitted) {
-                let rows = &mut docs[at].rows;
-                for (view, mut pairs) in per_view.into_iter().enumerate() {
-                    // CouchDB sorts a document's rows in Erlang's term order
-                    // before it adds them to the index, so rows whose keys
-                    // collate equal (`""` and `"\u0000"`, `1` and `1.0`)
-                    // come in that order, not in the order of `emit`.
-                    pairs.sort_by(|(ka, va), (kb, vb)| {
-                        query::raw_collation::compare(ka, kb)
-                            .then_with(|| query::raw_collation::compare(va, vb))
-                    });
-                    for (key, value) in pairs {
-                        let sort_key = group.key_bytes(view as u32, &key);
-                        rows.push(IndexRow {
-                            view: view as u32,
-                            sort_key,
-                            key: ejson::to_string(&key),
-                            value: ejson::to_string(&value),
-                        });
-                    }
-                }
-            }
-        }
-        if group.partitioned {
-            for doc in &mut docs {
-                let partition = doc.id.split_once(':').map_or("", |(p, _)| p);
-                let prefix = partition_sort_key(partition);
-                for row in &mut doc.rows {
-                    let mut key = prefix.clone();
-                    key.append(&mut row.sort_key);
-                    row.sort_key = key;
-                }
-            }
-        }
-        index.apply(docs, page.last_seq).await?;
+    let since = index.update_seq().await?;
+    if since >= database.update_seq() {
+        return Ok(changed);
     }
+    let mut page = Some(read_page(database, group, since).await?);
+    // The previous page's rows and the sequence they reach, to write.
+    let mut mapped: Option<(Vec<IndexedDoc>, u64)> = None;
+    while page.is_some() || mapped.is_some() {
+        let current = page.take();
+        let next_since = current
+            .as_ref()
+            .filter(|p| !p.rows.is_empty() && p.last_seq < database.update_seq())
+            .map(|p| p.last_seq);
+        let map = async {
+            match &current {
+                Some(p) => map_page(engine, group, p).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let read = async {
+            match next_since {
+                Some(since) => read_page(database, group, since).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let write = async {
+            match mapped.take() {
+                Some((docs, seq)) => index.apply(docs, seq).await,
+                None => Ok(()),
+            }
+        };
+        let (docs, next, written) = tokio::join!(map, read, write);
+        written?;
+        if let (Some(docs), Some(p)) = (docs?, &current) {
+            changed = true;
+            mapped = Some((docs, p.last_seq.max(since)));
+        }
+        page = next?;
+    }
+    Ok(changed)
+}
+
+/// One page of changes with the documents as CouchDB's indexer hands
+/// them to the map.
+async fn read_page(
+    database: &Database,
+    group: &ViewGroup,
+    since: u64,
+) -> Result<store::ChangesPage, ViewError> {
+    Ok(database
+        .changes(ChangesQuery {
+            since,
+            limit: BATCH,
+            include_docs: true,
+            conflicts: true,
+            deleted_conflicts: true,
+            local_seq: group.local_seq,
+            ..Default::default()
+        })
+        .await?)
+}
+
+/// The index rows of a page of changes: each document's, emitted by the
+/// map functions (or Mango's), sorted as CouchDB sorts them.
+async fn map_page(
+    engine: &Engine,
+    group: &ViewGroup,
+    page: &store::ChangesPage,
+) -> Result<Vec<IndexedDoc>, ViewError> {
+    let mut docs: Vec<IndexedDoc> = Vec::with_capacity(page.rows.len());
+    let mut texts = Vec::new();
+    let mut mapped_at = Vec::new();
+    for row in &page.rows {
+        docs.push(IndexedDoc {
+            id: row.id.clone(),
+            rows: Vec::new(),
+        });
+        // Design documents are not in views unless the options say so;
+        // deleted documents leave them.
+        if row.deleted || (row.id.starts_with("_design/") && !group.include_design) {
+            continue;
+        }
+        if let Some(doc) = &row.doc {
+            texts.push(doc.as_str().to_string());
+            mapped_at.push(docs.len() - 1);
+        }
+    }
+    if let Some(mango) = &group.mango {
+        for (at, text) in mapped_at.iter().zip(&texts) {
+            let Ok(doc) = ejson::from_stored(text) else {
+                continue;
+            };
+            for (view, map) in mango.iter().enumerate() {
+                if let Some(key) = map.key(&doc) {
+                    let mut sort_key = Vec::new();
+                    query::collation::sort_key(&key, &mut sort_key);
+                    docs[*at].rows.push(IndexRow {
+                        view: view as u32,
+                        sort_key,
+                        key: ejson::to_string(&key),
+                        value: "null".into(),
+                    });
+                }
+            }
+        }
+    } else if !texts.is_empty() {
+        let emitted = engine.map(group.ddoc.clone(), &group.names, &texts).await?;
+        for (at, per_view) in mapped_at.into_iter().zip(emitted) {
+            let rows = &mut docs[at].rows;
+            for (view, mut pairs) in per_view.into_iter().enumerate() {
+                // CouchDB sorts a document's rows in Erlang's term order
+                // before it adds them to the index, so rows whose keys
+                // collate equal (`""` and `"\u0000"`, `1` and `1.0`)
+                // come in that order, not in the order of `emit`.
+                pairs.sort_by(|(ka, va), (kb, vb)| {
+                    query::raw_collation::compare(ka, kb)
+                        .then_with(|| query::raw_collation::compare(va, vb))
+                });
+                for (key, value) in pairs {
+                    let sort_key = group.key_bytes(view as u32, &key);
+                    rows.push(IndexRow {
+                        view: view as u32,
+                        sort_key,
+                        key: ejson::to_string(&key),
+                        value: ejson::to_string(&value),
+                    });
+                }
+            }
+        }
+    }
+    if group.partitioned {
+        for doc in &mut docs {
+            let partition = doc.id.split_once(':').map_or("", |(p, _)| p);
+            let prefix = partition_sort_key(partition);
+            for row in &mut doc.rows {
+                let mut key = prefix.clone();
+                key.append(&mut row.sort_key);
+                row.sort_key = key;
+            }
+        }
+    }
+    Ok(docs)
 }
 
 /// Drops the rows of documents purged since the index last looked (a
