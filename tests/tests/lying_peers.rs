@@ -140,6 +140,7 @@ async fn endless_and_giant_answers_fail_the_job_within_bounded_memory() {
     ];
     for (at, (case, peer)) in cases.iter().enumerate() {
         let (status, text, growth) = replicate_from(&server, peer, &format!("t{at}")).await;
+        eprintln!("{case}: {status}, grew {} MiB", growth / MIB);
         assert_ne!(status, 200, "{case}: {text}");
         assert!(
             text.contains("larger than"),

@@ -191,6 +191,11 @@ fn refused(name: &str, user: &auth::UserCtx, reason: &str) -> EndpointError {
 /// The most an error answer (or the answer to a write) may hold.
 pub(crate) const MAX_SMALL_ANSWER_BYTES: usize = 64 << 10;
 
+/// The most an answer without documents may hold (database info, a page
+/// of changes, `_revs_diff`): a page of 500 changes is a few hundred KiB,
+/// and one parsed whole stays well within 100 MiB.
+const MAX_LISTING_BYTES: usize = 16 << 20;
+
 /// Reads an answer's body, up to `limit` bytes: a longer one (declared
 /// or sent) is [`EndpointError::TooLarge`], read no further.
 pub(crate) async fn read_bounded(
@@ -202,15 +207,25 @@ pub(crate) async fn read_bounded(
         url: shown.to_string(),
         limit,
     };
-    let declared = response.content_length().unwrap_or(0);
-    if declared > limit as u64 {
+    if response.content_length().unwrap_or(0) > limit as u64 {
         return Err(too_large());
     }
-    let mut body = bytes::BytesMut::with_capacity(declared as usize);
+    // The chunks are kept as they come and joined once at the end: no
+    // buffer doubles (and is copied) on the way to the bound.
+    let mut chunks = Vec::new();
+    let mut length = 0;
     while let Some(chunk) = response.chunk().await.map_err(transport(shown))? {
-        if body.len() + chunk.len() > limit {
+        length += chunk.len();
+        if length > limit {
             return Err(too_large());
         }
+        chunks.push(chunk);
+    }
+    if chunks.len() == 1 {
+        return Ok(chunks.pop().unwrap_or_default());
+    }
+    let mut body = bytes::BytesMut::with_capacity(length);
+    for chunk in chunks {
         body.extend_from_slice(&chunk);
     }
     Ok(body.freeze())
@@ -719,8 +734,22 @@ impl Endpoint {
         path: &str,
         body: Option<Bytes>,
     ) -> Result<T, EndpointError> {
+        let limit = self.max_answer().min(MAX_LISTING_BYTES);
+        self.call_limited(method, path, body, limit).await
+    }
+
+    /// [`Endpoint::call`] for an answer of at most `limit` bytes.
+    async fn call_limited<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Bytes>,
+        limit: usize,
+    ) -> Result<T, EndpointError> {
         with_retries(self.retries(), "a request", || async {
-            let (shown, bytes) = self.call_once(method.clone(), path, body.clone()).await?;
+            let (shown, bytes) = self
+                .call_once(method.clone(), path, body.clone(), limit)
+                .await?;
             decode(&shown, &bytes)
         })
         .await
@@ -740,6 +769,7 @@ impl Endpoint {
         method: Method,
         path: &str,
         body: Option<Bytes>,
+        limit: usize,
     ) -> Result<(String, Bytes), EndpointError> {
         let credential = self.credential().await;
         let (mut request, shown) =
@@ -759,7 +789,7 @@ impl Endpoint {
         if !status.is_success() {
             return Err(Endpoint::error_of(response, shown).await);
         }
-        let bytes = read_bounded(response, self.max_answer(), &shown).await?;
+        let bytes = read_bounded(response, limit, &shown).await?;
         Ok((shown, bytes))
     }
 
@@ -1327,10 +1357,11 @@ impl Endpoint {
             };
             let body = serde_json::to_vec(&request).map_err(|e| self.malformed(e.to_string()))?;
             match self
-                .call::<BulkGetAnswer>(
+                .call_limited::<BulkGetAnswer>(
                     Method::POST,
                     "_bulk_get?revs=true&latest=true",
                     Some(body.into()),
+                    self.max_answer(),
                 )
                 .await
             {

@@ -119,11 +119,12 @@ pub struct ReplicationSpec {
 
 /// CouchDB's replicator defaults.
 pub mod defaults {
-    /// The most one JSON answer of a peer may hold: a page of changes, a
-    /// `_revs_diff` or `_bulk_docs` answer, a `_bulk_get` batch (one too
-    /// large is fetched again document by document), one document with its
-    /// attachments inline. Parsed, that stays well within 100 MiB.
-    pub const MAX_ANSWER_BYTES: u64 = 16 << 20;
+    /// The most one answer of a peer carrying documents may hold: a
+    /// `_bulk_get` batch (one too large is fetched again document by
+    /// document), one document with its attachments inline (as peers
+    /// without multipart answers send them: PouchDB Server). Answers
+    /// without documents are held to 16 MiB at most.
+    pub const MAX_ANSWER_BYTES: u64 = 64 << 20;
 
     /// Checkpoint every 30 s: bounds re-transfer after a crash without
     /// writing checkpoints on every batch.

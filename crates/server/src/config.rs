@@ -132,8 +132,9 @@ pub struct Config {
     pub replicator_connection_timeout_ms: u64,
     /// Default retries of a failed request to a peer before the job crashes.
     pub replicator_retries_per_request: u64,
-    /// The most one JSON answer of a replication peer may hold, in bytes:
-    /// a longer one fails the job instead of filling memory.
+    /// The most one answer of a replication peer carrying documents may
+    /// hold, in bytes (attachments inline included): a longer one fails
+    /// the job instead of filling memory.
     pub replicator_max_answer_bytes: u64,
     /// Shares of the running replication slots by replicator database
     /// (CouchDB's `[replicator.shares]`: `"a/_replicator" = 300` in the
