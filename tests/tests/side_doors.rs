@@ -295,3 +295,30 @@ async fn a_member_who_is_not_a_database_admin_cannot_set_revs_limit() {
     assert_eq!(bob.put("/bobs/_revs_limit", json!(5)).await.status, 200);
     assert_eq!(admin.get("/bobs/_revs_limit").await.text.trim(), "5");
 }
+
+#[tokio::test]
+async fn in_an_admin_party_replication_documents_still_run_as_admins() {
+    // Every caller is a server admin there and has no name: the documents
+    // they write have no owner, and run as what an anonymous caller is.
+    let data = TempDir::new("side-doors-party");
+    let server = TestServer::start_without_admin(data.path(), &["--insecure-admin-party"], &[]);
+    let anyone = Client::anonymous(&server);
+    for db in ["a", "b"] {
+        assert_eq!(anyone.put(&format!("/{db}"), json!(null)).await.status, 201);
+    }
+    assert_eq!(anyone.put("/a/doc", json!({"v": 1})).await.status, 201);
+    let job = anyone
+        .put("/_replicator/party", json!({"source": "a", "target": "b"}))
+        .await;
+    assert_eq!(job.status, 201, "{}", job.text);
+    assert!(
+        anyone
+            .get("/_replicator/party")
+            .await
+            .json()
+            .get("owner")
+            .is_none()
+    );
+    assert_eq!(tried(&anyone, "party").await, "completed");
+    assert_eq!(anyone.get("/b/doc").await.status, 200);
+}

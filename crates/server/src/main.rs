@@ -369,6 +369,12 @@ async fn serve(
             scheduler.clone(),
             roles,
             state.node.clone(),
+            // What an anonymous caller is: in an admin party, an admin.
+            if config.insecure_admin_party {
+                auth::UserCtx::party_admin()
+            } else {
+                auth::UserCtx::anonymous()
+            },
         )
         .run(shutdown_rx.clone()),
     );

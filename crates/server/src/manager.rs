@@ -88,6 +88,9 @@ pub struct ReplicatorManager {
     docs: Arc<Mutex<HashMap<(String, String), DocEntry>>>,
     /// Finds a document owner's roles, so its jobs run with its rights.
     roles: RolesLookup,
+    /// Whom a document without an owner runs as: an anonymous caller
+    /// (a server admin in an admin party, where every caller is one).
+    nobody: auth::UserCtx,
 }
 
 /// A user's roles by name (`None`: no such user), from the server's
@@ -124,6 +127,7 @@ impl ReplicatorManager {
         scheduler: Scheduler,
         roles: RolesLookup,
         node: Arc<str>,
+        nobody: auth::UserCtx,
     ) -> ReplicatorManager {
         ReplicatorManager {
             store,
@@ -131,6 +135,7 @@ impl ReplicatorManager {
             node,
             docs: Arc::new(Mutex::new(HashMap::new())),
             roles,
+            nobody,
         }
     }
 
@@ -560,7 +565,7 @@ impl ReplicatorManager {
                 roles: (self.roles)(owner.clone()).await.unwrap_or_default(),
                 handler: None,
             },
-            _ => auth::UserCtx::anonymous(),
+            _ => self.nobody.clone(),
         };
         spec.user = (!user.is_server_admin()).then_some(user);
         let source = spec.source.to_string();
