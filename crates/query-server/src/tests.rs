@@ -268,3 +268,39 @@ async fn the_builtins_couchdb_gives_are_there() {
         Ok(vec![true])
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_databases_looping_calls_never_hold_up_another_database() {
+    let e = Arc::new(engine());
+    let filters = json!({"_id": "_design/f", "filters": {
+        "forever": "function (doc) { while (true) {} }",
+        "fine": "function (doc) { return true; }"
+    }});
+    let busy = ddoc("busy", filters.clone());
+    let spinning: Vec<_> = (0..6)
+        .map(|_| {
+            let (e, d) = (e.clone(), busy.clone());
+            tokio::spawn(async move { e.filter(d, "forever", &["{}".into()], "{}".into()).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Both workers loop for the busy database, four more loops wait: in
+    // turn the calm call would wait three timeouts (900 ms). It gets an
+    // extra worker instead.
+    let started = Instant::now();
+    let calm = e
+        .filter(ddoc("calm", filters), "fine", &["{}".into()], "{}".into())
+        .await;
+    assert_eq!(calm, Ok(vec![true]));
+    assert!(
+        started.elapsed() < Duration::from_millis(600),
+        "waited {:?}",
+        started.elapsed()
+    );
+    for spinner in spinning {
+        assert_eq!(
+            spinner.await.unwrap(),
+            Err(JsError::Timeout(Duration::from_millis(300)))
+        );
+    }
+}
