@@ -173,21 +173,6 @@ const BULK_GET_UNKNOWN: u8 = 0;
 const BULK_GET_YES: u8 = 1;
 const BULK_GET_NO: u8 = 2;
 
-/// CouchDB's refusal of a database to the replication's user: 401 for an
-/// anonymous one, 403 otherwise.
-fn refused(name: &str, user: &auth::UserCtx, reason: &str) -> EndpointError {
-    let (status, error) = match user.denial() {
-        auth::Denial::Unauthorized => (401, "unauthorized"),
-        auth::Denial::Forbidden => (403, "forbidden"),
-    };
-    EndpointError::Http {
-        url: name.to_string(),
-        status,
-        error: error.into(),
-        reason: reason.into(),
-    }
-}
-
 /// The most an error answer (or the answer to a write) may hold.
 pub(crate) const MAX_SMALL_ANSWER_BYTES: usize = 64 << 10;
 
@@ -992,10 +977,8 @@ impl Endpoint {
             // Our store has no shards or replicas to size: `q` and `n` mean
             // nothing here, and partitioned databases are not supported.
             Endpoint::Local {
-                name,
-                user: Some(user),
-                ..
-            } => Err(refused(name, user, "You are not a server admin.")),
+                user: Some(user), ..
+            } => Err(self.refusal_error(access::denied(user, access::NOT_SERVER_ADMIN))),
             Endpoint::Local { store, name, .. } => match store.create_db(name).await {
                 Ok(_) | Err(store::StoreError::DbExists(_)) => Ok(()),
                 Err(e) => Err(e.into()),
