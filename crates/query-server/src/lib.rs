@@ -5,11 +5,9 @@
 //! loops or exhausts memory becomes an error, never a crash.
 
 mod pool;
-mod reduce;
 mod sandbox;
 mod source;
 mod validation;
-mod view_reader;
 pub mod views;
 
 pub use sandbox::{ListChunk, ListIo};

@@ -8,7 +8,7 @@ use serde_json::Value;
 use store::{Index, IndexEntry, IndexPosition, IndexRange, ReducePart};
 
 use crate::Engine;
-use crate::reduce::Reduction;
+use crate::views::reduce::Reduction;
 use query::raw_collation::Collation;
 
 use crate::views::{ViewError, ViewGroup, ViewQuery, partition_sort_key};

@@ -4,6 +4,9 @@
 //! CouchDB's collation. Built-in reducers (`_count`, `_sum`, `_stats`,
 //! `_approx_count_distinct`) run here, in Rust.
 
+mod reader;
+pub(crate) mod reduce;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -14,7 +17,7 @@ use store::{ChangesQuery, Database, Index, IndexRow, IndexedDoc};
 
 use crate::{DesignDoc, Engine, JsError};
 
-pub use crate::view_reader::{ViewHead, ViewPage, ViewReader};
+pub use reader::{ViewHead, ViewPage, ViewReader};
 
 /// Why a view gave no answer.
 #[derive(Debug)]
