@@ -21,9 +21,9 @@ use store::Store;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::endpoint::{Endpoint, HttpOptions};
 use crate::job::{self, Progress, ProgressSnapshot, ReplicationError, RunEnd};
-use crate::remote_feed::RemoteFeeds;
+use crate::peer::http::remote_feed::RemoteFeeds;
+use crate::peer::{Endpoint, HttpOptions};
 use crate::rep_id::job_id;
 use crate::share::{self, FairShare};
 use crate::spec::{ReplicationSpec, SpecDefaults, SpecError};
@@ -1168,7 +1168,7 @@ fn unpark(table: &mut Table, job: &mut Job, feeds: &RemoteFeeds) {
     }
 }
 
-impl crate::remote_feed::Waker for Scheduler {
+impl crate::peer::http::remote_feed::Waker for Scheduler {
     fn wake(&self, job: &str) {
         Scheduler::wake(self, job);
     }
