@@ -12,7 +12,7 @@ use wire::doc::DocMeta;
 use wire::rows::{Entries, RevsDiffRequest};
 
 use crate::checkpoint::{HistoryEntry, LogDoc, ReplicationLog, StoredLog, compare_logs};
-use crate::endpoint::{Endpoint, EndpointError, HttpOptions, Missing, WriteFailure};
+use crate::peer::{Endpoint, EndpointError, HttpOptions, Missing, WriteFailure};
 use crate::rep_id::{REP_ID_VERSION, replication_id_with_code};
 use crate::spec::ReplicationSpec;
 
@@ -369,7 +369,8 @@ pub async fn run_parking(
             }
             // A source deleted and recreated may never show new changes
             // after our sequence: look at its identity while idle.
-            if last_identity_check.elapsed() >= IDENTITY_EVERY || source.is_local() {
+            if last_identity_check.elapsed() >= IDENTITY_EVERY || source.answers_without_requests()
+            {
                 checkpointer.verify_peers(false).await?;
                 last_identity_check = Instant::now();
             }

@@ -4,18 +4,17 @@
 //!
 //! This crate owns the replication spec and its validation ([`spec`]), the
 //! replication id ([`rep_id`]), checkpoints and their comparison
-//! ([`checkpoint`]), the peers ([`endpoint`]: changes, `revs_diff`,
-//! `_bulk_get`, `_bulk_docs`, retries), one run of a replication ([`job`])
+//! ([`checkpoint`]), the peers by role ([`peer`]: a local database through
+//! the store, a remote one over HTTP, behind one set of calls: changes,
+//! `revs_diff`, `_bulk_get`, `_bulk_docs`), one run of a replication ([`job`])
 //! and the [`scheduler`] that runs a server's jobs within its limits. It
 //! knows nothing of axum or of the `_replicator` database; the server drives it.
 
 pub mod checkpoint;
-pub mod endpoint;
 pub mod job;
-mod remote_feed;
+pub mod peer;
 pub mod rep_id;
 pub mod scheduler;
-pub mod session;
 pub mod share;
 pub mod spec;
 pub mod transfer;
@@ -23,11 +22,11 @@ pub mod transfer;
 use std::sync::Once;
 
 pub use checkpoint::{HistoryEntry, ReplicationLog, Resume, StoredLog, compare_logs};
-pub use endpoint::{Endpoint, EndpointError, HttpOptions};
 pub use job::{
     ProcessStatus, Progress, ProgressSnapshot, ReplicationError, RunEnd, Stats, rfc3339, run,
     run_once, run_parking,
 };
+pub use peer::{Endpoint, EndpointError, HttpOptions};
 pub use rep_id::{REP_ID_VERSION, job_id, replication_id};
 pub use scheduler::{
     Added, DOC_STATES, DocCompleted, DocInfo, DocPhase, Event, EventKind, JobInfo, JobState,

@@ -12,6 +12,11 @@
 //! `_replicator` document (its state, including the final `completed` and
 //! `failed` ones the documents manager records).
 
+mod parking;
+mod status;
+#[cfg(test)]
+mod tests;
+
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
@@ -21,12 +26,15 @@ use store::Store;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use crate::endpoint::{Endpoint, HttpOptions};
-use crate::job::{self, Progress, ProgressSnapshot, ReplicationError, RunEnd};
-use crate::remote_feed::RemoteFeeds;
+use crate::job::{self, Progress, ReplicationError, RunEnd};
+use crate::peer::http::remote_feed::RemoteFeeds;
 use crate::rep_id::job_id;
 use crate::share::{self, FairShare};
 use crate::spec::{ReplicationSpec, SpecDefaults, SpecError};
+
+use self::parking::unpark;
+use self::status::DocRecord;
+pub use self::status::{DOC_STATES, DocInfo, JobCounts, JobInfo, progress_json};
 
 /// The scheduler's limits; the defaults are CouchDB's.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,22 +125,6 @@ impl JobState {
     }
 }
 
-/// How many jobs are in each state (see [`Scheduler::job_counts`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct JobCounts {
-    pub running: usize,
-    pub pending: usize,
-    /// Waiting out the backoff after a crash (CouchDB's `crashed` gauge).
-    pub crashing: usize,
-}
-
-impl JobCounts {
-    /// Every job the scheduler holds.
-    pub fn total(&self) -> usize {
-        self.running + self.pending + self.crashing
-    }
-}
-
 /// How a job ended, for whoever waits on it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
@@ -152,38 +144,6 @@ pub struct DocCompleted {
     pub stats: Value,
 }
 
-/// A job as `_scheduler/jobs` and `_active_tasks` show it (no credentials).
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobInfo {
-    pub id: String,
-    pub owner: Owner,
-    pub source: String,
-    pub target: String,
-    pub continuous: bool,
-    pub state: JobState,
-    /// When the job was added.
-    pub start_time: SystemTime,
-    /// When its current run started (running jobs only).
-    pub started: Option<SystemTime>,
-    /// A token for the running task, CouchDB's `pid`.
-    pub pid: Option<String>,
-    pub error_count: u32,
-    /// The newest crash's reason while crashing.
-    pub last_error: Option<String>,
-    pub history: Vec<Event>,
-    pub progress: ProgressSnapshot,
-    /// Parked: caught up, holding no slot until its source changes
-    /// (shown as `running`, so CouchDB's tools see a live job).
-    pub idle: bool,
-}
-
-impl JobInfo {
-    /// The time of the newest event.
-    pub fn last_updated(&self) -> SystemTime {
-        self.history.first().map_or(self.start_time, |e| e.at)
-    }
-}
-
 /// What the documents manager knows of a `_replicator` document.
 #[derive(Debug, Clone, PartialEq)]
 pub enum DocPhase {
@@ -194,46 +154,6 @@ pub enum DocPhase {
     /// Not a valid replication, or a duplicate: the reason.
     Failed(String),
 }
-
-#[derive(Debug, Clone, PartialEq)]
-struct DocRecord {
-    phase: DocPhase,
-    source: Option<String>,
-    target: Option<String>,
-    start_time: SystemTime,
-    last_updated: SystemTime,
-}
-
-/// A `_replicator` document as `_scheduler/docs` shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct DocInfo {
-    pub db: String,
-    pub doc_id: String,
-    /// The job id, once known.
-    pub id: Option<String>,
-    /// `initializing`, `pending`, `running`, `crashing`, `completed` or `failed`.
-    pub state: &'static str,
-    /// Progress counters, or `{"error": reason}`, or null.
-    pub info: Value,
-    pub error_count: u32,
-    pub source: Option<String>,
-    pub target: Option<String>,
-    pub start_time: SystemTime,
-    pub last_updated: SystemTime,
-    /// Its job is parked (see [`JobInfo::idle`]).
-    pub idle: bool,
-}
-
-/// Every state `_scheduler/docs?states=` accepts.
-pub const DOC_STATES: [&str; 7] = [
-    "initializing",
-    "error",
-    "pending",
-    "running",
-    "crashing",
-    "completed",
-    "failed",
-];
 
 /// The running task of a job.
 struct Run {
@@ -469,177 +389,6 @@ impl Scheduler {
             reason: "the replication was cancelled".into(),
         }));
         true
-    }
-
-    /// Every job, by id.
-    pub fn jobs(&self) -> Vec<JobInfo> {
-        let table = self.table();
-        let mut jobs: Vec<JobInfo> = table.jobs.values().map(|job| self.info(job)).collect();
-        jobs.sort_by(|a, b| a.id.cmp(&b.id));
-        jobs
-    }
-
-    /// One job.
-    pub fn job(&self, id: &str) -> Option<JobInfo> {
-        let table = self.table();
-        table.jobs.get(id).map(|job| self.info(job))
-    }
-
-    /// How many jobs are in each state: the `couch_replicator.jobs` gauges
-    /// of `_node/{node}/_stats`, without copying every job as [`Scheduler::jobs`] does.
-    pub fn job_counts(&self) -> JobCounts {
-        let table = self.table();
-        let mut counts = JobCounts::default();
-        for job in table.jobs.values() {
-            match state_of(job) {
-                JobState::Running => counts.running += 1,
-                JobState::Pending => counts.pending += 1,
-                JobState::Crashing => counts.crashing += 1,
-            }
-        }
-        counts
-    }
-
-    fn info(&self, job: &Job) -> JobInfo {
-        let error_count = consecutive_crashes(&job.history, self.config().health_threshold);
-        let last_error = match job.history.front().map(|e| &e.kind) {
-            Some(EventKind::Crashed(reason)) if job.run.is_none() => Some(reason.clone()),
-            _ => None,
-        };
-        let state = state_of(job);
-        JobInfo {
-            id: job.id.clone(),
-            owner: job.owner.clone(),
-            source: job.spec.source.to_string(),
-            target: job.spec.target.to_string(),
-            continuous: job.spec.continuous,
-            state,
-            start_time: job.start_time,
-            started: job.run.as_ref().map(|r| r.started),
-            pid: job
-                .run
-                .as_ref()
-                .map(|r| r.generation)
-                .or(job.parked.as_ref().map(|p| p.generation))
-                .map(|generation| format!("<recliner.{generation}.0>")),
-            error_count,
-            last_error,
-            history: job.history.iter().cloned().collect(),
-            progress: job.progress.snapshot(),
-            idle: job.parked.is_some(),
-        }
-    }
-
-    /// Records what the documents manager knows of a document: scheduled as
-    /// a job, completed, or failed.
-    pub fn set_doc(
-        &self,
-        db: &str,
-        doc_id: &str,
-        phase: DocPhase,
-        source: Option<String>,
-        target: Option<String>,
-    ) {
-        let now = SystemTime::now();
-        let mut table = self.table();
-        let key = (db.to_string(), doc_id.to_string());
-        let start_time = table.docs.get(&key).map_or(now, |d| d.start_time);
-        table.docs.insert(
-            key,
-            DocRecord {
-                phase,
-                source,
-                target,
-                start_time,
-                last_updated: now,
-            },
-        );
-    }
-
-    /// Forgets a deleted document.
-    pub fn forget_doc(&self, db: &str, doc_id: &str) {
-        self.table()
-            .docs
-            .remove(&(db.to_string(), doc_id.to_string()));
-    }
-
-    /// Forgets every document of a deleted replicator database.
-    pub fn forget_db(&self, db: &str) {
-        self.table().docs.retain(|(d, _), _| d != db);
-    }
-
-    /// The jobs of a replicator database's documents.
-    pub fn jobs_of_db(&self, db: &str) -> Vec<String> {
-        self.table()
-            .jobs
-            .values()
-            .filter(|job| matches!(&job.owner, Owner::Doc { db: d, .. } if d == db))
-            .map(|job| job.id.clone())
-            .collect()
-    }
-
-    /// Every known document of `db` (all databases when `None`), by id.
-    pub fn docs(&self, db: Option<&str>) -> Vec<DocInfo> {
-        let table = self.table();
-        table
-            .docs
-            .iter()
-            .filter(|((d, _), _)| db.is_none_or(|db| db == d))
-            .map(|((d, id), record)| self.doc_info(&table, d, id, record))
-            .collect()
-    }
-
-    /// One document.
-    pub fn doc(&self, db: &str, doc_id: &str) -> Option<DocInfo> {
-        let table = self.table();
-        let record = table.docs.get(&(db.to_string(), doc_id.to_string()))?;
-        Some(self.doc_info(&table, db, doc_id, record))
-    }
-
-    fn doc_info(&self, table: &Table, db: &str, doc_id: &str, record: &DocRecord) -> DocInfo {
-        let mut info = DocInfo {
-            db: db.to_string(),
-            doc_id: doc_id.to_string(),
-            id: None,
-            state: "initializing",
-            info: Value::Null,
-            error_count: 0,
-            source: record.source.clone(),
-            target: record.target.clone(),
-            start_time: record.start_time,
-            last_updated: record.last_updated,
-            idle: false,
-        };
-        match &record.phase {
-            DocPhase::Scheduled(id) => {
-                info.id = Some(id.clone());
-                match table.jobs.get(id) {
-                    Some(job) => {
-                        let job = self.info(job);
-                        info.state = job.state.as_str();
-                        info.idle = job.idle;
-                        info.error_count = job.error_count;
-                        info.last_updated = job.last_updated();
-                        info.start_time = job.start_time;
-                        info.info = match &job.last_error {
-                            Some(reason) => json!({"error": reason}),
-                            None => progress_json(&job.progress),
-                        };
-                    }
-                    // Between the end of a job and its document's update.
-                    None => info.state = "pending",
-                }
-            }
-            DocPhase::Completed(stats) => {
-                info.state = "completed";
-                info.info = stats.clone();
-            }
-            DocPhase::Failed(reason) => {
-                info.state = "failed";
-                info.info = json!({"error": reason});
-            }
-        }
-        info
     }
 
     /// Rotates jobs every `interval` until `shutdown` turns true, then stops
@@ -1066,157 +815,12 @@ impl Scheduler {
     }
 }
 
-impl Scheduler {
-    /// Parks a job that caught up: it waits for its source's next change
-    /// with no slot, task or open database. A local source is followed
-    /// through the store's commits; a remote one by a longpoll feed of its
-    /// own. A change that landed while the job was ending wakes it at once.
-    fn park(&self, table: &mut Table, id: &str, generation: u64, since: Value) {
-        let Some(job) = table.jobs.get_mut(id) else {
-            return;
-        };
-        let spec = job.spec.clone();
-        let mut parked = Parked {
-            generation,
-            woken: false,
-            watcher: None,
-            since: since.clone(),
-        };
-        let scheduler = self.clone();
-        let store = self.inner.store.clone();
-        let job_id = id.to_string();
-        match &spec.source {
-            crate::spec::Peer::Local(name) => {
-                table
-                    .parked_by_source
-                    .entry(name.clone())
-                    .or_default()
-                    .insert(id.to_string());
-                // A commit between the job's last look and now was announced
-                // before this job was listed: look once more.
-                tokio::spawn(async move {
-                    let endpoint = Endpoint::new(
-                        &spec.source,
-                        &store,
-                        HttpOptions::of(&spec),
-                        spec.user.as_ref(),
-                        None,
-                    );
-                    let moved = match endpoint {
-                        Ok(endpoint) => endpoint
-                            .changes_after(&since, Duration::ZERO)
-                            .await
-                            .unwrap_or(true),
-                        Err(_) => true,
-                    };
-                    if moved {
-                        scheduler.wake(&job_id);
-                    }
-                });
-            }
-            crate::spec::Peer::Remote(db) => {
-                // One feed per server where it may be read, else one per job.
-                let options = HttpOptions::of(&spec);
-                if !self.inner.feeds.park(self, id, db, options, since.clone()) {
-                    parked.watcher =
-                        Some(watch_alone(scheduler, job_id, spec.clone(), since.clone()));
-                }
-            }
-        }
-        if let Some(job) = table.jobs.get_mut(id) {
-            job.parked = Some(parked);
-        }
-        tracing::debug!(job = %id, "replication job parked until its source changes");
-    }
-}
-
-/// Follows a remote source's changes feed from `since` until it shows a
-/// change (or cannot be read: then the job runs and reports why).
-async fn watch_remote(store: &Store, spec: &ReplicationSpec, since: &Value) {
-    let Ok(endpoint) = Endpoint::new(
-        &spec.source,
-        store,
-        HttpOptions::of(spec),
-        spec.user.as_ref(),
-        None,
-    ) else {
-        return;
-    };
-    loop {
-        match endpoint.changes_after(since, REMOTE_WAIT).await {
-            Ok(false) => continue,
-            Ok(true) | Err(_) => return,
-        }
-    }
-}
-
-/// Takes a job out of the parked lists.
-fn unpark(table: &mut Table, job: &mut Job, feeds: &RemoteFeeds) {
-    if job.parked.take().is_none() {
-        return;
-    }
-    match &job.spec.source {
-        crate::spec::Peer::Local(name) => {
-            if let Some(ids) = table.parked_by_source.get_mut(name) {
-                ids.remove(&job.id);
-                if ids.is_empty() {
-                    table.parked_by_source.remove(name);
-                }
-            }
-        }
-        crate::spec::Peer::Remote(db) => feeds.unpark(&job.id, db),
-    }
-}
-
-impl crate::remote_feed::Waker for Scheduler {
-    fn wake(&self, job: &str) {
-        Scheduler::wake(self, job);
-    }
-
-    fn watch_alone(&self, job: &str) {
-        let mut table = self.table();
-        let Some(job) = table.jobs.get_mut(job) else {
-            return;
-        };
-        let Some(parked) = job
-            .parked
-            .as_mut()
-            .filter(|p| !p.woken && p.watcher.is_none())
-        else {
-            return;
-        };
-        parked.watcher = Some(watch_alone(
-            self.clone(),
-            job.id.clone(),
-            job.spec.clone(),
-            parked.since.clone(),
-        ));
-    }
-}
-
-/// A parked job's own longpoll on its remote source, waking it at the
-/// first change.
-fn watch_alone(
-    scheduler: Scheduler,
-    job: String,
-    spec: Arc<ReplicationSpec>,
-    since: Value,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        watch_remote(&scheduler.inner.store, &spec, &since).await;
-        scheduler.wake(&job);
-    })
-}
-
 /// How long a continuous job that moved documents waits for more before
 /// it parks: a busy source keeps its job running.
 const LINGER: Duration = Duration::from_secs(1);
 
 /// How often waiting woken jobs look for a job whose first turn is over.
 const WOKEN_CHECK: Duration = Duration::from_millis(250);
-
-/// The longest wait of a parked job's longpoll on a remote source.
-const REMOTE_WAIT: Duration = Duration::from_secs(60);
 
 /// A job's state: running unless asked to stop, crashing while its newest
 /// event is a crash, else pending. A parked job is running, and idle.
@@ -1338,21 +942,6 @@ fn completion_stats(log: &Value) -> Value {
     }
 }
 
-/// A job's counters as CouchDB shows them in `info` and `_active_tasks`.
-pub fn progress_json(p: &ProgressSnapshot) -> Value {
-    json!({
-        "revisions_checked": p.stats.missing_checked,
-        "missing_revisions_found": p.stats.missing_found,
-        "docs_read": p.stats.docs_read,
-        "docs_written": p.stats.docs_written,
-        "changes_pending": p.changes_pending,
-        "doc_write_failures": p.stats.doc_write_failures,
-        "checkpointed_source_seq": p.checkpointed_source_seq,
-        "source_seq": p.source_seq,
-        "through_seq": p.through_seq,
-    })
-}
-
 /// How long a job stopped at shutdown may take to write its checkpoint and
 /// end (a peer may not answer at all) before its task is aborted.
 const STOP_LIMIT: Duration = Duration::from_secs(30);
@@ -1372,106 +961,5 @@ async fn stop_within(task: JoinHandle<()>, job: &str, limit: Duration) {
     if tokio::time::timeout(limit, task).await.is_err() {
         tracing::warn!(%job, ?limit, "a replication job did not stop in time; aborted");
         abort.abort();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn history(events: &[(u64, EventKind)]) -> VecDeque<Event> {
-        // `events` oldest first, at seconds from a base instant.
-        let base = Instant::now();
-        let mut h = VecDeque::new();
-        for (secs, kind) in events {
-            h.push_front(Event {
-                at: SystemTime::now(),
-                at_instant: base + Duration::from_secs(*secs),
-                kind: kind.clone(),
-            });
-        }
-        h
-    }
-
-    fn crashed() -> EventKind {
-        EventKind::Crashed("boom".into())
-    }
-
-    #[test]
-    fn quick_crashes_in_a_row_count_and_a_healthy_run_resets_them() {
-        let t = Duration::from_secs(120);
-        use EventKind::*;
-        assert_eq!(consecutive_crashes(&history(&[(0, Added)]), t), 0);
-        assert_eq!(
-            consecutive_crashes(&history(&[(0, Added), (1, Started), (2, crashed())]), t),
-            1
-        );
-        assert_eq!(
-            consecutive_crashes(
-                &history(&[
-                    (0, Added),
-                    (1, Started),
-                    (2, crashed()),
-                    (40, Started),
-                    (41, crashed()),
-                    (100, Started),
-                    (101, crashed()),
-                ]),
-                t
-            ),
-            3
-        );
-        // Ran 1000 s before crashing: healthy, the streak is over.
-        assert_eq!(
-            consecutive_crashes(
-                &history(&[
-                    (0, Added),
-                    (1, Started),
-                    (2, crashed()),
-                    (40, Started),
-                    (1040, crashed())
-                ]),
-                t
-            ),
-            0
-        );
-        // A normal stop after a start ends the streak.
-        assert_eq!(
-            consecutive_crashes(
-                &history(&[
-                    (0, Added),
-                    (1, Started),
-                    (2, crashed()),
-                    (40, Started),
-                    (50, Stopped)
-                ]),
-                t
-            ),
-            0
-        );
-    }
-
-    #[test]
-    fn backoff_starts_at_the_base_doubles_and_is_capped() {
-        let config = SchedulerConfig::default();
-        assert_eq!(backoff(&config, 0), Duration::ZERO);
-        assert_eq!(backoff(&config, 1), Duration::from_secs(30));
-        assert_eq!(backoff(&config, 2), Duration::from_secs(60));
-        assert_eq!(backoff(&config, 3), Duration::from_secs(120));
-        assert_eq!(backoff(&config, 11), Duration::from_secs(30 * 1024));
-        assert_eq!(backoff(&config, 50), Duration::from_secs(30 * 1024));
-    }
-
-    #[test]
-    fn completion_stats_come_from_the_newest_history_entry() {
-        let log = json!({"source_last_seq": 7, "history": [
-            {"missing_checked": 5, "missing_found": 4, "docs_read": 4, "docs_written": 3, "doc_write_failures": 1},
-            {"missing_checked": 1, "missing_found": 1, "docs_read": 1, "docs_written": 1, "doc_write_failures": 0},
-        ]});
-        assert_eq!(
-            completion_stats(&log),
-            json!({"revisions_checked": 5, "missing_revisions_found": 4, "docs_read": 4,
-                   "docs_written": 3, "doc_write_failures": 1, "checkpointed_source_seq": 7})
-        );
     }
 }

@@ -12,7 +12,8 @@ use std::time::Duration;
 use md5::Digest as _;
 use serde_json::Value;
 
-use crate::endpoint::{Endpoint, EndpointError, HttpOptions};
+use super::{HttpOptions, HttpPeer};
+use crate::peer::EndpointError;
 use crate::spec::RemoteDb;
 
 /// A server as seen with one set of credentials and headers.
@@ -54,7 +55,7 @@ fn db_name(db: &RemoteDb) -> Option<String> {
 struct Parked {
     db: String,
     since: Value,
-    endpoint: Endpoint,
+    endpoint: HttpPeer,
 }
 
 /// One server's feed and the jobs it serves.
@@ -116,7 +117,7 @@ impl RemoteFeeds {
         {
             return false;
         }
-        let Ok(endpoint) = Endpoint::remote(db, options) else {
+        let Ok(endpoint) = HttpPeer::new(db, options) else {
             return false;
         };
         let mut servers = self.servers();
@@ -144,7 +145,7 @@ impl RemoteFeeds {
         if start {
             let feeds = self.clone();
             let waker = waker.clone();
-            let feed_endpoint = Endpoint::remote(db, options);
+            let feed_endpoint = HttpPeer::new(db, options);
             tokio::spawn(async move {
                 if let Ok(endpoint) = feed_endpoint {
                     feeds.follow(&key, endpoint, &waker).await;
@@ -190,14 +191,14 @@ impl RemoteFeeds {
 
     /// Follows one server's `_db_updates` while jobs wait on it; each
     /// (re)connection looks once at every waiting job's source.
-    async fn follow(&self, key: &ServerKey, endpoint: Endpoint, waker: &impl Waker) {
+    async fn follow(&self, key: &ServerKey, endpoint: HttpPeer, waker: &impl Waker) {
         loop {
             if self.end_if_unused(key) {
                 return;
             }
             match endpoint.db_updates_feed(HEARTBEAT).await {
                 Ok(mut feed) => {
-                    let waiting: Vec<(String, Endpoint, Value)> = {
+                    let waiting: Vec<(String, HttpPeer, Value)> = {
                         let mut servers = self.servers();
                         let Some(server) = servers.get_mut(key) else {
                             return;
@@ -292,7 +293,7 @@ impl RemoteFeeds {
 
 /// Looks once whether a job's source has changes after `since`; wakes it
 /// if so, or if the source cannot be read (its run says why).
-fn look_once(waker: impl Waker, job: String, endpoint: Endpoint, since: Value) {
+fn look_once(waker: impl Waker, job: String, endpoint: HttpPeer, since: Value) {
     tokio::spawn(async move {
         if endpoint
             .changes_after(&since, Duration::ZERO)
