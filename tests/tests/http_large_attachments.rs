@@ -301,5 +301,32 @@ async fn large_bulk_docs_bodies_are_written_in_bounded_memory() {
         assert_eq!(reply.json()["reason"], reason);
         assert_eq!(c.get("/db/x1").await.status, 404);
     }
-    let _ = filler;
+
+    // `all_or_nothing` is refused for a spooled body as for a small one:
+    // 417, a row per document, nothing written.
+    let body = format!(r#"{{"docs":[{{"_id":"x1"}},{filler}], "all_or_nothing": true}}"#);
+    assert!(body.len() > 8 << 20);
+    let reply = c
+        .send_bytes(
+            "POST",
+            "/db/_bulk_docs",
+            body.into_bytes(),
+            "application/json",
+        )
+        .await;
+    assert_eq!(
+        reply.status,
+        417,
+        "{}",
+        &reply.text[..reply.text.len().min(300)]
+    );
+    let rows = reply.json();
+    let rows = rows.as_array().expect("an array of rows");
+    assert_eq!(rows.len(), 10_001);
+    assert_eq!(
+        rows[0],
+        json!({"id": "x1", "rev": "0-", "error": "not_implemented", "reason": "all_or_nothing is not supported"})
+    );
+    assert_eq!(c.get("/db/x1").await.status, 404);
+    assert_eq!(c.get("/db/f9999").await.status, 404);
 }

@@ -18,8 +18,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::AppState;
-use crate::error::ApiError;
-use crate::query::Query;
+use crate::base::error::ApiError;
+use crate::base::params::Query;
 
 /// Rows fetched from the store per page.
 const PAGE_ROWS: usize = 500;
@@ -96,7 +96,10 @@ fn parse_since(text: &str, db: &Database) -> Result<u64, ApiError> {
 /// queries could share a tag; this one cannot).
 fn changes_etag(db: &Database, query: &str) -> String {
     let text = format!("{}\n{}\n{query}", db.uuid(), db.update_seq());
-    format!("\"{}\"", crate::json::content_etag(text.as_bytes()))
+    format!(
+        "\"{}\"",
+        crate::base::response::content_etag(text.as_bytes())
+    )
 }
 
 fn duration_ms(query: &Query, key: &str) -> Result<Option<Duration>, ApiError> {
@@ -111,7 +114,7 @@ pub(crate) async fn changes(
     request: Request,
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
-    let user = crate::auth::user_of(&request);
+    let user = crate::base::auth::user_of(&request);
     let method = request.method().clone();
     let request_headers = request.headers().clone();
     // A normal feed read with GET is tagged by the database's state and the
@@ -119,9 +122,9 @@ pub(crate) async fn changes(
     let etag = (request.method() == Method::GET && query.get("feed").is_none_or(|f| f == "normal"))
         .then(|| changes_etag(&database, request.uri().query().unwrap_or("")));
     if let Some(etag) = &etag
-        && crate::json::etag_matches(request.headers(), etag)
+        && crate::base::response::etag_matches(request.headers(), etag)
     {
-        return Ok(crate::json::not_modified(etag));
+        return Ok(crate::base::response::not_modified(etag));
     }
     let last_event_header = request
         .headers()
@@ -129,8 +132,8 @@ pub(crate) async fn changes(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let body = if request.method() == Method::POST {
-        crate::json::require_json_content_type(request.headers())?;
-        match crate::json::read_json_body(request.into_body(), &state.config).await? {
+        crate::base::json_body::require_json_content_type(request.headers())?;
+        match crate::base::json_body::read_json_body(request.into_body(), &state.config).await? {
             None => Map::new(),
             Some(Value::Object(map)) => map,
             Some(_) => return Err(ApiError::bad_request("Request body must be a JSON object")),
@@ -273,7 +276,7 @@ pub(crate) async fn changes(
         script
             .passes(&[])
             .await
-            .map_err(crate::design::script_error)?;
+            .map_err(crate::base::error::script_error)?;
     }
     let base = ChangesQuery {
         since,
@@ -319,7 +322,7 @@ pub(crate) async fn changes(
     let first = if matches!(state.run.filter, Filter::Script(_)) {
         match read_page(&mut state).await {
             Ok(first) => first,
-            Err(PageError::Script(e)) => return Err(crate::design::script_error(e)),
+            Err(PageError::Script(e)) => return Err(crate::base::error::script_error(e)),
             Err(PageError::Store(e)) => return Err(ApiError::Internal(e)),
         }
     } else {
@@ -412,7 +415,7 @@ fn rest_of_feed(
                     Err(PageError::Script(e)) => {
                         // Rows were sent: the feed ends with the error as
                         // its last line, as CouchDB ends it.
-                        let (_, error, reason) = crate::design::script_error(e).error_info();
+                        let (_, error, reason) = crate::base::error::script_error(e).error_info();
                         let mut row = String::from("\n{\"error\":");
                         ejson::push_string(&mut row, error);
                         row.push_str(",\"reason\":");

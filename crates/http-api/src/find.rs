@@ -19,9 +19,10 @@ use serde_json::{Map, Value, json};
 use store::{AllDocsQuery, Database, DocInput, GetOptions, IndexRange, StoreError};
 
 use crate::AppState;
-use crate::error::ApiError;
-use crate::json::{json_response, read_json_body, require_json_content_type};
-use crate::streamed::{BodyWriter, Stop};
+use crate::base::error::ApiError;
+use crate::base::json_body::{read_json_body, require_json_content_type};
+use crate::base::response::json_response;
+use crate::base::streamed::{BodyWriter, Stop};
 
 /// Index rows or documents read at once.
 const PAGE: usize = 200;
@@ -634,7 +635,7 @@ fn explain_answer(
 pub(crate) async fn indexes(
     state: AppState,
     database: Database,
-    query: crate::query::Query,
+    query: crate::base::params::Query,
     request: Request,
 ) -> Result<Response, ApiError> {
     let method = request.method().clone();

@@ -8,37 +8,17 @@
 //! database is routed by hand in `routes`, because document ids and
 //! attachment names may contain encoded slashes.
 
-mod access;
-mod attachments;
-pub mod auth;
-mod body;
+pub mod base;
 mod changes;
-mod db;
+mod database;
 mod design;
-mod design_docs;
-mod docs;
-pub mod error;
+mod document;
 mod find;
-mod form_upload;
-mod gzip_body;
-mod http_rules;
-pub mod json;
-mod local_docs;
-mod multipart;
 mod node;
-mod partition;
-mod purge;
-mod query;
-mod render;
+mod replication;
 mod routes;
-mod server_routes;
-mod session;
-mod stats;
-mod streamed;
-mod tasks;
-pub use tasks::publish_scheduler_state;
-mod uuids;
-mod views;
+mod server;
+pub use replication::scheduler::publish_scheduler_state;
 
 use axum::Router;
 use axum::extract::Request;
@@ -47,11 +27,14 @@ use axum::middleware::Next;
 use axum::response::Response;
 use store::Store;
 
-pub use auth::AuthConfig;
-pub use error::ApiError;
-pub use http_rules::HttpRules;
+use base::{auth, error, gzip_body, http_rules, stats};
+use server::uuids;
+
+pub use base::auth::{AuthConfig, LockoutConfig, ProxyConfig};
+pub use base::error::ApiError;
+pub use base::http_rules::HttpRules;
 pub use node::{ConfigError, NodeConfig};
-pub use uuids::UuidAlgorithm;
+pub use server::uuids::UuidAlgorithm;
 
 /// The node name CouchDB tooling sees unless configured otherwise.
 pub const DEFAULT_NODE_NAME: &str = "recliner@127.0.0.1";
@@ -355,7 +338,7 @@ impl AppState {
 pub fn router(state: AppState) -> Router {
     let cors = state.config.cors.as_ref().and_then(|c| cors_layer(c).ok());
     let counting = stats::CountLayer(state.stats.clone());
-    let router = server_routes::routes()
+    let router = server::routes()
         .merge(node::stats_routes())
         .fallback(routes::dispatch)
         .layer(axum::middleware::from_fn_with_state(
@@ -547,8 +530,8 @@ async fn conditional(request: Request, next: Next) -> Response {
     };
     let mut headers = axum::http::HeaderMap::new();
     headers.insert(header::IF_NONE_MATCH, asked);
-    if json::etag_matches(&headers, &etag) {
-        return json::not_modified(&etag);
+    if base::response::etag_matches(&headers, &etag) {
+        return base::response::not_modified(&etag);
     }
     response
 }

@@ -7,106 +7,15 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use percent_encoding::percent_decode_str;
 
-use crate::error::ApiError;
-use crate::json::require_json_content_type;
-use crate::query::Query;
-use crate::stats::{self, DocAccess};
-use crate::{AppState, attachments, changes, db, design, docs};
-
-/// What a path names below the server level.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Target {
-    /// `/db`
-    Db(String),
-    /// `/db/_name...`: a database endpoint such as `_all_docs`.
-    Endpoint { db: String, name: String },
-    /// `/db/docid`, `/db/_design/name`, `/db/_local/name`
-    Doc { db: String, id: String },
-    /// `/db/docid/attachment/name`
-    Attachment {
-        db: String,
-        id: String,
-        name: String,
-    },
-    /// `/db/_design/ddoc/_kind/rest`: a design document function (`_view`,
-    /// `_show`, ...). Attachment names cannot start with `_`, so such a
-    /// path is never an attachment.
-    DesignFunction {
-        db: String,
-        ddoc: String,
-        kind: String,
-        rest: Vec<String>,
-    },
-}
-
-fn decode(segment: &str) -> Result<String, ApiError> {
-    percent_decode_str(segment)
-        .decode_utf8()
-        .map(|s| s.into_owned())
-        .map_err(|_| ApiError::bad_request("URL path is not valid UTF-8"))
-}
-
-/// Splits a request path into what it names.
-pub(crate) fn parse_target(path: &str) -> Result<Target, ApiError> {
-    let trimmed = path.strip_prefix('/').unwrap_or(path);
-    let mut segments = trimmed.splitn(2, '/');
-    let db = decode(segments.next().unwrap_or(""))?;
-    let rest = segments.next().unwrap_or("");
-    if rest.is_empty() {
-        return Ok(Target::Db(db));
-    }
-    let mut parts = rest.splitn(2, '/');
-    let first = decode(parts.next().unwrap_or(""))?;
-    let after = parts.next();
-    let (id, attachment) = if first == "_design" || first == "_local" {
-        let mut inner = after.unwrap_or("").splitn(2, '/');
-        let name = decode(inner.next().unwrap_or(""))?;
-        let tail = inner.next();
-        if first == "_design"
-            && let Some(tail) = tail
-            && tail.starts_with('_')
-        {
-            let mut pieces = tail.split('/').map(decode);
-            let kind = pieces.next().transpose()?.unwrap_or_default();
-            let rest = pieces.collect::<Result<Vec<_>, _>>()?;
-            return Ok(Target::DesignFunction {
-                db,
-                ddoc: name,
-                kind,
-                rest,
-            });
-        }
-        (format!("{first}/{name}"), tail)
-    } else if first.starts_with('_')
-        && !first.starts_with("_design/")
-        && !first.starts_with("_local/")
-    {
-        if after.is_none_or(str::is_empty) {
-            return Ok(Target::Endpoint { db, name: first });
-        }
-        // `/db/_name/x` is an attachment of a document CouchDB will refuse
-        // by its id (405 for the methods attachments lack, 400 for a write).
-        (first, after)
-    } else {
-        (first, after)
-    };
-    match attachment.filter(|a| !a.is_empty()) {
-        None => Ok(Target::Doc { db, id }),
-        Some(_) if id.starts_with("_local/") => Err(ApiError::bad_request(
-            "_local documents do not accept attachments.",
-        )),
-        Some(raw) => {
-            let name = raw
-                .split('/')
-                .map(decode)
-                .collect::<Result<Vec<_>, _>>()?
-                .join("/");
-            Ok(Target::Attachment { db, id, name })
-        }
-    }
-}
+use crate::base::error::ApiError;
+use crate::base::json_body::require_json_content_type;
+use crate::base::params::Query;
+use crate::base::stats::{self, DocAccess};
+use crate::base::target::{Target, parse_target};
+use crate::database::{all_docs, bulk_docs, bulk_get, maintenance, revs_diff};
+use crate::document::attachments;
+use crate::{AppState, changes, database, design, document};
 
 /// Entry point for every path the server routes do not claim.
 pub(crate) async fn dispatch(State(state): State<AppState>, request: Request<Body>) -> Response {
@@ -191,9 +100,9 @@ async fn serve(
 ) -> Result<Response, ApiError> {
     let query = Query::parse(request.uri());
     match target {
-        Target::Db(db) => db::database(state, db, query, request).await,
+        Target::Db(db) => database::database(state, db, query, request).await,
         Target::Endpoint { db, name } => endpoint(state, db, name, query, request).await,
-        Target::Doc { db, id } => docs::document(state, db, id, query, request).await,
+        Target::Doc { db, id } => document::document(state, db, id, query, request).await,
         // `_compact/{ddoc}` compacts a design document's views.
         Target::Attachment { db, id, name } if id == "_compact" => {
             if request.method() != Method::POST {
@@ -201,10 +110,10 @@ async fn serve(
             }
             require_json_content_type(request.headers())?;
             let database = state.store.db(&db).await?;
-            crate::views::compact(state, database, name).await
+            crate::design::views::compact(state, database, name).await
         }
         Target::Attachment { db, id, name } if id == "_partition" => {
-            crate::partition::partition(state, db, name, query, request).await
+            crate::database::partition::partition(state, db, name, query, request).await
         }
         // `_index/{ddoc}/json/{name}` and `_index/_bulk_delete`: Mango's indexes.
         Target::Attachment { db, id, name } if id == "_index" => {
@@ -222,7 +131,7 @@ async fn serve(
         } if kind == "_view" && rest.len() == 1 => {
             let database = state.store.db(&db).await?;
             let name = rest.into_iter().next().unwrap_or_default();
-            crate::views::view(state, database, ddoc, name, query, request).await
+            crate::design::views::view(state, database, ddoc, name, query, request).await
         }
         Target::DesignFunction {
             db,
@@ -232,7 +141,7 @@ async fn serve(
         } if kind == "_view" && rest.len() == 2 && rest[1] == "queries" => {
             let database = state.store.db(&db).await?;
             let name = rest.into_iter().next().unwrap_or_default();
-            crate::views::queries(state, database, ddoc, name, query, request).await
+            crate::design::views::queries(state, database, ddoc, name, query, request).await
         }
         Target::DesignFunction {
             db,
@@ -241,7 +150,7 @@ async fn serve(
             rest,
         } if kind == "_show" && !rest.is_empty() => {
             let database = state.store.db(&db).await?;
-            crate::render::show(state, database, ddoc, rest, query, request).await
+            crate::design::render::show(state, database, ddoc, rest, query, request).await
         }
         Target::DesignFunction {
             db,
@@ -250,7 +159,7 @@ async fn serve(
             rest,
         } if kind == "_list" && (rest.len() == 2 || rest.len() == 3) => {
             let database = state.store.db(&db).await?;
-            crate::render::list(state, database, ddoc, rest, query, request).await
+            crate::design::render::list(state, database, ddoc, rest, query, request).await
         }
         Target::DesignFunction {
             db,
@@ -259,7 +168,7 @@ async fn serve(
             rest,
         } if kind == "_update" && !rest.is_empty() => {
             let database = state.store.db(&db).await?;
-            crate::render::update(state, database, ddoc, rest, query, request).await
+            crate::design::render::update(state, database, ddoc, rest, query, request).await
         }
         Target::DesignFunction {
             db,
@@ -268,7 +177,7 @@ async fn serve(
             rest,
         } if kind == "_info" && rest.is_empty() => {
             let database = state.store.db(&db).await?;
-            crate::views::info(state, database, ddoc, request).await
+            crate::design::views::info(state, database, ddoc, request).await
         }
         Target::DesignFunction {
             db,
@@ -313,36 +222,36 @@ async fn endpoint(
     let is = |m: &Method| method == *m;
     match name.as_str() {
         "_all_docs" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
-            db::all_docs(state, db, query, request).await
+            all_docs::all_docs(state, db, query, request).await
         }
         "_all_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
         "_local_docs" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
-            crate::local_docs::local_docs(state, db, query, request).await
+            crate::database::local_docs::local_docs(state, db, query, request).await
         }
         "_local_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
         "_design_docs" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
-            crate::design_docs::design_docs(state, db, query, request).await
+            crate::database::design_docs::design_docs(state, db, query, request).await
         }
         "_design_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
         "_changes" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
             changes::changes(state, db, query, request).await
         }
         "_changes" => Err(ApiError::MethodNotAllowed("GET,POST,HEAD")),
-        "_bulk_docs" if is(&Method::POST) => db::bulk_docs(state, db, request).await,
-        "_bulk_get" if is(&Method::POST) => db::bulk_get(state, db, query, request).await,
+        "_bulk_docs" if is(&Method::POST) => bulk_docs::bulk_docs(state, db, request).await,
+        "_bulk_get" if is(&Method::POST) => bulk_get::bulk_get(state, db, query, request).await,
         "_revs_diff" if is(&Method::POST) => {
             require_json_content_type(request.headers())?;
-            db::revs_diff(state, db, request, false).await
+            revs_diff::revs_diff(state, db, request, false).await
         }
         "_missing_revs" if is(&Method::POST) => {
             require_json_content_type(request.headers())?;
-            db::revs_diff(state, db, request, true).await
+            revs_diff::revs_diff(state, db, request, true).await
         }
         "_ensure_full_commit" if is(&Method::POST) => {
             require_json_content_type(request.headers())?;
-            db::ensure_full_commit(state, db).await
+            maintenance::ensure_full_commit(state, db).await
         }
-        "_compact" if is(&Method::POST) => db::compact(state, db, request).await,
+        "_compact" if is(&Method::POST) => maintenance::compact(state, db, request).await,
         "_bulk_docs"
         | "_bulk_get"
         | "_revs_diff"
@@ -350,34 +259,34 @@ async fn endpoint(
         | "_ensure_full_commit"
         | "_compact" => Err(ApiError::MethodNotAllowed("POST")),
         "_revs_limit" if is(&Method::GET) || is(&Method::PUT) => {
-            db::revs_limit(state, db, request).await
+            maintenance::revs_limit(state, db, request).await
         }
         "_revs_limit" => Err(ApiError::MethodNotAllowed("GET,PUT")),
         "_security" if is(&Method::GET) || is(&Method::PUT) => {
-            db::security(state, db, request).await
+            maintenance::security(state, db, request).await
         }
         "_security" => Err(ApiError::MethodNotAllowed("GET,PUT")),
         "_view_cleanup" if is(&Method::POST) => {
             require_json_content_type(request.headers())?;
             let database = state.store.db(&db).await?;
-            crate::views::cleanup(state, database).await
+            crate::design::views::cleanup(state, database).await
         }
         "_view_cleanup" => Err(ApiError::MethodNotAllowed("POST")),
-        "_purge" if is(&Method::POST) => crate::purge::purge(state, db, request).await,
+        "_purge" if is(&Method::POST) => crate::database::purge::purge(state, db, request).await,
         // CouchDB looks for the database before it judges the method.
         "_purge" => {
             state.store.db(&db).await?;
             Err(ApiError::MethodNotAllowed("POST"))
         }
         "_purged_infos_limit" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::PUT) => {
-            crate::purge::purged_infos_limit(state, db, request).await
+            crate::database::purge::purged_infos_limit(state, db, request).await
         }
         "_purged_infos_limit" => {
             state.store.db(&db).await?;
             Err(ApiError::MethodNotAllowed("GET,PUT"))
         }
         "_purged_infos" if is(&Method::GET) || is(&Method::HEAD) => {
-            crate::purge::purged_infos(state, db).await
+            crate::database::purge::purged_infos(state, db).await
         }
         "_purged_infos" => Err(ApiError::MethodNotAllowed("GET")),
         "_find" | "_explain" => {

@@ -7,11 +7,11 @@ use auth::{SecurityObject, UserCtx};
 use axum::http::Method;
 use percent_encoding::percent_decode_str;
 use serde_json::Value;
-use store::{Database, DocFailure, DocInput, DocWriteResult, ErrorKind};
+use store::{Database, DocFailure, DocInput, ErrorKind};
 
 use crate::AppState;
 
-use crate::error::ApiError;
+use crate::base::error::ApiError;
 
 fn require_admin(user: &UserCtx) -> Result<(), ApiError> {
     Ok(access::admit(user, None, &access::Need::ServerAdmin)?)
@@ -128,7 +128,7 @@ impl From<access::Refusal> for ApiError {
             access::Refusal::Forbidden(reason) => ApiError::Forbidden(reason),
             access::Refusal::NotFound(reason) => ApiError::not_found(&reason),
             access::Refusal::Store(e) => e.into(),
-            access::Refusal::Script(e) => crate::design::script_error(e),
+            access::Refusal::Script(e) => crate::base::error::script_error(e),
         }
     }
 }
@@ -205,10 +205,6 @@ impl Writer {
         self.gate.check_streamed(doc)
     }
 
-    pub(crate) fn needs_stored_state(&self) -> bool {
-        self.gate.needs_stored_state()
-    }
-
     pub(crate) fn reads_filtered(&self) -> bool {
         self.gate.reads_filtered()
     }
@@ -256,55 +252,4 @@ pub(crate) async fn check_replication(
         access::admit(user, security.as_ref(), &need)?;
     }
     Ok(())
-}
-
-/// Puts refused documents back among the written ones, in request order.
-pub(crate) fn splice(
-    written: Vec<DocWriteResult>,
-    refused: Vec<(usize, DocWriteResult)>,
-) -> Vec<DocWriteResult> {
-    if refused.is_empty() {
-        return written;
-    }
-    let mut out = Vec::with_capacity(written.len() + refused.len());
-    let mut written = written.into_iter();
-    let mut refused = refused.into_iter().peekable();
-    loop {
-        if refused.peek().is_some_and(|(at, _)| *at == out.len()) {
-            if let Some((_, row)) = refused.next() {
-                out.push(row);
-            }
-            continue;
-        }
-        match written.next() {
-            Some(row) => out.push(row),
-            None => {
-                out.extend(refused.map(|(_, row)| row));
-                return out;
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(id: &str) -> DocWriteResult {
-        DocWriteResult {
-            id: id.into(),
-            result: Ok("1-a".into()),
-            refused_rev: None,
-        }
-    }
-
-    #[test]
-    fn refusals_return_to_their_places() {
-        let out = splice(
-            vec![row("b"), row("d")],
-            vec![(0, row("a")), (2, row("c")), (4, row("e"))],
-        );
-        let ids: Vec<_> = out.iter().map(|r| r.id.as_str()).collect();
-        assert_eq!(ids, ["a", "b", "c", "d", "e"]);
-    }
 }

@@ -21,7 +21,7 @@ use sha2::Digest;
 use subtle::ConstantTimeEq;
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::base::error::ApiError;
 
 /// The users database's name, as CouchDB's `authentication_db`.
 pub use access::USERS_DB;
@@ -510,7 +510,7 @@ pub(crate) async fn authenticate(
         Err(e) => return e.into_response(),
     };
     let (method, path) = (request.method().clone(), request.uri().path().to_string());
-    if let Err(e) = crate::access::authorize(&state, &method, &path, &user).await {
+    if let Err(e) = crate::base::access::authorize(&state, &method, &path, &user).await {
         return e.into_response();
     }
     let name = user.name.clone();

@@ -13,14 +13,14 @@ use store::{AttachmentInput, AttachmentUpload, Database, DocInput, StagedBlob, S
 use wire::scan::{DataSink, DocLimits, ScanError, Scanner};
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::base::error::ApiError;
 
 /// Bodies up to this size stay in memory.
 const IN_MEMORY: usize = 1 << 20;
 
 /// Inline attachment data kept in a document's JSON, in base64 characters;
 /// beyond it, data is decoded into the attachment store as it is read.
-const INLINE_DATA_BUDGET: u64 = 1 << 20;
+pub(crate) const INLINE_DATA_BUDGET: u64 = 1 << 20;
 
 /// A request body read to its end.
 pub(crate) enum Spooled {
@@ -217,7 +217,7 @@ fn scan_doc(
     if scanned.too_large {
         return Err(ApiError::DocumentTooLarge(scanned.id.unwrap_or_default()));
     }
-    match crate::json::parse_json(&scanned.json)? {
+    match crate::base::json_body::parse_json(&scanned.json)? {
         Value::Object(map) => {
             sink.compress_done(&map)?;
             Ok(DocBody {
@@ -230,18 +230,18 @@ fn scan_doc(
 }
 
 /// Writes streamed attachment data into the store, one upload at a time.
-struct Uploads {
+pub(crate) struct Uploads {
     database: Database,
     /// The runtime to wait on, from the blocking thread that scans.
     handle: Option<tokio::runtime::Handle>,
     current: Option<(String, AttachmentUpload)>,
-    done: Vec<(String, StagedBlob)>,
+    pub(crate) done: Vec<(String, StagedBlob)>,
     /// The store's own error, when an upload failed.
     failure: Option<StoreError>,
 }
 
 impl Uploads {
-    fn new(database: Database, handle: Option<tokio::runtime::Handle>) -> Uploads {
+    pub(crate) fn new(database: Database, handle: Option<tokio::runtime::Handle>) -> Uploads {
         Uploads {
             database,
             handle,
@@ -268,7 +268,7 @@ impl Uploads {
     /// Gzips the stored data of a document just read whose `content_type`
     /// CouchDB compresses: the type is known only once the whole
     /// attachment object is read, after its data went to the store.
-    fn compress_done(&mut self, doc: &Map<String, Value>) -> Result<(), ApiError> {
+    pub(crate) fn compress_done(&mut self, doc: &Map<String, Value>) -> Result<(), ApiError> {
         if self.done.is_empty() {
             return Ok(());
         }
@@ -301,7 +301,7 @@ impl Uploads {
 
     /// The answer for a failed scan: the store's error when an upload
     /// failed, else CouchDB's reasons for bad JSON or bad data.
-    fn error_for(&mut self, e: ScanError) -> ApiError {
+    pub(crate) fn error_for(&mut self, e: ScanError) -> ApiError {
         match self.failure.take() {
             Some(failure) => failure.into(),
             None => scan_error(e),
@@ -341,234 +341,8 @@ impl DataSink for Uploads {
     }
 }
 
-/// `_bulk_docs` bodies up to this size are decoded from memory.
-pub(crate) const BULK_IN_MEMORY: usize = 8 << 20;
-
-/// Writes a `_bulk_docs` body spooled to a file, in two passes so memory
-/// stays bounded: the first finds `new_edits` (PouchDB sends it after
-/// `docs`), counts the documents, refuses an oversized one and stores every
-/// large inline attachment; the second decodes the documents one at a time
-/// into the store's paced bulk write. Uploads happen before the write
-/// starts, as they go through the same writer.
-pub(crate) async fn bulk_docs_from_file(
-    state: &AppState,
-    database: &Database,
-    writer: &crate::access::Writer,
-    file: std::fs::File,
-) -> Result<(Vec<store::DocWriteResult>, bool), ApiError> {
-    let limits = DocLimits {
-        max_body: state.config.max_document_size,
-        inline_data_budget: INLINE_DATA_BUDGET,
-    };
-    let max_items = state.config.limits.max_bulk_items;
-    let state = state.clone();
-    let database = database.clone();
-    let writer = writer.clone();
-    let handle = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || {
-        let mut file = file;
-        let mut uploads = Uploads::new(database.clone(), Some(handle.clone()));
-        let first_pass =
-            survey_bulk(&file, limits, max_items, &mut uploads).map_err(|e| uploads.error_for(e));
-        let survey = match first_pass {
-            Ok(Ok(survey)) => survey,
-            Ok(Err(refusal)) | Err(refusal) => return Err(refusal),
-        };
-        file.rewind()
-            .map_err(|e| ApiError::Internal(format!("reading a spooled body: {e}")))?;
-        let mut scanner = Scanner::new(std::io::BufReader::with_capacity(64 << 10, &file));
-        seek_docs(&mut scanner, survey.docs_keys).map_err(|e| uploads.error_for(e))?;
-        let mut staged = survey.staged.into_iter();
-        let mut first = true;
-        let mut discard = Discard;
-        let mut at = 0;
-        let mut refused = Vec::new();
-        let docs = std::iter::from_fn(|| {
-            loop {
-                match scanner.next_element(&mut first) {
-                    Ok(false) => return None,
-                    Ok(true) => {}
-                    Err(e) => return Some(Err(scan_error(e))),
-                }
-                let doc = scanner
-                    .document(limits, &mut discard)
-                    .map_err(scan_error)
-                    .and_then(|scanned| crate::json::parse_json(&scanned.json))
-                    .and_then(|value| crate::db::parse_doc(&state, value))
-                    .and_then(|mut doc| {
-                        DocBody::resolve(staged.next().unwrap_or_default(), &mut doc)?;
-                        Ok(doc)
-                    });
-                at += 1;
-                let checked = match doc {
-                    Ok(doc) if writer.needs_full_check(&doc) => {
-                        check_on_runtime(&handle, &writer, &database, doc, survey.new_edits)
-                    }
-                    Ok(doc) => {
-                        let verdict = writer.check_streamed(&doc);
-                        Ok((doc, verdict))
-                    }
-                    Err(e) => Err(e),
-                };
-                return Some(match checked {
-                    Ok((doc, Ok(()))) => Ok(doc),
-                    Ok((doc, Err(failure))) => {
-                        refused.push((at - 1, crate::db::refusal_row(&doc, failure)));
-                        continue;
-                    }
-                    Err(e) => Err(e),
-                });
-            }
-        });
-        let results = handle
-            .block_on(database.bulk_docs_paced(docs, survey.count, survey.new_edits))
-            .map_err(|e| match e {
-                store::BulkError::Input(e) => e,
-                store::BulkError::Store(e) => e.into(),
-            })?;
-        Ok((crate::access::splice(results, refused), survey.new_edits))
-    })
-    .await
-    .map_err(|e| ApiError::Internal(format!("writing a bulk body: {e}")))?
-}
-
-/// [`crate::access::Writer::check`] (the stored revision, validation
-/// functions, `_users` password hashing) for a document of a streamed bulk
-/// write, from the blocking thread that decodes the body while the write
-/// runs: the check runs on the runtime and this thread waits for it.
-fn check_on_runtime(
-    handle: &tokio::runtime::Handle,
-    writer: &crate::access::Writer,
-    database: &Database,
-    doc: DocInput,
-    new_edits: bool,
-) -> Result<(DocInput, Result<(), store::DocFailure>), ApiError> {
-    let (answer, answered) = std::sync::mpsc::channel();
-    let (writer, database) = (writer.clone(), database.clone());
-    handle.spawn(async move {
-        let mut doc = doc;
-        let verdict = writer.check(&database, &mut doc, new_edits).await;
-        let _ = answer.send(verdict.map(|v| (doc, v)));
-    });
-    answered
-        .recv()
-        .map_err(|_| ApiError::Internal("a document check ended without an answer".into()))?
-}
-
-/// What the first pass over a `_bulk_docs` body found.
-struct BulkSurvey {
-    count: usize,
-    new_edits: bool,
-    /// How many `docs` keys the body has: the last one counts.
-    docs_keys: usize,
-    /// Per document of the last `docs`, its attachments already stored.
-    staged: Vec<Vec<(String, StagedBlob)>>,
-}
-
-/// The first pass (see [`bulk_docs_from_file`]); a request-level refusal is
-/// the inner error.
-fn survey_bulk(
-    file: &std::fs::File,
-    limits: DocLimits,
-    max_items: usize,
-    uploads: &mut Uploads,
-) -> Result<Result<BulkSurvey, ApiError>, ScanError> {
-    let mut scanner = Scanner::new(std::io::BufReader::with_capacity(64 << 10, file));
-    if scanner.peek()? != Some(b'{') {
-        return Ok(Err(ApiError::bad_request(
-            "Request body must be a JSON object",
-        )));
-    }
-    scanner.begin_object()?;
-    let mut survey = BulkSurvey {
-        count: 0,
-        new_edits: true,
-        docs_keys: 0,
-        staged: Vec::new(),
-    };
-    let mut new_edits = None;
-    let mut first = true;
-    while let Some(key) = scanner.next_key(&mut first, u64::MAX)? {
-        match key.as_str() {
-            "docs" => {
-                if scanner.peek()? != Some(b'[') {
-                    return Ok(Err(ApiError::bad_request(
-                        "`docs` parameter must be an array.",
-                    )));
-                }
-                survey.docs_keys += 1;
-                survey.count = 0;
-                survey.staged.clear();
-                scanner.begin_array()?;
-                let mut first_doc = true;
-                while scanner.next_element(&mut first_doc)? {
-                    survey.count += 1;
-                    if survey.count > max_items {
-                        return Ok(Err(ApiError::bad_request(format!(
-                            "Too many documents: more than {max_items} (max_bulk_items)"
-                        ))));
-                    }
-                    let doc = scanner.document(limits, uploads)?;
-                    if doc.too_large {
-                        return Ok(Err(ApiError::DocumentTooLarge(doc.id.unwrap_or_default())));
-                    }
-                    if !uploads.done.is_empty()
-                        && let Ok(Value::Object(map)) = crate::json::parse_json(&doc.json)
-                        && let Err(refusal) = uploads.compress_done(&map)
-                    {
-                        return Ok(Err(refusal));
-                    }
-                    survey.staged.push(std::mem::take(&mut uploads.done));
-                }
-            }
-            "new_edits" => {
-                let mut raw = Vec::new();
-                let _ = scanner.copy_value(&mut raw, 64);
-                new_edits = Some(raw);
-            }
-            _ => {
-                scanner.skip_value()?;
-            }
-        }
-    }
-    scanner.end()?;
-    if survey.docs_keys == 0 {
-        return Ok(Err(ApiError::bad_request(
-            "POST body must include `docs` parameter.",
-        )));
-    }
-    survey.new_edits = match new_edits.as_deref() {
-        None | Some(b"true") => true,
-        Some(b"false") => false,
-        Some(_) => {
-            return Ok(Err(ApiError::bad_request(
-                "`new_edits` parameter must be a boolean.",
-            )));
-        }
-    };
-    Ok(Ok(survey))
-}
-
-/// Walks to the inside of the last `docs` array (the first pass checked
-/// the body's shape).
-fn seek_docs<R: BufRead>(scanner: &mut Scanner<R>, docs_keys: usize) -> Result<(), ScanError> {
-    scanner.begin_object()?;
-    let mut seen = 0;
-    let mut first = true;
-    while let Some(key) = scanner.next_key(&mut first, u64::MAX)? {
-        if key == "docs" {
-            seen += 1;
-            if seen == docs_keys {
-                return scanner.begin_array();
-            }
-        }
-        scanner.skip_value()?;
-    }
-    Err(ScanError::Syntax("the body changed between passes"))
-}
-
 /// CouchDB's reasons for bad JSON or bad attachment data.
-fn scan_error(e: ScanError) -> ApiError {
+pub(crate) fn scan_error(e: ScanError) -> ApiError {
     match e {
         ScanError::BadData(name) => {
             ApiError::bad_request(format!("Invalid attachment data for {name}"))
@@ -576,20 +350,5 @@ fn scan_error(e: ScanError) -> ApiError {
         ScanError::Io(e) => ApiError::Internal(format!("reading a request body: {e}")),
         ScanError::Syntax(_) | ScanError::TooLarge => ApiError::bad_request("invalid UTF-8 JSON"),
         ScanError::TooDeep => ApiError::from(ejson::JsonError::TooDeep),
-    }
-}
-
-/// The second pass's sink: the data was stored by the first.
-struct Discard;
-
-impl DataSink for Discard {
-    fn begin(&mut self, _: &str) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn write(&mut self, _: &[u8]) -> std::io::Result<()> {
-        Ok(())
-    }
-    fn finish(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use store::StoreError;
 
-use crate::json::json_response;
+use crate::base::response::json_response;
 
 /// An API failure, rendered as CouchDB's `{"error": ..., "reason": ...}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -230,6 +230,56 @@ impl IntoResponse for ApiError {
         }
         response
     }
+}
+
+/// A design function that gave no answer, as CouchDB reports it: the
+/// function's own error name and reason (500), 404 for a missing function,
+/// `os_process_error` for one that ran too long or out of memory.
+pub(crate) fn script_error(e: query_server::JsError) -> ApiError {
+    use query_server::JsError;
+    match e {
+        JsError::Runtime { error, reason } if error == "not_found" => ApiError::NotFound(reason),
+        JsError::Runtime { error, reason } => ApiError::Failed {
+            error: static_error_name(&error),
+            reason,
+        },
+        JsError::Timeout(_) => ApiError::Failed {
+            error: "os_process_error",
+            reason: "OS process timed out.".into(),
+        },
+        JsError::OutOfMemory => ApiError::Failed {
+            error: "os_process_error",
+            reason: "The JavaScript function ran out of memory.".into(),
+        },
+        JsError::Internal(detail) => ApiError::Internal(detail),
+    }
+}
+
+/// The error names functions produce, as the static words answers carry.
+fn static_error_name(name: &str) -> &'static str {
+    const KNOWN: &[&str] = &[
+        "compilation_error",
+        "invalid_require_path",
+        "unnamed_error",
+        "render_error",
+        "reduce_overflow_error",
+        "builtin_reduce_error",
+        "unknown_builtin_reduce",
+        "Error",
+        "TypeError",
+        "ReferenceError",
+        "SyntaxError",
+        "RangeError",
+        "EvalError",
+        "URIError",
+        "InternalError",
+        "AggregateError",
+    ];
+    KNOWN
+        .iter()
+        .find(|known| **known == name)
+        .copied()
+        .unwrap_or("unknown_error")
 }
 
 #[cfg(test)]

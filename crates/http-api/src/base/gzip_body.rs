@@ -17,8 +17,8 @@ use bytes::Bytes;
 use flate2::write::GzDecoder;
 use futures_util::StreamExt;
 
-use crate::error::ApiError;
-use crate::routes::{Target, parse_target};
+use crate::base::error::ApiError;
+use crate::base::target::{Target, parse_target};
 
 /// Compressed bytes inflated per step: at most about a thousand times
 /// this comes out of one step.

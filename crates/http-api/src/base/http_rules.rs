@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use crate::error::ApiError;
+use crate::base::error::ApiError;
 use crate::{AppState, Https};
 
 /// CouchDB's request and answer rules that can be configured.

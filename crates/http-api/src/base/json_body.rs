@@ -3,96 +3,11 @@
 //! newline and `Content-Type: application/json`.
 
 use axum::body::{Body, Bytes};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::IntoResponse;
-use axum::response::Response;
+use axum::http::{HeaderMap, header};
 use futures_util::StreamExt;
-use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::ApiError;
-
-/// Serializes `value` into a JSON response with CouchDB's trailing newline,
-/// numbers and escapes (`ejson`).
-pub fn json_response(status: StatusCode, value: &impl Serialize) -> Response {
-    match ejson::to_vec_of(value) {
-        Ok(mut bytes) => {
-            bytes.push(b'\n');
-            raw_json_response(status, bytes)
-        }
-        Err(e) => {
-            // Never send `null` in place of an answer: this is our fault.
-            tracing::error!(error = %e, "a response could not be serialized");
-            raw_json_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &b"{\"error\":\"unknown_error\",\"reason\":\"An internal error occurred; see the server log.\"}\n"[..],
-            )
-        }
-    }
-}
-
-/// A JSON answer that is a function of its content alone, tagged as
-/// CouchDB tags such answers (`_all_dbs`, `_uuids`, local documents): with
-/// an ETag made from the content.
-pub fn tagged_json_response(status: StatusCode, value: &impl Serialize) -> Response {
-    match ejson::to_vec_of(value) {
-        Ok(mut bytes) => {
-            bytes.push(b'\n');
-            let etag = content_etag(&bytes);
-            let mut response = raw_json_response(status, bytes);
-            crate::db::set_etag(&mut response, &etag);
-            response
-        }
-        Err(_) => json_response(status, value),
-    }
-}
-
-/// Whether a request's `If-None-Match` names `etag` (quoted), as CouchDB
-/// matches it: the header's tags split at commas and spaces, a weak tag
-/// (`W/"..."`) standing for its strong one.
-pub(crate) fn etag_matches(headers: &axum::http::HeaderMap, etag: &str) -> bool {
-    headers
-        .get_all(axum::http::header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split([',', ' ']))
-        .filter(|t| !t.is_empty())
-        .map(|t| t.strip_prefix("W/").unwrap_or(t))
-        .any(|t| t == etag)
-}
-
-/// CouchDB's answer when the client has the current version: 304 with the
-/// ETag and no body. (CouchDB also sends `Content-Length: 0`; the HTTP
-/// server library leaves that header out of every 304.)
-pub(crate) fn not_modified(etag: &str) -> Response {
-    let mut response = StatusCode::NOT_MODIFIED.into_response();
-    if let Ok(value) = axum::http::HeaderValue::from_str(etag) {
-        response
-            .headers_mut()
-            .insert(axum::http::header::ETAG, value);
-    }
-    response
-}
-
-/// An ETag value naming `content` (its md5, in hex; `set_etag` quotes it).
-pub fn content_etag(content: &[u8]) -> String {
-    use md5::{Digest, Md5};
-    Md5::digest(content)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-/// A response whose JSON text is already built.
-pub fn raw_json_response(status: StatusCode, bytes: impl Into<Bytes>) -> Response {
-    let mut response = Response::new(Body::from(bytes.into()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
+use crate::base::error::ApiError;
 
 /// Reads a whole request body, refusing it once it passes `limit` bytes
 /// (413 `too_large`), without ever holding more than the limit.
@@ -202,19 +117,6 @@ pub fn require_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn if_none_match_is_read_as_couchdb_reads_it() {
-        let mut headers = axum::http::HeaderMap::new();
-        headers.insert(
-            axum::http::header::IF_NONE_MATCH,
-            axum::http::HeaderValue::from_static("\"a\", W/\"1-abc\""),
-        );
-        assert!(etag_matches(&headers, "\"1-abc\""), "a weak tag matches");
-        assert!(etag_matches(&headers, "\"a\""));
-        assert!(!etag_matches(&headers, "\"1-ab\""));
-        assert!(!etag_matches(&axum::http::HeaderMap::new(), "\"a\""));
-    }
 
     #[test]
     fn values_are_counted_outside_strings_only() {

@@ -4,7 +4,7 @@ use axum::http::Uri;
 use revtree::RevId;
 use serde_json::Value;
 
-use crate::error::ApiError;
+use crate::base::error::ApiError;
 
 /// The decoded query string of a request.
 #[derive(Debug, Clone, Default)]

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures_util::stream;
 use tokio::sync::mpsc;
 
-use crate::error::ApiError;
+use crate::base::error::ApiError;
 
 /// Bytes gathered before they are handed to the connection.
 const FLUSH_AT: usize = 32 * 1024;

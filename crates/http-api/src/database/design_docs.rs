@@ -12,27 +12,29 @@ use serde_json::{Value, json};
 use store::{AllDocsQuery, Database};
 
 use crate::AppState;
-use crate::error::ApiError;
-use crate::query::Query;
+use crate::base::error::ApiError;
+use crate::base::params::Query;
 
 /// The first id of the range, and the first id after it.
 const LOW: &str = "_design/";
 const HIGH: &str = "_design0";
 
+/// # GET|POST /{db}/_design_docs
+/// The design documents, as `_all_docs` lists documents.
 pub(crate) async fn design_docs(
     state: AppState,
     db: String,
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (database, options) = crate::db::listing(&state, &db, &query, request).await?;
+    let (database, options) = crate::base::listing::listing(&state, &db, &query, request).await?;
     let (total, before) = counts(&database).await?;
     let include_docs = options.query.include_docs;
     let by_keys = options.keys.is_some();
     let update_seq = options.update_seq;
     let rows: Vec<String> = match options.keys {
         Some(keys) => {
-            let ids = crate::db::keyed_ids(&keys, LOW, options.query.descending);
+            let ids = crate::base::listing::keyed_ids(&keys, LOW, options.query.descending);
             database
                 .all_docs_keys(ids, options.query.doc_options())
                 .await?
@@ -41,7 +43,7 @@ pub(crate) async fn design_docs(
                 .take(options.query.limit)
                 .map(|(key, row)| match row {
                     Some(row) => row_json(&row, include_docs),
-                    None => crate::db::not_found_row(&key),
+                    None => crate::base::listing::not_found_row(&key),
                 })
                 .collect()
         }
@@ -72,7 +74,7 @@ pub(crate) async fn design_docs(
             wire::json::string(&database.seq_string(info.update_seq))
         ));
     }
-    Ok(crate::db::listing_response(&head, &rows))
+    Ok(crate::base::listing::listing_response(&head, &rows))
 }
 
 /// How many design documents there are, and how many documents sort

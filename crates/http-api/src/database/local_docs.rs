@@ -9,19 +9,21 @@ use serde_json::json;
 use store::LocalRow;
 
 use crate::AppState;
-use crate::error::ApiError;
-use crate::query::Query;
+use crate::base::error::ApiError;
+use crate::base::params::Query;
 
+/// # GET|POST /{db}/_local_docs
+/// The local documents, as `_all_docs` lists documents.
 pub(crate) async fn local_docs(
     state: AppState,
     db: String,
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let (database, options) = crate::db::listing(&state, &db, &query, request).await?;
+    let (database, options) = crate::base::listing::listing(&state, &db, &query, request).await?;
     let rows: Vec<String> = match options.keys {
         Some(keys) => {
-            let ids = crate::db::keyed_ids(&keys, "_local/", options.query.descending);
+            let ids = crate::base::listing::keyed_ids(&keys, "_local/", options.query.descending);
             database
                 .local_docs_keys(ids, options.query.include_docs)
                 .await?
@@ -30,7 +32,7 @@ pub(crate) async fn local_docs(
                 .take(options.query.limit)
                 .map(|(key, row)| match row {
                     Some(row) => row_json(row),
-                    None => crate::db::not_found_row(&key),
+                    None => crate::base::listing::not_found_row(&key),
                 })
                 .collect()
         }
@@ -46,7 +48,7 @@ pub(crate) async fn local_docs(
     if options.update_seq {
         head.push_str("\"update_seq\":null,");
     }
-    Ok(crate::db::listing_response(&head, &rows))
+    Ok(crate::base::listing::listing_response(&head, &rows))
 }
 
 /// One row: id, rev and, when asked, the document.

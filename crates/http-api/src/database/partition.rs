@@ -7,9 +7,9 @@ use axum::response::Response;
 use serde_json::json;
 
 use crate::AppState;
-use crate::error::ApiError;
-use crate::json::json_response;
-use crate::query::Query;
+use crate::base::error::ApiError;
+use crate::base::params::Query;
+use crate::base::response::json_response;
 
 /// # /{db}/_partition/{partition}[/...]
 pub(crate) async fn partition(
@@ -52,14 +52,14 @@ pub(crate) async fn partition(
             {
                 return Err(ApiError::MethodNotAllowed("GET,HEAD,POST"));
             }
-            crate::db::all_docs_in(state, db, query, request, Some(name)).await
+            crate::database::all_docs::all_docs_in(state, db, query, request, Some(name)).await
         }
         "_find" | "_explain" => {
             crate::find::find_in(state, database, request, rest == "_explain", Some(name)).await
         }
         _ => match rest.split('/').collect::<Vec<_>>().as_slice() {
             ["_design", ddoc, "_view", view] => {
-                crate::views::view_in(
+                crate::design::views::view_in(
                     state,
                     database,
                     ddoc.to_string(),

@@ -11,8 +11,9 @@ use serde_json::{Map, Value, json};
 use store::PurgeRequest;
 
 use crate::AppState;
-use crate::error::ApiError;
-use crate::json::{json_response, read_body, read_json_body, require_json_content_type};
+use crate::base::error::ApiError;
+use crate::base::json_body::{read_body, read_json_body, require_json_content_type};
+use crate::base::response::json_response;
 
 /// CouchDB's `[purge] max_document_id_number`: documents per request.
 const MAX_DOCUMENT_ID_NUMBER: usize = 100;
@@ -96,6 +97,7 @@ pub(crate) async fn purged_infos(state: AppState, db: String) -> Result<Response
     ))
 }
 
+/// # GET|PUT /{db}/_purged_infos_limit
 pub(crate) async fn purged_infos_limit(
     state: AppState,
     db: String,

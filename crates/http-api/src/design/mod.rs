@@ -1,14 +1,17 @@
 //! Design documents' functions over HTTP: finding them with CouchDB's
 //! reasons when they are missing, the request object functions receive,
-//! and CouchDB's errors for functions that fail. Filters, views, shows,
+//! and what a function sees of the database. Filters, views, shows,
 //! lists and updates run (`changes`, `views`, `render`); a request for an
 //! unknown kind of function is answered as CouchDB answers when the design
 //! document is missing (404), and with 501 when it exists.
 
+pub(crate) mod render;
+pub(crate) mod views;
+
 use serde_json::Value;
 use store::{Database, GetOptions, StoreError};
 
-use crate::error::ApiError;
+use crate::base::error::ApiError;
 
 /// The sections of a design document that name functions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,7 +132,7 @@ pub(crate) struct RequestParts<'a> {
     pub method: &'a axum::http::Method,
     /// The request's path, as sent (`/db/_changes`).
     pub path: &'a str,
-    pub query: &'a crate::query::Query,
+    pub query: &'a crate::base::params::Query,
     pub headers: &'a axum::http::HeaderMap,
     /// The body's text; `None` for a request without one.
     pub body: Option<String>,
@@ -190,7 +193,7 @@ pub(crate) async fn request_object(parts: RequestParts<'_>) -> Result<String, Ap
     let form = form_of(headers, body.as_deref());
     let security = database.security().await?;
     let req = serde_json::json!({
-        "info": crate::db::info_json(database).await?,
+        "info": crate::base::db_info::info_json(database).await?,
         "id": id,
         "uuid": uuid::Uuid::new_v4().simple().to_string(),
         "method": method.as_str(),
@@ -247,54 +250,4 @@ pub(crate) fn split_name<'a>(value: &'a str, what: &str) -> Result<(&'a str, &'a
             "`{what}` must be of the form `designname/{what}name`"
         ))),
     }
-}
-
-/// A design function that gave no answer, as CouchDB reports it: the
-/// function's own error name and reason (500), 404 for a missing function,
-/// `os_process_error` for one that ran too long or out of memory.
-pub(crate) fn script_error(e: query_server::JsError) -> ApiError {
-    use query_server::JsError;
-    match e {
-        JsError::Runtime { error, reason } if error == "not_found" => ApiError::NotFound(reason),
-        JsError::Runtime { error, reason } => ApiError::Failed {
-            error: static_error_name(&error),
-            reason,
-        },
-        JsError::Timeout(_) => ApiError::Failed {
-            error: "os_process_error",
-            reason: "OS process timed out.".into(),
-        },
-        JsError::OutOfMemory => ApiError::Failed {
-            error: "os_process_error",
-            reason: "The JavaScript function ran out of memory.".into(),
-        },
-        JsError::Internal(detail) => ApiError::Internal(detail),
-    }
-}
-
-/// The error names functions produce, as the static words answers carry.
-fn static_error_name(name: &str) -> &'static str {
-    const KNOWN: &[&str] = &[
-        "compilation_error",
-        "invalid_require_path",
-        "unnamed_error",
-        "render_error",
-        "reduce_overflow_error",
-        "builtin_reduce_error",
-        "unknown_builtin_reduce",
-        "Error",
-        "TypeError",
-        "ReferenceError",
-        "SyntaxError",
-        "RangeError",
-        "EvalError",
-        "URIError",
-        "InternalError",
-        "AggregateError",
-    ];
-    KNOWN
-        .iter()
-        .find(|known| **known == name)
-        .copied()
-        .unwrap_or("unknown_error")
 }

@@ -14,10 +14,10 @@ use store::{Database, GetOptions, StoreError};
 use tokio::sync::mpsc;
 
 use crate::AppState;
+use crate::base::error::ApiError;
+use crate::base::params::Query;
+use crate::base::streamed::{BodyWriter, Gone};
 use crate::design::{RequestParts, Section};
-use crate::error::ApiError;
-use crate::query::Query;
-use crate::streamed::{BodyWriter, Gone};
 
 /// Largest request body a show or update function receives.
 const MAX_BODY: usize = 64 << 20;
@@ -41,7 +41,7 @@ pub(crate) async fn show(
         Some(id) => stored(&database, id).await?,
         None => "null".to_string(),
     };
-    let user = crate::auth::user_of(&request);
+    let user = crate::base::auth::user_of(&request);
     let path = format!("/{}/_design/{ddoc}/_show/{name}", database.name());
     let (headers, req) =
         request_for(&database, &user, &path, &query, id.as_deref(), request).await?;
@@ -62,17 +62,17 @@ pub(crate) async fn show(
     ]);
     let etag = format!(
         "\"{}\"",
-        crate::json::content_etag(tag.to_string().as_bytes())
+        crate::base::response::content_etag(tag.to_string().as_bytes())
     );
-    if crate::json::etag_matches(&headers.headers, &etag) {
-        return Ok(crate::json::not_modified(&etag));
+    if crate::base::response::etag_matches(&headers.headers, &etag) {
+        return Ok(crate::base::response::not_modified(&etag));
     }
     let answer = state
         .validators
         .engine()
         .show(design, &name, doc, req)
         .await
-        .map_err(crate::design::script_error)?;
+        .map_err(crate::base::error::script_error)?;
     let mut response = respond(&answer, StatusCode::OK, &[])?;
     if let Ok(value) = HeaderValue::from_str(&etag) {
         response
@@ -101,8 +101,8 @@ pub(crate) async fn update(
         Some(id) => stored(&database, id).await?,
         None => "null".to_string(),
     };
-    let user = crate::auth::user_of(&request);
-    let writer = crate::access::Writer::of(&state, &database, user.clone()).await?;
+    let user = crate::base::auth::user_of(&request);
+    let writer = crate::base::access::Writer::of(&state, &database, user.clone()).await?;
     let path = format!("/{}/_design/{ddoc}/_update/{name}", database.name());
     let (_, req) = request_for(&database, &user, &path, &query, id.as_deref(), request).await?;
     let (new_doc, answer) = state
@@ -110,11 +110,11 @@ pub(crate) async fn update(
         .engine()
         .update(design, &name, doc, req)
         .await
-        .map_err(crate::design::script_error)?;
+        .map_err(crate::base::error::script_error)?;
     if new_doc.is_null() {
         return respond(&answer, StatusCode::OK, &[]);
     }
-    let mut input = crate::db::parse_doc(&state, new_doc)?;
+    let mut input = crate::base::doc_input::parse_doc(&state, new_doc)?;
     if input.id.is_none() {
         return Err(ApiError::bad_request(
             "Document id must be a string: an update function must give the document an _id",
@@ -156,7 +156,7 @@ pub(crate) async fn list(
     if !group.has_view(&view) {
         return Err(ApiError::not_found("missing_named_view"));
     }
-    let user = crate::auth::user_of(&request);
+    let user = crate::base::auth::user_of(&request);
     let (headers, body) = parts(request).await?;
     let params = match (&body, method == Method::POST) {
         (Some(text), true) => match ejson::from_str(text) {
@@ -165,14 +165,14 @@ pub(crate) async fn list(
         },
         _ => Default::default(),
     };
-    let index = crate::views::open_index(&state, &database, &group, &query).await?;
-    let opened = crate::views::open_query(
+    let index = crate::design::views::open_index(&state, &database, &group, &query).await?;
+    let opened = crate::design::views::open_query(
         &state,
         &database,
         &group,
         &index,
         &view,
-        crate::views::Asked {
+        crate::design::views::Asked {
             query: &query,
             body: &params,
             partition: None,
@@ -206,7 +206,7 @@ pub(crate) async fn list(
             .await
             .map_err(|e| ApiError::Internal(format!("a list function's task failed: {e}")))?;
         return Err(match outcome {
-            Err(e) => crate::design::script_error(e),
+            Err(e) => crate::base::error::script_error(e),
             Ok(_) => ApiError::Internal("a list function answered without a head".into()),
         });
     };
@@ -255,7 +255,7 @@ pub(crate) async fn list(
             Ok(Ok(tail)) => tail,
             Ok(Err(e)) => {
                 // After the head, CouchDB ends the body with the error object.
-                let (status, error, reason) = crate::design::script_error(e).error_info();
+                let (status, error, reason) = crate::base::error::script_error(e).error_info();
                 let text =
                     serde_json::json!({"code": status.as_u16(), "error": error, "reason": reason});
                 if writer.write(text.to_string().as_bytes()).await.is_ok() {
@@ -285,7 +285,7 @@ const LIST_ROWS_IN_FLIGHT: usize = 64;
 /// Hands a view's rows to a list function as it reads them; stops when it
 /// stops reading. A failure to read them fails the answer.
 async fn feed_rows(
-    mut opened: crate::views::OpenedQuery,
+    mut opened: crate::design::views::OpenedQuery,
     database: Database,
     rows: mpsc::Sender<String>,
 ) -> Result<(), String> {

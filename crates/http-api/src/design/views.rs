@@ -9,10 +9,10 @@ use serde_json::{Map, Value, json};
 use store::{Database, GetOptions, IndexEntry};
 
 use crate::AppState;
-use crate::error::ApiError;
-use crate::json::json_response;
-use crate::query::{Query, query_parse_error};
-use crate::streamed::{BodyWriter, Stop};
+use crate::base::error::ApiError;
+use crate::base::params::{Query, query_parse_error};
+use crate::base::response::json_response;
+use crate::base::streamed::{BodyWriter, Stop};
 
 /// # GET|POST /{db}/_design/{ddoc}/_view/{view}
 pub(crate) async fn view(
@@ -42,7 +42,7 @@ pub(crate) async fn view_in(
         return Err(ApiError::MethodNotAllowed("GET,HEAD,POST"));
     }
     let body = if method == Method::POST {
-        crate::json::read_json_object(request.into_body(), &state.config).await?
+        crate::base::json_body::read_json_object(request.into_body(), &state.config).await?
     } else {
         Map::new()
     };
@@ -84,7 +84,7 @@ pub(crate) async fn queries(
     if request.method() != Method::POST {
         return Err(ApiError::MethodNotAllowed("POST"));
     }
-    let body = crate::json::read_json_object(request.into_body(), &state.config).await?;
+    let body = crate::base::json_body::read_json_object(request.into_body(), &state.config).await?;
     let Some(Value::Array(queries)) = body.get("queries") else {
         return Err(query_parse_error(
             "`queries` member must be an array.".into(),
@@ -445,7 +445,7 @@ fn view_error(e: ViewError) -> ApiError {
         {
             ApiError::NotImplemented(reason)
         }
-        ViewError::Script(e) => crate::design::script_error(e),
+        ViewError::Script(e) => crate::base::error::script_error(e),
     }
 }
 

@@ -11,11 +11,11 @@ use serde_json::{Map, Value, json};
 use store::{AttachmentInput, AttachmentMeta, AttachmentReader, Database, DocInput, GetOptions};
 
 use crate::AppState;
-use crate::access::Writer;
-use crate::db::{encode_segment, set_location};
-use crate::error::ApiError;
-use crate::json::json_response;
-use crate::query::Query;
+use crate::base::access::Writer;
+use crate::base::error::ApiError;
+use crate::base::params::Query;
+use crate::base::response::json_response;
+use crate::base::response::{encode_segment, set_location};
 
 /// # GET|HEAD|PUT|DELETE /{db}/{docid}/{attname}
 pub(crate) async fn attachment(
@@ -27,7 +27,7 @@ pub(crate) async fn attachment(
     request: Request,
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
-    let user = crate::auth::user_of(&request);
+    let user = crate::base::auth::user_of(&request);
     let writer = Writer::of(&state, &database, user.clone()).await?;
     match request.method().as_str() {
         // Another user's document does not exist for a `_users` reader.
@@ -178,8 +178,8 @@ async fn get(
 ) -> Result<Response, ApiError> {
     let (meta, reader) = database.attachment(id, name, query.rev("rev")?).await?;
     let etag = format!("\"{}\"", digest_b64(&meta));
-    if crate::json::etag_matches(headers, &etag) {
-        return Ok(crate::json::not_modified(&etag));
+    if crate::base::response::etag_matches(headers, &etag) {
+        return Ok(crate::base::response::not_modified(&etag));
     }
     let inflate = meta.encoding.as_deref() == Some("gzip") && !accepts_gzip(headers);
     let stored_len = meta.encoded_length.unwrap_or(meta.length);
@@ -267,7 +267,7 @@ pub(crate) async fn base_doc(
             Err(e) => Err(e.into()),
         };
     };
-    let rev = crate::query::parse_rev(rev)?;
+    let rev = crate::base::params::parse_rev(rev)?;
     let doc = match database
         .get(
             id,

@@ -11,11 +11,11 @@ use serde_json::{Map, Value, json};
 use store::{AttachmentInput, Database, StagedBlob};
 
 use crate::AppState;
-use crate::access::Writer;
-use crate::attachments::{base_doc, keep_attachments_but, write};
-use crate::db::set_etag;
-use crate::error::ApiError;
-use crate::json::json_response;
+use crate::base::access::Writer;
+use crate::base::error::ApiError;
+use crate::base::response::json_response;
+use crate::base::response::set_etag;
+use crate::document::attachments::{base_doc, keep_attachments_but, write};
 
 /// # POST /{db}/{docid}
 pub(crate) async fn form_upload(
@@ -140,8 +140,8 @@ fn check_referer(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> 
     let Some(referer) = headers.get(header::REFERER).and_then(|v| v.to_str().ok()) else {
         return Err(ApiError::bad_request("Referer header required."));
     };
-    let host =
-        crate::http_rules::request_host(&state.config.http, headers).and_then(|v| v.to_str().ok());
+    let host = crate::base::http_rules::request_host(&state.config.http, headers)
+        .and_then(|v| v.to_str().ok());
     let referer_host = referer
         .split_once("://")
         .map(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or(""));

@@ -1,6 +1,10 @@
 //! Document routes: `GET|HEAD|PUT|DELETE|COPY /{db}/{docid}`, for ordinary,
 //! design (`_design/...`) and local (`_local/...`) documents.
 
+pub(crate) mod attachments;
+pub(crate) mod form_upload;
+pub(crate) mod multipart;
+
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
@@ -8,11 +12,12 @@ use serde_json::{Value, json};
 use store::{AttachmentInput, Database, DocInput, GetOptions, OpenRev, OpenRevs};
 
 use crate::AppState;
-use crate::access::Writer;
-use crate::db::{encode_segment, parse_doc, set_etag, set_location};
-use crate::error::ApiError;
-use crate::json::{json_response, raw_json_response};
-use crate::query::{Query, parse_rev, rev_list};
+use crate::base::access::Writer;
+use crate::base::doc_input::parse_doc;
+use crate::base::error::ApiError;
+use crate::base::params::{Query, parse_rev, rev_list};
+use crate::base::response::{encode_segment, set_etag, set_location};
+use crate::base::response::{json_response, raw_json_response};
 
 /// # GET|HEAD|PUT|DELETE|COPY /{db}/{docid}
 pub(crate) async fn document(
@@ -23,7 +28,7 @@ pub(crate) async fn document(
     request: Request,
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
-    let writer = Writer::of(&state, &database, crate::auth::user_of(&request)).await?;
+    let writer = Writer::of(&state, &database, crate::base::auth::user_of(&request)).await?;
     match request.method().as_str() {
         "GET" | "HEAD" if writer.reads_filtered() => {
             filtered_get(&state, &database, &writer, &id, &query).await
@@ -33,7 +38,9 @@ pub(crate) async fn document(
         "DELETE" => delete(&database, &writer, id, &query, request.headers()).await,
         "COPY" => copy(&database, &writer, &db, &id, &query, request.headers()).await,
         // CouchDB's HTML form uploads of attachments.
-        "POST" => crate::form_upload::form_upload(&state, &database, &writer, id, request).await,
+        "POST" => {
+            crate::document::form_upload::form_upload(&state, &database, &writer, id, request).await
+        }
         _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,POST,PUT,COPY")),
     }
 }
@@ -118,14 +125,14 @@ async fn get(
             let value: Value = ejson::from_str(open_revs)?;
             OpenRevs::List(rev_list(&value, "open_revs")?)
         };
-        if crate::multipart::accepts(headers, "multipart/mixed") {
+        if crate::document::multipart::accepts(headers, "multipart/mixed") {
             let revs = database.open_revs(id, which, opts, true).await?;
-            return crate::multipart::open_revs_mixed(database, id, revs).await;
+            return crate::document::multipart::open_revs_mixed(database, id, revs).await;
         }
         return open_revs_json(database, id, which, opts).await;
     }
     let related = (opts.attachments || !opts.atts_since.is_empty())
-        && crate::multipart::accepts(headers, "multipart/related")
+        && crate::document::multipart::accepts(headers, "multipart/related")
         && !id.starts_with("_local/");
     if related {
         let rev = opts.rev.clone();
@@ -153,7 +160,7 @@ async fn get(
                 _ => None,
             })
             .unwrap_or(doc);
-        return crate::multipart::doc_related(database, id, chosen).await;
+        return crate::document::multipart::doc_related(database, id, chosen).await;
     }
     // As CouchDB: no ETag (nor 304) when the answer carries revision
     // metadata (`_revs_info`, `_conflicts`, `_deleted_conflicts`,
@@ -166,8 +173,8 @@ async fn get(
         || metadata
         || (maybe_metadata && has_conflict_lists(doc.as_str()));
     let tagged = !untagged;
-    if tagged && crate::json::etag_matches(headers, &format!("\"{rev}\"")) {
-        return Ok(crate::json::not_modified(&format!("\"{rev}\"")));
+    if tagged && crate::base::response::etag_matches(headers, &format!("\"{rev}\"")) {
+        return Ok(crate::base::response::not_modified(&format!("\"{rev}\"")));
     }
     let mut text = doc.into_string();
     text.push('\n');
@@ -175,7 +182,7 @@ async fn get(
     // a client can ask for).
     let local_tag = id
         .starts_with("_local/")
-        .then(|| crate::json::content_etag(text.as_bytes()));
+        .then(|| crate::base::response::content_etag(text.as_bytes()));
     let mut response = raw_json_response(StatusCode::OK, text);
     if tagged {
         set_etag(&mut response, &rev);
@@ -282,7 +289,7 @@ async fn put(
     request: Request,
 ) -> Result<Response, ApiError> {
     let headers = request.headers().clone();
-    if let Some(boundary) = crate::multipart::related_boundary(&headers) {
+    if let Some(boundary) = crate::document::multipart::related_boundary(&headers) {
         return put_related(
             state,
             database,
@@ -296,10 +303,10 @@ async fn put(
         )
         .await;
     }
-    let crate::body::DocBody {
+    let crate::base::body::DocBody {
         map: mut body,
         staged,
-    } = crate::body::read_doc_body(
+    } = crate::base::body::read_doc_body(
         state,
         database,
         request.into_body(),
@@ -332,7 +339,7 @@ async fn put(
     };
     body.insert("_id".into(), Value::String(id.clone()));
     let mut doc = parse_doc(state, Value::Object(body))?;
-    crate::body::DocBody::resolve(staged, &mut doc)?;
+    crate::base::body::DocBody::resolve(staged, &mut doc)?;
     let new_edits = query.get("new_edits") != Some("false");
     writer.check_one(database, &mut doc, new_edits).await?;
     let deleted = doc.deleted;
@@ -368,7 +375,7 @@ async fn put_related(
         ));
     }
     store::validate_doc_id(&id)?;
-    let mut doc = crate::multipart::read_related(state, database, body, boundary).await?;
+    let mut doc = crate::document::multipart::read_related(state, database, body, boundary).await?;
     let body_rev = doc.rev.as_ref().map(ToString::to_string);
     if let Some(rev) = explicit_rev(query, headers, body_rev.as_deref())?
         && doc.revisions.is_none()
@@ -398,7 +405,7 @@ async fn delete(
 ) -> Result<Response, ApiError> {
     if id.starts_with("_local/") {
         let rev = database.delete_local(&id).await?;
-        return Ok(crate::json::tagged_json_response(
+        return Ok(crate::base::response::tagged_json_response(
             StatusCode::OK,
             &json!({"ok": true, "id": id, "rev": rev}),
         ));

@@ -15,8 +15,8 @@ use serde_json::Value;
 use store::{AttachmentInput, AttachmentReader, Database, DocInput, DocJson, OpenRev};
 
 use crate::AppState;
-use crate::db::parse_doc;
-use crate::error::ApiError;
+use crate::base::doc_input::parse_doc;
+use crate::base::error::ApiError;
 
 /// Whether the client takes `mime`, as CouchDB decides: a request without
 /// `Accept` takes anything; else `mime`, `type/*` or `*/*` with a weight
@@ -86,7 +86,7 @@ async fn document_pieces(
     let rev = value
         .get("_rev")
         .and_then(Value::as_str)
-        .map(crate::query::parse_rev)
+        .map(crate::base::params::parse_rev)
         .transpose()?;
     pieces.push_back(Piece::Bytes(Bytes::from(format!(
         "--{inner}\r\nContent-Type: application/json\r\n\r\n{}\r\n--{inner}",
@@ -216,10 +216,10 @@ pub(crate) async fn read_related(
     refuse_headerless(&first)?;
     // Scanned like any document body: bounded by `max_document_size`, with
     // large inline data (rare in this part) streamed into the store.
-    let body = crate::body::read_doc_stream(state, database, &mut first, false).await?;
+    let body = crate::base::body::read_doc_stream(state, database, &mut first, false).await?;
     drop(first);
     let mut doc = parse_doc(state, Value::Object(body.map))?;
-    crate::body::DocBody::resolve(body.staged, &mut doc)?;
+    crate::base::body::DocBody::resolve(body.staged, &mut doc)?;
     let mut waiting: Vec<usize> = doc
         .attachments
         .iter()

@@ -10,8 +10,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::ApiError;
-use crate::json::json_response;
+use crate::base::error::ApiError;
+use crate::base::response::json_response;
 
 /// # GET /_membership
 pub(crate) async fn membership(State(state): State<AppState>) -> Response {
@@ -126,8 +126,8 @@ pub(crate) fn stats_routes() -> axum::Router<AppState> {
         )
 }
 
-fn metrics(state: &AppState) -> Vec<crate::stats::Metric> {
-    state.stats.metrics(&crate::stats::Gauges {
+fn metrics(state: &AppState) -> Vec<crate::base::stats::Metric> {
+    state.stats.metrics(&crate::base::stats::Gauges {
         open_databases: state.store.open_dbs(),
         jobs: state.scheduler.job_counts(),
     })
@@ -142,7 +142,7 @@ pub(crate) async fn stats(
     this_node(&state, &node)?;
     Ok(json_response(
         StatusCode::OK,
-        &crate::stats::to_json(&metrics(&state)),
+        &crate::base::stats::to_json(&metrics(&state)),
     ))
 }
 
@@ -154,11 +154,11 @@ pub(crate) async fn stats_path(
     Path((node, path)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
     this_node(&state, &node)?;
-    let all = crate::stats::to_json(&metrics(&state));
+    let all = crate::base::stats::to_json(&metrics(&state));
     let keys = path.split('/').filter(|key| !key.is_empty());
     Ok(json_response(
         StatusCode::OK,
-        &crate::stats::extract(all, keys),
+        &crate::base::stats::extract(all, keys),
     ))
 }
 
@@ -169,16 +169,16 @@ pub(crate) async fn prometheus(
     Path(node): Path<String>,
 ) -> Result<Response, ApiError> {
     this_node(&state, &node)?;
-    let system = crate::stats::System {
+    let system = crate::base::stats::System {
         uptime_seconds: state.started.elapsed().as_secs(),
         nodes: 1,
     };
-    let text = crate::stats::to_prometheus(&metrics(&state), &system);
+    let text = crate::base::stats::to_prometheus(&metrics(&state), &system);
     Ok((
         StatusCode::OK,
         [(
             axum::http::header::CONTENT_TYPE,
-            crate::stats::PROMETHEUS_CONTENT_TYPE,
+            crate::base::stats::PROMETHEUS_CONTENT_TYPE,
         )],
         text,
     )
@@ -290,7 +290,8 @@ pub(crate) async fn config_key(
             .and_then(|keys| keys.get(&key).cloned())
             .ok_or(ConfigError::Unknown)?,
         Method::PUT => {
-            let body = crate::json::read_json_body(request.into_body(), &state.config).await?;
+            let body =
+                crate::base::json_body::read_json_body(request.into_body(), &state.config).await?;
             let Some(Value::String(value)) = body else {
                 return Err(ApiError::bad_request("a JSON string expected"));
             };

@@ -17,9 +17,9 @@ use replicator::{DOC_STATES, DocInfo, EventKind, JobInfo, JobState, Owner, progr
 use serde_json::{Map, Value, json};
 
 use crate::AppState;
-use crate::error::ApiError;
-use crate::json::json_response;
-use crate::query::Query;
+use crate::base::error::ApiError;
+use crate::base::params::Query;
+use crate::base::response::json_response;
 
 /// The node name CouchDB clients see in task listings.
 const NODE: &str = "recliner@127.0.0.1";

@@ -1,4 +1,8 @@
-//! Server-level routes: `/`, `/_up`, `/_all_dbs`, `/_dbs_info`, `/_uuids`.
+//! Server-level routes: `/`, `/_up`, `/_all_dbs`, `/_dbs_info`, `/_uuids`,
+//! `/_session`, `/_utils`; the table of every server route (`routes`).
+
+pub(crate) mod session;
+pub(crate) mod uuids;
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -7,9 +11,10 @@ use axum::routing::{MethodRouter, get, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 
-use crate::error::ApiError;
-use crate::json::{json_response, read_json_object, require_json_content_type};
-use crate::query::Query;
+use crate::base::error::ApiError;
+use crate::base::json_body::{read_json_object, require_json_content_type};
+use crate::base::params::Query;
+use crate::base::response::json_response;
 use crate::{AppState, COUCHDB_COMPAT_VERSION};
 
 /// Optional features we advertise in `GET /`; grows as the API does.
@@ -31,7 +36,10 @@ pub(crate) fn routes() -> Router<AppState> {
             only(get(dbs_info_listed).post(dbs_info), "GET,HEAD,POST"),
         )
         .route("/favicon.ico", axum::routing::any(no_favicon))
-        .route("/_session", axum::routing::any(crate::session::session))
+        .route(
+            "/_session",
+            axum::routing::any(crate::server::session::session),
+        )
         .route(
             "/_membership",
             only(get(crate::node::membership), "GET,HEAD"),
@@ -65,7 +73,8 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/_replicate",
             only(
-                post(replicate).get(|| async { ApiError::bad_request("Missing request body") }),
+                post(crate::replication::replicate)
+                    .get(|| async { ApiError::bad_request("Missing request body") }),
                 "POST",
             ),
         )
@@ -75,27 +84,42 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/_utils/{*file}", only(get(console_file), "GET,HEAD"))
         .route(
             "/_active_tasks",
-            only(get(crate::tasks::active_tasks), "GET,HEAD"),
+            only(get(crate::replication::scheduler::active_tasks), "GET,HEAD"),
         )
         .route(
             "/_scheduler/jobs",
-            only(get(crate::tasks::scheduler_jobs), "GET,HEAD"),
+            only(
+                get(crate::replication::scheduler::scheduler_jobs),
+                "GET,HEAD",
+            ),
         )
         .route(
             "/_scheduler/jobs/{id}",
-            only(get(crate::tasks::scheduler_job), "GET,HEAD"),
+            only(
+                get(crate::replication::scheduler::scheduler_job),
+                "GET,HEAD",
+            ),
         )
         .route(
             "/_scheduler/docs",
-            only(get(crate::tasks::scheduler_docs), "GET,HEAD"),
+            only(
+                get(crate::replication::scheduler::scheduler_docs),
+                "GET,HEAD",
+            ),
         )
         .route(
             "/_scheduler/docs/{*rest}",
-            only(get(crate::tasks::scheduler_docs), "GET,HEAD"),
+            only(
+                get(crate::replication::scheduler::scheduler_docs),
+                "GET,HEAD",
+            ),
         )
         .route(
             "/_scheduler/{*rest}",
-            only(get(crate::tasks::scheduler_unknown), "GET,HEAD"),
+            only(
+                get(crate::replication::scheduler::scheduler_unknown),
+                "GET,HEAD",
+            ),
         )
 }
 
@@ -198,7 +222,10 @@ async fn up(State(state): State<AppState>) -> impl IntoResponse {
 async fn all_dbs(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let query = Query::parse(request.uri());
     let names = listed_dbs(&state, &query).await?;
-    Ok(crate::json::tagged_json_response(StatusCode::OK, &names))
+    Ok(crate::base::response::tagged_json_response(
+        StatusCode::OK,
+        &names,
+    ))
 }
 
 /// The database names `_all_dbs` lists, with its parameters (those of
@@ -245,7 +272,8 @@ async fn listed_dbs(state: &AppState, query: &Query) -> Result<Vec<String>, ApiE
         .collect())
 }
 
-/// `GET /favicon.ico`: CouchDB without its web console has none either.
+/// # GET /favicon.ico
+/// CouchDB without its web console has none either.
 async fn no_favicon() -> Response {
     let mut response = (StatusCode::NOT_FOUND, "Not found.").into_response();
     let headers = response.headers_mut();
@@ -274,7 +302,8 @@ async fn uuids(State(state): State<AppState>, request: Request) -> Result<Respon
     }
     let uuids: Vec<String> = (0..count).map(|_| state.uuids.next()).collect();
     // As CouchDB: tagged, yet never cached.
-    let mut response = crate::json::tagged_json_response(StatusCode::OK, &json!({"uuids": uuids}));
+    let mut response =
+        crate::base::response::tagged_json_response(StatusCode::OK, &json!({"uuids": uuids}));
     let headers = response.headers_mut();
     headers.insert(
         axum::http::header::CACHE_CONTROL,
@@ -304,7 +333,7 @@ async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Res
     for key in keys {
         let info = match key.as_str() {
             Some(name) => match state.store.db(name).await {
-                Ok(db) => Some(crate::db::info_json(&db).await?),
+                Ok(db) => Some(crate::base::db_info::info_json(&db).await?),
                 Err(_) => None,
             },
             None => None,
@@ -327,75 +356,13 @@ async fn dbs_info_listed(
     let mut out = Vec::new();
     for name in listed_dbs(&state, &query).await? {
         if let Ok(db) = state.store.db(&name).await {
-            out.push(json!({"key": name, "info": crate::db::info_json(&db).await?}));
+            out.push(json!({"key": name, "info": crate::base::db_info::info_json(&db).await?}));
         }
     }
-    Ok(crate::json::tagged_json_response(StatusCode::OK, &out))
-}
-
-/// # POST /_replicate
-/// A one-shot replication answers with its final log once it ends; a
-/// continuous one answers 202 at once and keeps running in the scheduler;
-/// `cancel: true` removes a job.
-async fn replicate(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
-    require_json_content_type(request.headers())?;
-    let user = crate::auth::user_of(&request);
-    let body = read_json_object(request.into_body(), &state.config).await?;
-    let body = Value::Object(body);
-    if body.get("cancel").and_then(Value::as_bool) == Some(true) {
-        let id = match body.get("replication_id").and_then(Value::as_str) {
-            // Jobs do not record who started them: by id, only admins cancel.
-            Some(_) if !user.is_server_admin() => {
-                return Err(ApiError::Unauthorized("You are not a server admin.".into()));
-            }
-            Some(id) => id.to_string(),
-            None => {
-                let spec = state
-                    .scheduler
-                    .parse_spec(&body)
-                    .map_err(|e| ApiError::bad_request(e.0))?;
-                replicator::job_id(state.store.server_uuid(), &spec)
-            }
-        };
-        if state.scheduler.remove(&id).await {
-            return Ok(json_response(
-                StatusCode::OK,
-                &json!({"ok": true, "_local_id": id}),
-            ));
-        }
-        // CouchDB's reason for a replication it does not know.
-        return Err(ApiError::not_found("missing"));
-    }
-    let mut spec = state
-        .scheduler
-        .parse_spec(&body)
-        .map_err(|e| ApiError::bad_request(e.0))?;
-    crate::access::check_replication(&state, &body, &user).await?;
-    // The job keeps the caller's rights on this server's databases.
-    spec.user = (!user.is_server_admin()).then_some(user);
-    let continuous = spec.continuous;
-    let mut added = state.scheduler.add(spec, replicator::Owner::Transient);
-    if continuous {
-        return Ok(json_response(
-            StatusCode::ACCEPTED,
-            &json!({"ok": true, "_local_id": added.id}),
-        ));
-    }
-    // The same one-shot replication asked twice: both wait for the one job.
-    let outcome = match added.done.wait_for(Option::is_some).await {
-        Ok(outcome) => outcome.clone(),
-        Err(_) => None,
-    };
-    match outcome {
-        Some(replicator::Outcome::Completed(log)) => Ok(json_response(StatusCode::OK, &log)),
-        Some(replicator::Outcome::Failed { error, reason }) => {
-            Err(ApiError::Failed { error, reason })
-        }
-        None => Err(ApiError::Failed {
-            error: "replication_failed",
-            reason: "the replication ended without a result".into(),
-        }),
-    }
+    Ok(crate::base::response::tagged_json_response(
+        StatusCode::OK,
+        &out,
+    ))
 }
 
 #[cfg(test)]

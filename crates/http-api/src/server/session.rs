@@ -9,9 +9,9 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::error::ApiError;
-use crate::json::json_response;
-use crate::query::Query;
+use crate::base::error::ApiError;
+use crate::base::params::Query;
+use crate::base::response::json_response;
 
 /// # GET|HEAD|POST|DELETE /_session
 pub(crate) async fn session(State(state): State<AppState>, request: Request<Body>) -> Response {
@@ -25,7 +25,7 @@ pub(crate) async fn session(State(state): State<AppState>, request: Request<Body
 }
 
 fn whoami(state: &AppState, request: &Request<Body>) -> Result<Response, ApiError> {
-    let user = crate::auth::user_of(request);
+    let user = crate::base::auth::user_of(request);
     let query = Query::parse(request.uri());
     if user.name.is_none() && query.get("basic") == Some("true") && !user.is_server_admin() {
         return Err(ApiError::Unauthorized("Please login.".into()));
@@ -47,7 +47,7 @@ fn credentials(content_type: &str, body: &[u8]) -> Result<(String, String), ApiE
     {
         form_urlencoded::parse(body).into_owned().collect()
     } else if content_type.starts_with("application/json") {
-        match crate::json::parse_json(body)? {
+        match crate::base::json_body::parse_json(body)? {
             Value::Object(map) => map
                 .into_iter()
                 .filter_map(|(k, v)| match v {
@@ -90,7 +90,7 @@ const MAX_LOGIN_BODY: usize = 64 << 10;
 
 async fn login(state: &AppState, request: Request<Body>) -> Result<Response, ApiError> {
     let query = Query::parse(request.uri());
-    let peer = crate::auth::peer_of(&request);
+    let peer = crate::base::auth::peer_of(&request);
     let secure = request.extensions().get::<crate::Https>().is_some();
     let content_type = request
         .headers()
