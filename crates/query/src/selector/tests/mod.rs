@@ -634,9 +634,8 @@ fn all_match_is_false_for_empty_arrays() {
         ],
     );
     // CouchDB's "all match" operator test.
-    let selector = parse(
-        json!({"bang": {"$allMatch": {"foo": {"$mod": [2, 1]}, "bar": {"$mod": [2, 0]}}}}),
-    );
+    let selector =
+        parse(json!({"bang": {"$allMatch": {"foo": {"$mod": [2, 1]}, "bar": {"$mod": [2, 0]}}}}));
     assert!(selector.matches(&json!({"bang": [{"foo": 1, "bar": 2}, {"foo": 3, "bar": 4}]})));
     assert!(!selector.matches(&json!({"bang": [{"foo": 1, "bar": 2}, {"foo": 4, "bar": 4}]})));
 }
