@@ -26,8 +26,43 @@ use revtree::{RevId, RevTree};
 use crate::StoreError;
 pub use crate::attachments::{Attachments, CHUNK_SIZE, decode_atts, encode_atts, new_blob_id};
 pub use crate::body::{StoredBody, snappy_text};
-pub use crate::compaction::Garbage;
-pub use crate::writer::DbState;
+
+/// The counters a database keeps, mirrored in memory by the writer and
+/// only replaced after a successful commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbState {
+    pub update_seq: u64,
+    pub purge_seq: u64,
+    pub doc_count: u64,
+    pub doc_del_count: u64,
+    pub external_size: i64,
+    /// The row handle the next new document gets.
+    pub next_doc_key: i64,
+    pub revs_limit: u32,
+    /// Set by a write that changed a design document (not stored): once
+    /// its group commits, the design generation moves.
+    pub design_changed: bool,
+}
+
+/// What [`crate::Database::garbage`] estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Garbage {
+    /// Bytes of the database file (its write-ahead log aside).
+    pub file_size: u64,
+    /// Bytes of it compaction would free, estimated.
+    pub garbage: u64,
+}
+
+impl Garbage {
+    /// The share of the file that is garbage, 0 to 1.
+    pub fn fraction(&self) -> f64 {
+        if self.file_size == 0 {
+            0.0
+        } else {
+            self.garbage as f64 / self.file_size as f64
+        }
+    }
+}
 
 /// A document's row as the writer finds it before an edit.
 #[derive(Debug)]

@@ -35,6 +35,7 @@ mod feeds;
 mod health;
 mod index;
 mod index_blocks;
+mod index_rows;
 mod local;
 pub mod name;
 mod partition;
@@ -58,7 +59,7 @@ pub use attachments::{
     StagedBlob, digest_of,
 };
 pub use auto_compaction::AutoCompaction;
-pub use compaction::Garbage;
+pub use backend::Garbage;
 pub use compression::{AttachmentCompression, DEFAULT_COMPRESSIBLE_TYPES};
 pub use data_lock::DataDirLock;
 pub use database::{Database, DbInfo};
@@ -69,8 +70,9 @@ pub use doc::{
 pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;
-pub use index::{Index, IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedDoc};
+pub use index::Index;
 pub use index_blocks::ReducePart;
+pub use index_rows::{IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedDoc};
 pub use local::LocalRow;
 pub use partition::{PartitionInfo, partition_range};
 pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult, PurgedSince};
