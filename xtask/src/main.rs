@@ -363,7 +363,7 @@ fn bench_store() -> Result<(), String> {
         "build",
         "--release",
         "--package",
-        "store",
+        "store-sqlite",
         "--example",
         "store_bench",
     ]);

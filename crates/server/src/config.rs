@@ -397,7 +397,7 @@ impl Config {
     pub fn open_store(&self) -> Result<store::Store, store::StoreError> {
         let options = self.store_options();
         match self.postgres_url() {
-            None => store::Store::open_with(&self.data_dir, options),
+            None => store_sqlite::open_with(&self.data_dir, options),
             Some(url) => {
                 std::fs::create_dir_all(&self.data_dir).map_err(|source| {
                     store::StoreError::DataDir {

@@ -15,7 +15,8 @@
 //!   each write in its own savepoint.
 //! - [`WriteRows`] and [`ReadRows`]: the rows themselves.
 //!
-//! The SQLite backend (one file per database) is `crate::sqlite`. Row
+//! The backends live in crates of their own (`store-sqlite`,
+//! `store-postgres`), so the rules never depend on one. Row
 //! handles (`DocRow::key`, `RevisionRef::row`, blob ids) are the backend's
 //! own numbers: the rules only pass them back.
 
@@ -404,9 +405,6 @@ pub trait DbBackend: Send + Sync {
     fn listen(&self, listener: ChangeListener) {
         let _ = listener;
     }
-    /// The backend itself, for the store's own tests of its rows.
-    #[cfg(test)]
-    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// What another process changed in a database.

@@ -1,4 +1,9 @@
-//! Recliner's storage: every database of a server, one SQLite file each.
+//! Recliner's storage: every database of a server, by CouchDB's rules.
+//!
+//! The store knows the rules, not where rows are kept: a backend crate
+//! (`store-sqlite`, one file per database; `store-postgres`, one shared
+//! PostgreSQL database) implements [`backend`]'s traits and opens a
+//! [`Store`] over itself.
 //!
 //! The store owns databases (create, delete, list, open lazily with cached
 //! handles), documents with their revision trees and bodies, local documents,
@@ -9,9 +14,9 @@
 //! `all_docs`, `revs_diff`, `purge`, local documents, `info`).
 //!
 //! Concurrency: each database has one writer thread that groups concurrent
-//! writes into one transaction (group commit); readers use pooled connections
-//! of their own (SQLite WAL) and never wait for the writer. All SQLite work
-//! runs off the async executor's threads.
+//! writes into one transaction (group commit); readers read consistent
+//! snapshots of their own (a backend's pooled connections) and never wait
+//! for the writer. All backend work runs off the async executor's threads.
 //!
 //! Open databases: at most `max_dbs_open` stay open; the least recently
 //! used one that nobody holds is closed to make room, and opened again
@@ -30,6 +35,7 @@ mod data_lock;
 mod database;
 pub mod db_events;
 mod doc;
+mod durability;
 mod error;
 mod feeds;
 mod health;
@@ -45,9 +51,11 @@ mod replaced;
 
 mod seq;
 mod server_uuid;
-mod sqlite;
 mod update;
 mod writer;
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod writer_checks;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -67,6 +75,7 @@ pub use doc::{
     AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id, validate_partition,
     validate_partitioned_id,
 };
+pub use durability::Durability;
 pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;
@@ -81,9 +90,7 @@ pub use read::{
 };
 pub use replaced::Replaced;
 pub use seq::{MalformedSeq, Since};
-pub use server_uuid::{ServerUuidError, node_uuid};
-pub use sqlite::SqliteStore;
-pub use sqlite::schema::Durability;
+pub use server_uuid::{ServerUuidError, load_or_create as load_or_create_server_uuid, node_uuid};
 pub use update::{BulkError, DocWriteResult};
 
 /// How the store is set up.
@@ -238,39 +245,6 @@ impl Default for StoreOptions {
             default_security: DefaultSecurity::default(),
             attachment_compression: AttachmentCompression::default(),
         }
-    }
-}
-
-/// File descriptors an open database holds in the common case: its pooled
-/// reader's database file and write-ahead log, the shared-memory index, and
-/// a writer connection's two while it is written.
-const FDS_PER_OPEN_DB: u64 = 5;
-
-/// Warns when the process's limit on open files (`ulimit -n`, often 1024)
-/// is too low for `max_dbs_open`: opening databases would fail with "too
-/// many open files" long before the limit closes any. (Linux: read from
-/// `/proc`; elsewhere nothing is checked.)
-fn check_file_limit(max_dbs_open: usize) {
-    let Ok(limits) = std::fs::read_to_string("/proc/self/limits") else {
-        return;
-    };
-    // "unlimited" does not parse: nothing to warn about.
-    let Some(soft) = limits
-        .lines()
-        .find_map(|line| line.strip_prefix("Max open files"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|value| value.parse::<u64>().ok())
-    else {
-        return;
-    };
-    let needed = (max_dbs_open as u64).saturating_mul(FDS_PER_OPEN_DB) + 100;
-    if soft < needed {
-        tracing::warn!(
-            max_dbs_open,
-            open_files_limit = soft,
-            needed,
-            "the process may open too few files for max_dbs_open databases: raise `ulimit -n` or lower max_dbs_open"
-        );
     }
 }
 
@@ -430,23 +404,9 @@ impl Drop for Changes<'_> {
 }
 
 impl Store {
-    /// Opens (creating if needed) the data folder and the server identity in it.
-    pub fn open(data_dir: impl Into<PathBuf>) -> Result<Store, StoreError> {
-        Store::open_with(data_dir, StoreOptions::default())
-    }
-
-    pub fn open_with(
-        data_dir: impl Into<PathBuf>,
-        options: StoreOptions,
-    ) -> Result<Store, StoreError> {
-        let data_dir = data_dir.into();
-        let backend = SqliteStore::open(data_dir.clone(), options.durability)?;
-        check_file_limit(options.max_dbs_open);
-        Ok(Store::with_backend(data_dir, Arc::new(backend), options))
-    }
-
-    /// A store whose databases another backend keeps; `data_dir` still
-    /// holds this node's own files (indexes, spooled request bodies).
+    /// A store whose databases `backend` keeps (the backend crates call
+    /// this); `data_dir` holds this node's own files (indexes, spooled
+    /// request bodies) whatever the backend.
     pub fn with_backend(
         data_dir: PathBuf,
         backend: Arc<dyn backend::StoreBackend>,

@@ -12,7 +12,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
 use serde_json::json;
-use store::{AllDocsQuery, DocInput, GetOptions, Store};
+use store::{AllDocsQuery, DocInput, GetOptions};
 
 const DIR_VAR: &str = "RECLINER_CRASH_TEST_DIR";
 const WRITERS: usize = 4;
@@ -25,7 +25,7 @@ async fn crash_child_writer() {
     let Some(dir) = std::env::var_os(DIR_VAR) else {
         return;
     };
-    let store = Store::open(dir).unwrap();
+    let store = store_sqlite::open(dir).unwrap();
     let db = store.ensure_db("crash").await.unwrap();
     let mut tasks = Vec::new();
     for w in 0..WRITERS {
@@ -106,7 +106,7 @@ fn acknowledged_writes_survive_sigkill() {
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
-        let store = Store::open(&dir).unwrap();
+        let store = store_sqlite::open(&dir).unwrap();
         let db = store.db("crash").await.unwrap();
         for (id, rev) in &acked {
             let doc = db

@@ -6,7 +6,7 @@ mod common;
 
 use common::{TempStore, put};
 use serde_json::json;
-use store::{Store, StoreError};
+use store::StoreError;
 
 #[tokio::test]
 async fn a_database_is_created_once_listed_and_deleted() {
@@ -123,7 +123,7 @@ async fn revs_limit_and_security_are_stored() {
 #[tokio::test]
 async fn full_durability_and_ensure_full_commit_work() {
     let dir = std::env::temp_dir().join(format!("recliner-full-{}", uuid::Uuid::new_v4().simple()));
-    let store = Store::open_with(
+    let store = store_sqlite::open_with(
         &dir,
         store::StoreOptions {
             durability: store::Durability::Full,

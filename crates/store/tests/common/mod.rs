@@ -40,7 +40,7 @@ impl TempStore {
                 }
             }
             _ => TempStore {
-                store: Store::open_with(&dir, options).unwrap(),
+                store: store_sqlite::open_with(&dir, options).unwrap(),
                 dir,
                 schema: None,
             },
@@ -56,7 +56,7 @@ impl TempStore {
                         .unwrap();
                 Store::with_backend(self.dir.clone(), std::sync::Arc::new(backend), options)
             }
-            None => Store::open_with(&self.dir, options).unwrap(),
+            None => store_sqlite::open_with(&self.dir, options).unwrap(),
         }
     }
 

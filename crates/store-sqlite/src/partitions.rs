@@ -2,8 +2,8 @@
 
 use rusqlite::params;
 
-use crate::body::BodyLen;
-use crate::{PartitionInfo, StoreError, partition_range};
+use crate::body_sql::BodyLen;
+use store::{PartitionInfo, StoreError, partition_range};
 
 /// Bytes of a partition's live documents' bodies (as JSON, uncompressed:
 /// CouchDB's external size), inside a write.

@@ -3,19 +3,20 @@
 use std::ops::Bound;
 
 use revtree::RevId;
-use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use rusqlite::{OptionalExtension, params, params_from_iter};
 
-use super::doc_rows::{DOC_COLUMNS, columns, doc_row, id_page_sql, range_sql, read_rows, sql_int};
-use crate::PartitionInfo;
-use crate::StoreError;
-use crate::attachments;
-use crate::attachments::Attachments;
-use crate::backend::{
+use crate::Rows;
+use crate::body_sql::BodyText;
+use crate::doc_rows::{DOC_COLUMNS, columns, doc_row, id_page_sql, range_sql, read_rows, sql_int};
+use store::PartitionInfo;
+use store::StoreError;
+use store::backend as attachments;
+use store::backend::Attachments;
+use store::backend::{
     DbCounts, DocRow, IdPage, LocalDocRow, PurgeInfoRow, ReadRows, RowVisitor, StorageSizes,
 };
-use crate::body::BodyText;
 
-impl ReadRows for Connection {
+impl ReadRows for Rows<'_> {
     fn doc_row(&self, id: &str) -> Result<Option<DocRow>, StoreError> {
         let mut stmt =
             self.prepare_cached(&format!("SELECT {DOC_COLUMNS} FROM docs WHERE id = ?1"))?;
@@ -46,7 +47,7 @@ impl ReadRows for Connection {
     }
 
     fn blob(&self, digest: &str) -> Result<Vec<u8>, StoreError> {
-        super::blobs::read_blob(self, digest)
+        crate::blobs::read_blob(self, digest)
     }
 
     fn counts(&self) -> Result<DbCounts, StoreError> {
@@ -174,7 +175,7 @@ impl ReadRows for Connection {
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        super::read_meta(self, key)
+        crate::read_meta(self, key)
     }
 
     fn revision_attachments(
@@ -191,15 +192,15 @@ impl ReadRows for Connection {
     }
 
     fn blob_chunks(&self, digest: &str) -> Result<Option<(i64, u64)>, StoreError> {
-        super::blobs::blob_chunks(self, digest)
+        crate::blobs::blob_chunks(self, digest)
     }
 
     fn blob_chunk(&self, blob: i64, index: u64) -> Result<Vec<u8>, StoreError> {
-        super::blobs::read_chunk(self, blob, index)
+        crate::blobs::read_chunk(self, blob, index)
     }
 
     fn partition_counts(&self, partition: &str) -> Result<PartitionInfo, StoreError> {
-        super::partitions::partition_counts(self, partition)
+        crate::partitions::partition_counts(self, partition)
     }
 
     fn storage_sizes(&self) -> Result<StorageSizes, StoreError> {

@@ -3,15 +3,17 @@
 use std::collections::HashSet;
 
 use revtree::{RevId, RevTree};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 
-use super::doc_rows::{decode_tree, sql_int};
-use crate::StoreError;
-use crate::attachments::{self, Attachments};
-use crate::backend::{DocUpdate, PurgeInfoRow, RevisionRef, StoredDoc, WriteRows};
-use crate::body::{BodyLen, StoredBody};
+use crate::Rows;
+use crate::body_sql::{BodyLen, SqlBody};
+use crate::doc_rows::{decode_tree, sql_int};
+use store::StoreError;
+use store::backend::StoredBody;
+use store::backend::{self as attachments, Attachments};
+use store::backend::{DocUpdate, PurgeInfoRow, RevisionRef, StoredDoc, WriteRows};
 
-impl WriteRows for Connection {
+impl WriteRows for Rows<'_> {
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StoreError> {
         // Two point lookups rather than a LEFT JOIN: SQLite re-prepares that
         // join on every execution, which costs far more than the second lookup.
@@ -74,7 +76,7 @@ impl WriteRows for Connection {
             .prepare_cached(
                 "INSERT OR IGNORE INTO revs (doc_key, rev, body, atts) VALUES (?1, ?2, ?3, ?4)",
             )?
-            .execute(params![key, rev, body, atts])?;
+            .execute(params![key, rev, SqlBody(body), atts])?;
         let row = if inserted == 1 {
             self.last_insert_rowid()
         } else {
@@ -82,7 +84,7 @@ impl WriteRows for Connection {
             self.prepare_cached(
                 "UPDATE revs SET body = ?3, atts = ?4 WHERE doc_key = ?1 AND rev = ?2",
             )?
-            .execute(params![key, rev, body, atts])?;
+            .execute(params![key, rev, SqlBody(body), atts])?;
             self.prepare_cached("SELECT row FROM revs WHERE doc_key = ?1 AND rev = ?2")?
                 .query_row(params![key, rev], |r| r.get(0))?
         };
@@ -146,19 +148,19 @@ impl WriteRows for Connection {
     }
 
     fn put_blob(&self, data: &[u8]) -> Result<String, StoreError> {
-        super::blobs::put_blob(self, data)
+        crate::blobs::put_blob(self, data)
     }
 
     fn has_blob(&self, digest: &str) -> Result<bool, StoreError> {
-        super::blobs::has_blob(self, digest)
+        crate::blobs::has_blob(self, digest)
     }
 
     fn blob(&self, digest: &str) -> Result<Vec<u8>, StoreError> {
-        super::blobs::read_blob(self, digest)
+        crate::blobs::read_blob(self, digest)
     }
 
     fn partition_size(&self, partition: &str) -> Result<u64, StoreError> {
-        super::partitions::partition_size(self, partition)
+        crate::partitions::partition_size(self, partition)
     }
 
     fn put_local(&self, id: &str, rev: u64, body: &str) -> Result<(), StoreError> {
@@ -204,19 +206,19 @@ impl WriteRows for Connection {
     }
 
     fn meta(&self, key: &str) -> Result<Option<String>, StoreError> {
-        super::read_meta(self, key)
+        crate::read_meta(self, key)
     }
 
     fn set_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
-        super::write_meta(self, key, value)
+        crate::write_meta(self, key, value)
     }
 
     fn put_chunk(&self, blob: i64, index: u64, data: &[u8]) -> Result<(), StoreError> {
-        super::blobs::put_chunk(self, blob, index, data)
+        crate::blobs::put_chunk(self, blob, index, data)
     }
 
     fn file_blob(&self, digest: &str, blob: i64, length: u64) -> Result<(), StoreError> {
-        super::blobs::file_blob(self, digest, blob, length)
+        crate::blobs::file_blob(self, digest, blob, length)
     }
 
     fn docs_after(

@@ -9,23 +9,12 @@
 //! can lose the last commits (`ensure_full_commit` syncs them).
 
 use rusqlite::Connection;
+use store::Durability;
 
 /// Bumped whenever the schema changes; `migrate` brings older files forward
 /// (every table is created `IF NOT EXISTS`, so an older file gains the
 /// tables it lacks). 2 added `purge_infos`.
 pub const SCHEMA_VERSION: i64 = 2;
-
-/// How hard each commit works to reach the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Durability {
-    /// Survives process crashes; the last commits may be lost on power loss
-    /// until `ensure_full_commit`. An opt-in for speed.
-    Normal,
-    /// Every group commit is fsynced before it is acknowledged: survives
-    /// power loss, as CouchDB 3 does by default.
-    #[default]
-    Full,
-}
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS db_meta (

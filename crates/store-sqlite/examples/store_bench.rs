@@ -59,7 +59,7 @@ fn temp_store(label: &str) -> (Store, std::path::PathBuf) {
         durability: durability(),
         ..Default::default()
     };
-    (Store::open_with(&dir, options).unwrap(), dir)
+    (store_sqlite::open_with(&dir, options).unwrap(), dir)
 }
 
 fn rate(n: usize, d: Duration) -> f64 {

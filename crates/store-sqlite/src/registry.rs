@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use super::db::SqliteDb;
-use super::schema::Durability;
-use crate::backend::{DbBackend, NewDb, StoreBackend};
-use crate::{StoreError, name};
+use crate::db::SqliteDb;
+use store::Durability;
+use store::backend::{DbBackend, NewDb, StoreBackend};
+use store::{StoreError, name};
 
 /// Every database of a server, each in a file of its own.
 #[derive(Debug)]
@@ -24,7 +24,7 @@ impl SqliteStore {
             path: data_dir.clone(),
             source,
         })?;
-        let server_uuid = crate::server_uuid::load_or_create(&data_dir)?;
+        let server_uuid = store::load_or_create_server_uuid(&data_dir)?;
         Ok(SqliteStore {
             data_dir,
             server_uuid,

@@ -7,10 +7,11 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::checkpoint::{self, Checkpointer};
-use super::schema::Durability;
-use crate::StoreError;
-use crate::backend::{DbState, WriteRows, WriteSession, WriteTx};
+use crate::Rows;
+use crate::checkpoint::{self, Checkpointer};
+use store::Durability;
+use store::StoreError;
+use store::backend::{DbState, WriteRows, WriteSession, WriteTx};
 
 pub(super) struct SqliteSession {
     /// Dropped before the checkpointer stops (see [`Drop`]).
@@ -24,10 +25,10 @@ impl SqliteSession {
         path: PathBuf,
         durability: Durability,
     ) -> Result<SqliteSession, StoreError> {
-        let mut conn = super::open_connection(&path, false, durability)?;
+        let mut conn = crate::open_connection(&path, false, durability)?;
         let checkpointer = Checkpointer::new(
             Arc::new(move || {
-                super::open_connection(&path, false, durability).map_err(|e| e.to_string())
+                crate::open_connection(&path, false, durability).map_err(|e| e.to_string())
             }),
             db_name,
             checkpoint::BACKGROUND_PAGES,
@@ -69,7 +70,10 @@ impl WriteSession for SqliteSession {
     ) -> Result<bool, StoreError> {
         let conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let commit = group(&SqliteTx { conn: &tx })?;
+        let commit = group(&SqliteTx {
+            conn: &tx,
+            rows: Rows(&tx),
+        })?;
         if commit {
             tx.commit()?;
         }
@@ -79,11 +83,13 @@ impl WriteSession for SqliteSession {
 
 struct SqliteTx<'a> {
     conn: &'a Connection,
+    /// The same connection as the rules see it.
+    rows: Rows<'a>,
 }
 
 impl WriteTx for SqliteTx<'_> {
     fn rows(&self) -> &dyn WriteRows {
-        self.conn
+        &self.rows
     }
 
     fn shared_state(&self) -> Result<Option<DbState>, StoreError> {
@@ -95,7 +101,7 @@ impl WriteTx for SqliteTx<'_> {
         // Writes run one after another: each savepoint is released (or
         // rolled back) before the next, so one name serves them all.
         self.conn.prepare_cached("SAVEPOINT job")?.execute([])?;
-        let kept = job(self.conn);
+        let kept = job(&self.rows);
         if !kept {
             self.conn.prepare_cached("ROLLBACK TO job")?.execute([])?;
         }
@@ -139,7 +145,7 @@ pub(crate) fn load_state(conn: &Connection) -> Result<DbState, StoreError> {
         conn.query_row("SELECT COALESCE(MAX(doc_key), 0) + 1 FROM docs", [], |r| {
             r.get(0)
         })?;
-    let revs_limit = super::read_meta(conn, "revs_limit")?
+    let revs_limit = crate::read_meta(conn, "revs_limit")?
         .and_then(|v| v.parse().ok())
         .unwrap_or(revtree::DEFAULT_REVS_LIMIT);
     Ok(DbState {

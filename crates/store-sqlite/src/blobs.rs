@@ -3,8 +3,8 @@
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use crate::StoreError;
-use crate::attachments::CHUNK_SIZE;
+use store::StoreError;
+use store::backend::CHUNK_SIZE;
 
 /// The blob holding bytes with this digest, if stored.
 pub(super) fn blob_id(conn: &Connection, digest: &str) -> Result<Option<i64>, StoreError> {
@@ -21,11 +21,11 @@ pub(super) fn has_blob(conn: &Connection, digest: &str) -> Result<bool, StoreErr
 
 /// Stores bytes held in memory (inline attachments); returns their digest.
 pub(super) fn put_blob(conn: &Connection, data: &[u8]) -> Result<String, StoreError> {
-    let digest = crate::attachments::digest_of(data);
+    let digest = store::digest_of(data);
     if has_blob(conn, &digest)? {
         return Ok(digest);
     }
-    let id = crate::attachments::new_blob_id();
+    let id = store::backend::new_blob_id();
     let mut insert =
         conn.prepare_cached("INSERT INTO att_chunks (blob_id, idx, data) VALUES (?1, ?2, ?3)")?;
     for (i, chunk) in data.chunks(CHUNK_SIZE).enumerate() {

@@ -8,10 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use rusqlite::Connection;
 
-use super::schema::Durability;
-use super::session::SqliteSession;
-use crate::StoreError;
-use crate::backend::{DbBackend, Garbage, NewDb, ReadRows, WriteSession};
+use crate::session::SqliteSession;
+use store::Durability;
+use store::StoreError;
+use store::backend::{DbBackend, Garbage, NewDb, ReadRows, WriteSession};
 
 /// Reader connections kept open per database; more are opened on demand and
 /// closed after use when this many are already pooled.
@@ -34,12 +34,12 @@ impl SqliteDb {
         durability: Durability,
         setup: &NewDb<'_>,
     ) -> Result<SqliteDb, StoreError> {
-        let mut conn = super::open_connection(path, true, durability)?;
-        super::schema::migrate(&mut conn)?;
+        let mut conn = crate::open_connection(path, true, durability)?;
+        crate::schema::migrate(&mut conn)?;
         let tx = conn.transaction()?;
-        if super::read_meta(&tx, "uuid")?.is_none() {
-            for (key, value) in crate::backend::new_db_meta(setup) {
-                super::write_meta(&tx, key, &value)?;
+        if crate::read_meta(&tx, "uuid")?.is_none() {
+            for (key, value) in store::backend::new_db_meta(setup) {
+                crate::write_meta(&tx, key, &value)?;
             }
         }
         tx.commit()?;
@@ -55,8 +55,8 @@ impl SqliteDb {
         if !path.is_file() {
             return Err(StoreError::DbNotFound(name.to_string()));
         }
-        let mut conn = super::open_connection(path, false, durability)?;
-        super::schema::migrate(&mut conn)?;
+        let mut conn = crate::open_connection(path, false, durability)?;
+        crate::schema::migrate(&mut conn)?;
         Ok(SqliteDb::wrap(name, path, durability, conn))
     }
 
@@ -77,7 +77,7 @@ impl SqliteDb {
             return Ok(conn);
         }
         let conn =
-            super::open_connection(&self.path, false, self.durability).map_err(|e| match e {
+            crate::open_connection(&self.path, false, self.durability).map_err(|e| match e {
                 StoreError::Backend(_) if !self.path.exists() => {
                     StoreError::DbNotFound(self.name.clone())
                 }
@@ -122,7 +122,7 @@ impl DbBackend for SqliteDb {
         &self,
         op: &mut dyn FnMut(&dyn ReadRows) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
-        self.read_conn(|conn| op(conn))
+        self.read_conn(|conn| op(&crate::Rows(conn)))
     }
 
     fn index_dir(&self) -> PathBuf {
@@ -153,11 +153,6 @@ impl DbBackend for SqliteDb {
         if let Ok(mut pool) = self.readers.lock() {
             pool.clear();
         }
-    }
-
-    #[cfg(test)]
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 

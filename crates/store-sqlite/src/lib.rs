@@ -1,29 +1,56 @@
-//! The SQLite backend: one file per database in the data folder (the
-//! embedded default), implementing `crate::backend`.
+//! Recliner's SQLite backend: one file per database in the data folder
+//! (the embedded default), implementing `store::backend`. A crate of its
+//! own beside `store-postgres`, so that the store knows CouchDB's rules and
+//! not its backends; the server chooses one.
 
 mod blobs;
+mod body_sql;
 pub(crate) mod checkpoint;
 pub(crate) mod db;
 mod doc_rows;
+mod file_limit;
 mod partitions;
+#[cfg(test)]
+mod purge_rows;
 mod read_rows;
 mod registry;
 pub(crate) mod schema;
 pub(crate) mod session;
 mod write_rows;
 
-use std::path::Path;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use store::{Durability, Store, StoreError, StoreOptions};
 
 pub use registry::SqliteStore;
-use schema::Durability;
 
-use crate::StoreError;
+/// Opens (creating if needed) a data folder of SQLite databases, with the
+/// default options.
+pub fn open(data_dir: impl Into<PathBuf>) -> Result<Store, StoreError> {
+    open_with(data_dir, StoreOptions::default())
+}
 
-impl From<rusqlite::Error> for StoreError {
-    fn from(e: rusqlite::Error) -> StoreError {
-        StoreError::Backend(Box::new(e))
+/// Opens (creating if needed) a data folder of SQLite databases and the
+/// server identity in it.
+pub fn open_with(data_dir: impl Into<PathBuf>, options: StoreOptions) -> Result<Store, StoreError> {
+    let data_dir = data_dir.into();
+    let backend = Arc::new(SqliteStore::open(data_dir.clone(), options.durability)?);
+    file_limit::check_file_limit(options.max_dbs_open);
+    Ok(Store::with_backend(data_dir, backend, options))
+}
+
+/// A connection as `store::backend`'s row traits see it (the orphan rule
+/// keeps them from being implemented on `Connection` itself).
+pub(crate) struct Rows<'c>(pub &'c Connection);
+
+impl Deref for Rows<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.0
     }
 }
 
@@ -58,19 +85,4 @@ fn open_connection(
     }
     schema::configure(&conn, durability)?;
     Ok(conn)
-}
-
-/// One database file on its own, outside any data folder (the store's unit
-/// tests): created with `setup`, or opened when `None`.
-#[cfg(test)]
-pub(crate) fn test_file(
-    name: &str,
-    path: &Path,
-    durability: Durability,
-    setup: Option<&crate::backend::NewDb<'_>>,
-) -> Result<Box<dyn crate::backend::DbBackend>, StoreError> {
-    Ok(Box::new(match setup {
-        Some(setup) => db::SqliteDb::create(name, path, durability, setup)?,
-        None => db::SqliteDb::open(name, path, durability)?,
-    }))
 }

@@ -6,9 +6,9 @@ use std::ops::Bound;
 
 use rusqlite::types::Value as SqlValue;
 
-use crate::StoreError;
-use crate::backend::{DocRow, IdPage, RowVisitor};
-use crate::body::BodyText;
+use crate::body_sql::BodyText;
+use store::StoreError;
+use store::backend::{DocRow, IdPage, RowVisitor};
 
 /// The `docs` columns [`doc_row`] reads, in order.
 pub(super) const DOC_COLUMNS: &str = "id, doc_key, seq, tree, winner, winner_row";
@@ -29,7 +29,7 @@ pub(super) fn columns(with_bodies: bool) -> (&'static str, &'static str) {
     }
 }
 
-pub(super) use crate::backend::decode_tree;
+pub(super) use store::backend::decode_tree;
 
 /// Reads a row selected with [`DOC_COLUMNS`].
 pub(super) fn doc_row(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreError> {
