@@ -406,11 +406,7 @@ impl Config {
                     }
                 })?;
                 let backend = store_postgres::PostgresStore::connect(url, self.data_dir.clone())?;
-                Ok(store::Store::with_backend(
-                    self.data_dir.clone(),
-                    std::sync::Arc::new(backend),
-                    options,
-                ))
+                Ok(backend.into_store(self.data_dir.clone(), options))
             }
         }
     }

@@ -6,6 +6,7 @@
 mod blobs;
 mod body_sql;
 pub(crate) mod checkpoint;
+mod coordination;
 pub(crate) mod db;
 mod doc_rows;
 mod file_limit;
@@ -39,7 +40,12 @@ pub fn open_with(data_dir: impl Into<PathBuf>, options: StoreOptions) -> Result<
     let data_dir = data_dir.into();
     let backend = Arc::new(SqliteStore::open(data_dir.clone(), options.durability)?);
     file_limit::check_file_limit(options.max_dbs_open);
-    Ok(Store::with_backend(data_dir, backend, options))
+    Ok(Store::with_backend(
+        data_dir,
+        backend.clone(),
+        backend,
+        options,
+    ))
 }
 
 /// A connection as `store::backend`'s row traits see it (the orphan rule

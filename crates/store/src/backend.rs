@@ -8,7 +8,8 @@
 //! revision bodies, attachment bytes in chunks, local documents, metadata.
 //!
 //! - [`StoreBackend`]: the databases of a server (create, open, delete, list)
-//!   and the server's uuid.
+//!   and the server's uuid. What nodes sharing them agree on (leases, node
+//!   state, shared values) is [`crate::Coordination`], apart.
 //! - [`DbBackend`]: one open database: write sessions for its writer thread,
 //!   and consistent snapshots for readers.
 //! - [`WriteSession`] and [`WriteTx`]: a group of writes in one transaction,
@@ -309,61 +310,6 @@ pub trait StoreBackend: Send + Sync + std::fmt::Debug {
     fn list_dbs(&self) -> Result<Vec<String>, StoreError>;
     /// Bytes the database takes in storage, cheaply (`_dbs_info`-style listings).
     fn db_size(&self, name: &str) -> u64;
-    /// A value every node of the server shares (a cookie secret): the one
-    /// stored, or `fresh` stored now when there is none. `None` when the
-    /// backend serves this node alone (its data folder keeps such values).
-    fn shared_value(&self, key: &str, fresh: &str) -> Result<Option<String>, StoreError> {
-        let _ = (key, fresh);
-        Ok(None)
-    }
-    /// Whether other processes (nodes) may serve the same databases.
-    fn is_shared(&self) -> bool {
-        false
-    }
-    /// Takes or renews the lease `key` for `holder` until `ttl` from now:
-    /// true when `holder` has it, false when another holder's lease has not
-    /// run out. Nodes sharing the store run a `_replicator` job only while
-    /// they hold its lease. A backend that serves one node grants every lease.
-    fn lease(&self, key: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
-        let _ = (key, holder, ttl);
-        Ok(true)
-    }
-    /// Gives a lease up (a stopped job), so another node need not wait for
-    /// it to run out.
-    fn release_lease(&self, key: &str, holder: &str) -> Result<(), StoreError> {
-        let _ = (key, holder);
-        Ok(())
-    }
-    /// Publishes what `node` runs (its `_scheduler` entries, as JSON text by
-    /// key), replacing what it published before, for the other nodes to show.
-    fn publish_node_state(
-        &self,
-        node: &str,
-        entries: &[(String, String)],
-    ) -> Result<(), StoreError> {
-        let _ = (node, entries);
-        Ok(())
-    }
-    /// What the other nodes published within `fresh`: node, key and JSON
-    /// text. Nothing where no other node can share the store.
-    fn other_nodes_state(
-        &self,
-        node: &str,
-        fresh: std::time::Duration,
-    ) -> Result<Vec<(String, String, String)>, StoreError> {
-        let _ = (node, fresh);
-        Ok(Vec::new())
-    }
-    /// The shared values whose keys start with `prefix`, by key.
-    fn shared_values(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
-        let _ = prefix;
-        Ok(Vec::new())
-    }
-    /// Sets (or, with `None`, removes) a shared value.
-    fn set_shared_value(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
-        let _ = (key, value);
-        Ok(())
-    }
     /// Whether the databases can be read now (`GET /_up`); the data folder
     /// is probed besides.
     fn check_read(&self) -> Result<(), StoreError>;

@@ -31,6 +31,7 @@ pub mod backend;
 mod body;
 mod compaction;
 mod compression;
+mod coordination;
 mod data_lock;
 mod database;
 pub mod db_events;
@@ -69,6 +70,7 @@ pub use attachments::{
 pub use auto_compaction::AutoCompaction;
 pub use backend::Garbage;
 pub use compression::{AttachmentCompression, DEFAULT_COMPRESSIBLE_TYPES};
+pub use coordination::Coordination;
 pub use data_lock::DataDirLock;
 pub use database::{Database, DbInfo};
 pub use doc::{
@@ -258,6 +260,7 @@ pub struct Store {
 struct StoreInner {
     data_dir: PathBuf,
     backend: Arc<dyn backend::StoreBackend>,
+    coordination: Arc<dyn Coordination>,
     options: StoreOptions,
     /// The part of `options` that changes while the server runs.
     live: Arc<LiveSettings>,
@@ -404,18 +407,20 @@ impl Drop for Changes<'_> {
 }
 
 impl Store {
-    /// A store whose databases `backend` keeps (the backend crates call
-    /// this); `data_dir` holds this node's own files (indexes, spooled
+    /// A store whose databases `backend` keeps, its nodes agreeing through
+    /// `coordination` (the backend crates call this); `data_dir` holds this node's own files (indexes, spooled
     /// request bodies) whatever the backend.
     pub fn with_backend(
         data_dir: PathBuf,
         backend: Arc<dyn backend::StoreBackend>,
+        coordination: Arc<dyn Coordination>,
         options: StoreOptions,
     ) -> Store {
         Store {
             inner: Arc::new(StoreInner {
                 data_dir,
                 backend,
+                coordination,
                 live: Arc::new(LiveSettings::new(&options)),
                 options,
                 dbs: Mutex::new(OpenDbs::default()),
@@ -443,65 +448,70 @@ impl Store {
         self.inner.backend.server_uuid()
     }
 
-    /// See [`backend::StoreBackend::shared_value`].
+    /// See [`Coordination::shared_value`].
     pub async fn shared_value(&self, key: &str, fresh: &str) -> Result<Option<String>, StoreError> {
         let (key, fresh) = (key.to_string(), fresh.to_string());
-        self.blocking(move |store| store.inner.backend.shared_value(&key, &fresh))
+        self.blocking(move |store| store.inner.coordination.shared_value(&key, &fresh))
             .await
     }
 
-    /// See [`backend::StoreBackend::shared_values`].
+    /// See [`Coordination::shared_values`].
     pub async fn shared_values(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
         let prefix = prefix.to_string();
-        self.blocking(move |store| store.inner.backend.shared_values(&prefix))
+        self.blocking(move |store| store.inner.coordination.shared_values(&prefix))
             .await
     }
 
-    /// See [`backend::StoreBackend::set_shared_value`].
+    /// See [`Coordination::set_shared_value`].
     pub async fn set_shared_value(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
         let (key, value) = (key.to_string(), value.map(str::to_string));
-        self.blocking(move |store| store.inner.backend.set_shared_value(&key, value.as_deref()))
-            .await
+        self.blocking(move |store| {
+            store
+                .inner
+                .coordination
+                .set_shared_value(&key, value.as_deref())
+        })
+        .await
     }
 
     /// Whether other nodes may serve the same databases (a shared backend).
     pub fn is_shared(&self) -> bool {
-        self.inner.backend.is_shared()
+        self.inner.coordination.is_shared()
     }
 
-    /// See [`backend::StoreBackend::lease`].
+    /// See [`Coordination::lease`].
     pub async fn lease(&self, key: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
         let (key, holder) = (key.to_string(), holder.to_string());
-        self.blocking(move |store| store.inner.backend.lease(&key, &holder, ttl))
+        self.blocking(move |store| store.inner.coordination.lease(&key, &holder, ttl))
             .await
     }
 
-    /// See [`backend::StoreBackend::release_lease`].
+    /// See [`Coordination::release_lease`].
     pub async fn release_lease(&self, key: &str, holder: &str) -> Result<(), StoreError> {
         let (key, holder) = (key.to_string(), holder.to_string());
-        self.blocking(move |store| store.inner.backend.release_lease(&key, &holder))
+        self.blocking(move |store| store.inner.coordination.release_lease(&key, &holder))
             .await
     }
 
-    /// See [`backend::StoreBackend::publish_node_state`].
+    /// See [`Coordination::publish_node_state`].
     pub async fn publish_node_state(
         &self,
         node: &str,
         entries: Vec<(String, String)>,
     ) -> Result<(), StoreError> {
         let node = node.to_string();
-        self.blocking(move |store| store.inner.backend.publish_node_state(&node, &entries))
+        self.blocking(move |store| store.inner.coordination.publish_node_state(&node, &entries))
             .await
     }
 
-    /// See [`backend::StoreBackend::other_nodes_state`].
+    /// See [`Coordination::other_nodes_state`].
     pub async fn other_nodes_state(
         &self,
         node: &str,
         fresh: Duration,
     ) -> Result<Vec<(String, String, String)>, StoreError> {
         let node = node.to_string();
-        self.blocking(move |store| store.inner.backend.other_nodes_state(&node, fresh))
+        self.blocking(move |store| store.inner.coordination.other_nodes_state(&node, fresh))
             .await
     }
 

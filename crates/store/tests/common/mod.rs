@@ -32,7 +32,7 @@ impl TempStore {
                 let backend =
                     store_postgres::PostgresStore::connect_in_schema(&url, &schema, dir.clone())
                         .unwrap();
-                let store = Store::with_backend(dir.clone(), std::sync::Arc::new(backend), options);
+                let store = backend.into_store(dir.clone(), options);
                 TempStore {
                     store,
                     dir,
@@ -54,7 +54,7 @@ impl TempStore {
                 let backend =
                     store_postgres::PostgresStore::connect_in_schema(url, schema, self.dir.clone())
                         .unwrap();
-                Store::with_backend(self.dir.clone(), std::sync::Arc::new(backend), options)
+                backend.into_store(self.dir.clone(), options)
             }
             None => store_sqlite::open_with(&self.dir, options).unwrap(),
         }
