@@ -1,16 +1,13 @@
 //! Creating, listing, opening and deleting databases.
 
-#![allow(clippy::unwrap_used)]
+use crate::Backend;
 
-mod common;
-
-use common::{TempStore, put};
+use crate::common::{TempStore, put};
 use serde_json::json;
 use store::StoreError;
 
-#[tokio::test]
-async fn a_database_is_created_once_listed_and_deleted() {
-    let t = TempStore::new();
+pub async fn a_database_is_created_once_listed_and_deleted(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     t.db("alpha").await;
     t.db("a/b$c").await;
     assert!(matches!(
@@ -30,9 +27,8 @@ async fn a_database_is_created_once_listed_and_deleted() {
     assert_eq!(t.store.all_dbs().await.unwrap(), ["a/b$c"]);
 }
 
-#[tokio::test]
-async fn illegal_names_are_refused_with_couchdbs_reason() {
-    let t = TempStore::new();
+pub async fn illegal_names_are_refused_with_couchdbs_reason(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     for bad in ["Upper", "1abc", "_private", "", "has space"] {
         match t.store.create_db(bad).await {
             Err(e @ StoreError::IllegalDbName(_)) => {
@@ -45,9 +41,8 @@ async fn illegal_names_are_refused_with_couchdbs_reason() {
     t.store.create_db("_users").await.unwrap();
 }
 
-#[tokio::test]
-async fn a_deleted_database_comes_back_empty_when_recreated() {
-    let t = TempStore::new();
+pub async fn a_deleted_database_comes_back_empty_when_recreated(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("cycle").await;
     put(&db, json!({"_id": "x"})).await;
     t.store.delete_db("cycle").await.unwrap();
@@ -56,7 +51,7 @@ async fn a_deleted_database_comes_back_empty_when_recreated() {
         Err(StoreError::DbNotFound(_))
     ));
     assert!(
-        db.bulk_docs(vec![common::doc(json!({"_id": "y"}))], true)
+        db.bulk_docs(vec![crate::common::doc(json!({"_id": "y"}))], true)
             .await
             .is_err()
     );
@@ -64,9 +59,8 @@ async fn a_deleted_database_comes_back_empty_when_recreated() {
     assert_eq!(again.info().await.unwrap().doc_count, 0);
 }
 
-#[tokio::test]
-async fn identity_and_data_survive_reopening_the_store() {
-    let t = TempStore::new();
+pub async fn identity_and_data_survive_reopening_the_store(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("keep").await;
     let rev = put(&db, json!({"_id": "x", "v": 1})).await;
     let (uuid, start) = (db.uuid().to_string(), db.instance_start_time().to_string());
@@ -80,14 +74,13 @@ async fn identity_and_data_survive_reopening_the_store() {
         start,
         "instance_start_time never changes"
     );
-    let doc = common::get(&db, "x").await;
+    let doc = crate::common::get(&db, "x").await;
     assert_eq!(doc["_rev"], rev.as_str());
     assert_eq!(db.info().await.unwrap().update_seq, 1);
 }
 
-#[tokio::test]
-async fn info_reports_counts_and_sizes() {
-    let t = TempStore::new();
+pub async fn info_reports_counts_and_sizes(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("info").await;
     let r = put(&db, json!({"_id": "a", "pad": "x".repeat(100)})).await;
     put(&db, json!({"_id": "b"})).await;
@@ -105,9 +98,8 @@ async fn info_reports_counts_and_sizes() {
     );
 }
 
-#[tokio::test]
-async fn revs_limit_and_security_are_stored() {
-    let t = TempStore::new();
+pub async fn revs_limit_and_security_are_stored(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("meta").await;
     assert_eq!(db.revs_limit().await.unwrap(), 1000);
     db.set_revs_limit(3).await.unwrap();
@@ -120,17 +112,15 @@ async fn revs_limit_and_security_are_stored() {
     assert!(db.set_security(json!([1])).await.is_err());
 }
 
-#[tokio::test]
-async fn full_durability_and_ensure_full_commit_work() {
-    let dir = std::env::temp_dir().join(format!("recliner-full-{}", uuid::Uuid::new_v4().simple()));
-    let store = store_sqlite::open_with(
-        &dir,
+pub async fn full_durability_and_ensure_full_commit_work(backend: &dyn Backend) {
+    let t = TempStore::with_options(
+        backend,
         store::StoreOptions {
             durability: store::Durability::Full,
             ..Default::default()
         },
-    )
-    .unwrap();
+    );
+    let store = &t.store;
     let db = store.create_db("sync").await.unwrap();
     put(&db, json!({"_id": "x"})).await;
     db.ensure_full_commit().await.unwrap();
@@ -139,5 +129,4 @@ async fn full_durability_and_ensure_full_commit_work() {
         db.ensure_full_commit().await,
         Err(StoreError::DbNotFound(_))
     ));
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -3,13 +3,11 @@
 //! split into agree with a plain model of the rows, whatever blocks the
 //! counts were kept in.
 
-#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
-
-mod common;
+use crate::Backend;
 
 use std::collections::BTreeMap;
 
-use common::TempStore;
+use crate::common::TempStore;
 use proptest::prelude::*;
 use store::{Index, IndexEntry, IndexRange, IndexRow, IndexedDoc, ReducePart};
 
@@ -56,109 +54,105 @@ async fn parts_rows(index: &Index, view: u32, parts: Vec<ReducePart>) -> Vec<Ind
     out
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
-
-    #[test]
-    fn counts_and_reduce_parts_match_the_rows(batches in batches(), probes in prop::collection::vec((0u8..42, 0u16..400), 8)) {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        runtime.block_on(async {
-            let temp = TempStore::new();
-            let db = temp.db("idx").await;
-            let index = db.open_index("sig").await.unwrap();
-            let mut model: BTreeMap<String, Rows> = BTreeMap::new();
-            for (seq, batch) in batches.into_iter().enumerate() {
-                let mut docs = Vec::new();
-                let mut seen = std::collections::HashSet::new();
-                for (id, rows) in batch {
-                    let id = format!("d{id:03}");
-                    if !seen.insert(id.clone()) {
-                        continue;
-                    }
-                    if rows.is_empty() {
-                        model.remove(&id);
-                    } else {
-                        model.insert(id.clone(), rows.clone());
-                    }
-                    docs.push(IndexedDoc {
-                        id,
-                        rows: rows
+pub fn counts_and_reduce_parts_match_the_rows(backend: &dyn Backend) {
+    proptest!(ProptestConfig { cases: 12, ..ProptestConfig::default() }, |(batches in batches(), probes in prop::collection::vec((0u8..42, 0u16..400), 8))| {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let temp = TempStore::new(backend);
+        let db = temp.db("idx").await;
+        let index = db.open_index("sig").await.unwrap();
+        let mut model: BTreeMap<String, Rows> = BTreeMap::new();
+        for (seq, batch) in batches.into_iter().enumerate() {
+            let mut docs = Vec::new();
+            let mut seen = std::collections::HashSet::new();
+            for (id, rows) in batch {
+                let id = format!("d{id:03}");
+                if !seen.insert(id.clone()) {
+                    continue;
+                }
+                if rows.is_empty() {
+                    model.remove(&id);
+                } else {
+                    model.insert(id.clone(), rows.clone());
+                }
+                docs.push(IndexedDoc {
+                    id,
+                    rows: rows
+                        .iter()
+                        .map(|(view, key, value)| IndexRow {
+                            view: *view,
+                            sort_key: vec![*key],
+                            key: key.to_string(),
+                            value: value.to_string(),
+                        })
+                        .collect(),
+                });
+            }
+            index.apply(docs, seq as u64 + 1).await.unwrap();
+        }
+        for view in 0..2u32 {
+            let want = model_rows(&model, view);
+            assert_eq!(index.count(view).await.unwrap(), want.len() as u64);
+            let all = index
+                .range(IndexRange { view, limit: usize::MAX, ..Default::default() })
+                .await
+                .unwrap();
+            assert_eq!(positions(&all), want);
+            for (key, id) in &probes {
+                let id = format!("d{id:03}");
+                for doc_id in [None, Some(id.clone())] {
+                    for descending in [false, true] {
+                        let start = (vec![*key], doc_id.clone());
+                        let range = IndexRange {
+                            view,
+                            start: Some(start.clone()),
+                            descending,
+                            limit: usize::MAX,
+                            ..Default::default()
+                        };
+                        let before = want
                             .iter()
-                            .map(|(view, key, value)| IndexRow {
-                                view: *view,
-                                sort_key: vec![*key],
-                                key: key.to_string(),
-                                value: value.to_string(),
+                            .filter(|(k, d, _)| {
+                                let at = (k.clone(), d.clone());
+                                let edge = (start.0.clone(), start.1.clone().unwrap_or_default());
+                                match (&start.1, descending) {
+                                    (None, false) => *k < start.0,
+                                    (None, true) => *k > start.0,
+                                    (Some(_), false) => at < edge,
+                                    (Some(_), true) => at > edge,
+                                }
                             })
-                            .collect(),
-                    });
-                }
-                index.apply(docs, seq as u64 + 1).await.unwrap();
-            }
-            for view in 0..2u32 {
-                let want = model_rows(&model, view);
-                assert_eq!(index.count(view).await.unwrap(), want.len() as u64);
-                let all = index
-                    .range(IndexRange { view, limit: usize::MAX, ..Default::default() })
-                    .await
-                    .unwrap();
-                assert_eq!(positions(&all), want);
-                for (key, id) in &probes {
-                    let id = format!("d{id:03}");
-                    for doc_id in [None, Some(id.clone())] {
-                        for descending in [false, true] {
-                            let start = (vec![*key], doc_id.clone());
-                            let range = IndexRange {
-                                view,
-                                start: Some(start.clone()),
-                                descending,
-                                limit: usize::MAX,
-                                ..Default::default()
-                            };
-                            let before = want
-                                .iter()
-                                .filter(|(k, d, _)| {
-                                    let at = (k.clone(), d.clone());
-                                    let edge = (start.0.clone(), start.1.clone().unwrap_or_default());
-                                    match (&start.1, descending) {
-                                        (None, false) => *k < start.0,
-                                        (None, true) => *k > start.0,
-                                        (Some(_), false) => at < edge,
-                                        (Some(_), true) => at > edge,
-                                    }
-                                })
-                                .count() as u64;
-                            assert_eq!(index.rows_before(&range).await.unwrap(), before, "{range:?}");
-                        }
+                            .count() as u64;
+                        assert_eq!(index.rows_before(&range).await.unwrap(), before, "{range:?}");
                     }
-                    // A reduction's parts hold exactly the rows of its range.
-                    let end = key.saturating_add(7);
-                    let range = IndexRange {
-                        view,
-                        start: Some((vec![*key], None)),
-                        end: Some((vec![end], None)),
-                        inclusive_end: true,
-                        limit: usize::MAX,
-                        ..Default::default()
-                    };
-                    let parts = index.reduce_parts(range.clone(), "_sum".into()).await.unwrap();
-                    let from_parts = parts_rows(&index, view, parts).await;
-                    let direct = index.range(range).await.unwrap();
-                    assert_eq!(from_parts, direct);
                 }
-                let whole = IndexRange { view, limit: usize::MAX, ..Default::default() };
-                let parts = index.reduce_parts(whole.clone(), "_sum".into()).await.unwrap();
-                assert_eq!(positions(&parts_rows(&index, view, parts).await), want);
+                // A reduction's parts hold exactly the rows of its range.
+                let end = key.saturating_add(7);
+                let range = IndexRange {
+                    view,
+                    start: Some((vec![*key], None)),
+                    end: Some((vec![end], None)),
+                    inclusive_end: true,
+                    limit: usize::MAX,
+                    ..Default::default()
+                };
+                let parts = index.reduce_parts(range.clone(), "_sum".into()).await.unwrap();
+                let from_parts = parts_rows(&index, view, parts).await;
+                let direct = index.range(range).await.unwrap();
+                assert_eq!(from_parts, direct);
             }
-        });
-    }
+            let whole = IndexRange { view, limit: usize::MAX, ..Default::default() };
+            let parts = index.reduce_parts(whole.clone(), "_sum".into()).await.unwrap();
+            assert_eq!(positions(&parts_rows(&index, view, parts).await), want);
+        }
+    });
+    });
 }
 
 /// A cached block reduction is given back for its reducer only, and a
 /// write to the block drops it.
-#[tokio::test]
-async fn block_reductions_are_kept_until_the_block_changes() {
-    let temp = TempStore::new();
+pub async fn block_reductions_are_kept_until_the_block_changes(backend: &dyn Backend) {
+    let temp = TempStore::new(backend);
     let db = temp.db("idx").await;
     let index = db.open_index("sig").await.unwrap();
     let docs: Vec<IndexedDoc> = (0..5000u32)

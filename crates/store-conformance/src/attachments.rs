@@ -1,18 +1,15 @@
 //! Attachments: inline bytes, stubs, missing stubs, content addressing,
 //! chunked uploads and reads, `atts_since`.
 
-#![allow(clippy::unwrap_used)]
+use crate::Backend;
 
-mod common;
-
+use crate::common::{TempStore, doc, get, get_with, put, replicate, rev};
 use base64::Engine;
-use common::{TempStore, doc, get, get_with, put, replicate, rev};
 use serde_json::json;
 use store::{AttachmentInput, GetOptions, StoreError};
 
-#[tokio::test]
-async fn inline_attachments_are_stored_and_kept_by_stubs() {
-    let t = TempStore::new();
+pub async fn inline_attachments_are_stored_and_kept_by_stubs(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("atts").await;
     let r1 = put(&db, json!({"_id": "a", "_attachments": {"hello.txt": {"content_type": "text/plain", "data": "aGVsbG8="}}})).await;
     let stub = &get(&db, "a").await["_attachments"]["hello.txt"];
@@ -62,9 +59,8 @@ async fn inline_attachments_are_stored_and_kept_by_stubs() {
     assert!(get(&db, "a").await.get("_attachments").is_none());
 }
 
-#[tokio::test]
-async fn a_stub_with_nothing_to_keep_fails_the_whole_request() {
-    let t = TempStore::new();
+pub async fn a_stub_with_nothing_to_keep_fails_the_whole_request(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("stubs").await;
     let result = db
         .bulk_docs(
@@ -89,9 +85,8 @@ async fn a_stub_with_nothing_to_keep_fails_the_whole_request() {
     assert_eq!(db.update_seq(), 0);
 }
 
-#[tokio::test]
-async fn identical_bytes_are_stored_once() {
-    let t = TempStore::new();
+pub async fn identical_bytes_are_stored_once(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("dedupe").await;
     let data = json!({"content_type": "application/octet-stream", "data": "AAECAw=="});
     put(&db, json!({"_id": "a", "_attachments": {"f": data}})).await;
@@ -110,9 +105,8 @@ async fn identical_bytes_are_stored_once() {
     assert!(reader.next_chunk().await.unwrap().is_none());
 }
 
-#[tokio::test]
-async fn a_large_upload_is_chunked_and_read_back_chunk_by_chunk() {
-    let t = TempStore::new();
+pub async fn a_large_upload_is_chunked_and_read_back_chunk_by_chunk(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("big").await;
     let size = store::CHUNK_SIZE * 2 + 1234;
     let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
@@ -159,9 +153,10 @@ async fn a_large_upload_is_chunked_and_read_back_chunk_by_chunk() {
     ));
 }
 
-#[tokio::test]
-async fn replicated_stubs_resolve_by_digest_and_atts_since_skips_known_bytes() {
-    let t = TempStore::new();
+pub async fn replicated_stubs_resolve_by_digest_and_atts_since_skips_known_bytes(
+    backend: &dyn Backend,
+) {
+    let t = TempStore::new(backend);
     let db = t.db("replatts").await;
     let digest = store::digest_of(b"hello");
     replicate(
@@ -205,10 +200,11 @@ async fn replicated_stubs_resolve_by_digest_and_atts_since_skips_known_bytes() {
     assert!(matches!(bad, Err(StoreError::MissingStub(_))));
 }
 
-#[tokio::test]
-async fn gzip_encoded_attachments_are_kept_encoded_and_inflated_for_inline_json() {
+pub async fn gzip_encoded_attachments_are_kept_encoded_and_inflated_for_inline_json(
+    backend: &dyn Backend,
+) {
     use std::io::Write;
-    let t = TempStore::new();
+    let t = TempStore::new(backend);
     let db = t.db("gzip").await;
     let text = b"hello hello hello hello, compressible text".to_vec();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -293,9 +289,10 @@ fn staged_input(staged: &store::StagedBlob, length: u64, gzip: bool) -> Attachme
     }
 }
 
-#[tokio::test]
-async fn compaction_never_takes_bytes_uploaded_for_a_write_still_to_come() {
-    let t = TempStore::new();
+pub async fn compaction_never_takes_bytes_uploaded_for_a_write_still_to_come(
+    backend: &dyn Backend,
+) {
+    let t = TempStore::new(backend);
     let db = t.db("pinned").await;
     let staged = stage(&db, b"uploaded, not yet referenced").await;
     // Compaction between the upload and the document write used to drop
@@ -340,10 +337,9 @@ async fn compaction_never_takes_bytes_uploaded_for_a_write_still_to_come() {
     assert!(db.put_doc(input, true).await.is_err());
 }
 
-#[tokio::test]
-async fn a_declared_length_is_checked_against_the_bytes_never_trusted() {
+pub async fn a_declared_length_is_checked_against_the_bytes_never_trusted(backend: &dyn Backend) {
     use std::io::Write;
-    let t = TempStore::new();
+    let t = TempStore::new(backend);
     let db = t.db("lies").await;
     let text = b"some text that compresses, some text that compresses".to_vec();
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());

@@ -1,17 +1,14 @@
 //! Writing and reading documents: interactive edits, replication writes,
 //! conflicts, deletion, and the read options.
 
-#![allow(clippy::unwrap_used)]
+use crate::Backend;
 
-mod common;
-
-use common::{TempStore, doc, get, get_with, put, replicate, rev};
+use crate::common::{TempStore, doc, get, get_with, put, replicate, rev};
 use serde_json::json;
 use store::{DocFailure, GetOptions, StoreError};
 
-#[tokio::test]
-async fn a_document_is_created_updated_and_read_back() {
-    let t = TempStore::new();
+pub async fn a_document_is_created_updated_and_read_back(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("docs").await;
     let r1 = put(&db, json!({"_id": "a", "n": 1, "z": true})).await;
     assert!(r1.starts_with("1-") && r1.len() == 34, "{r1}");
@@ -40,18 +37,16 @@ async fn a_document_is_created_updated_and_read_back() {
     assert_eq!(old["n"], 1);
 }
 
-#[tokio::test]
-async fn the_same_edit_gives_the_same_revision_in_two_databases() {
-    let t = TempStore::new();
+pub async fn the_same_edit_gives_the_same_revision_in_two_databases(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let (a, b) = (t.db("one").await, t.db("two").await);
     let ra = put(&a, json!({"_id": "x", "k": [1, 2]})).await;
     let rb = put(&b, json!({"k": [1, 2], "_id": "x"})).await;
     assert_eq!(ra, rb);
 }
 
-#[tokio::test]
-async fn conflicts_are_per_document_rows_and_the_others_are_written() {
-    let t = TempStore::new();
+pub async fn conflicts_are_per_document_rows_and_the_others_are_written(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("conflicts").await;
     let r1 = put(&db, json!({"_id": "a"})).await;
     let results = db
@@ -87,9 +82,8 @@ async fn conflicts_are_per_document_rows_and_the_others_are_written() {
     assert_eq!(db.info().await.unwrap().doc_count, 3);
 }
 
-#[tokio::test]
-async fn deleted_documents_answer_deleted_and_can_be_recreated() {
-    let t = TempStore::new();
+pub async fn deleted_documents_answer_deleted_and_can_be_recreated(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("del").await;
     let r1 = put(&db, json!({"_id": "a", "v": 1})).await;
     let r2 = put(&db, json!({"_id": "a", "_rev": r1, "_deleted": true})).await;
@@ -127,9 +121,10 @@ async fn deleted_documents_answer_deleted_and_can_be_recreated() {
     assert_eq!((info.doc_count, info.doc_del_count), (1, 0));
 }
 
-#[tokio::test]
-async fn replicated_revisions_merge_into_conflicts_with_a_deterministic_winner() {
-    let t = TempStore::new();
+pub async fn replicated_revisions_merge_into_conflicts_with_a_deterministic_winner(
+    backend: &dyn Backend,
+) {
+    let t = TempStore::new(backend);
     let db = t.db("repl").await;
     let results = replicate(
         &db,
@@ -178,9 +173,8 @@ async fn replicated_revisions_merge_into_conflicts_with_a_deterministic_winner()
     assert_eq!(db.update_seq(), seq);
 }
 
-#[tokio::test]
-async fn a_replicated_write_without_a_revision_fails_the_whole_request() {
-    let t = TempStore::new();
+pub async fn a_replicated_write_without_a_revision_fails_the_whole_request(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("norev").await;
     let err = db
         .bulk_docs(
@@ -201,9 +195,8 @@ async fn a_replicated_write_without_a_revision_fails_the_whole_request() {
     assert_eq!(db.info().await.unwrap().doc_count, 0);
 }
 
-#[tokio::test]
-async fn deleting_a_losing_branch_resolves_the_conflict() {
-    let t = TempStore::new();
+pub async fn deleting_a_losing_branch_resolves_the_conflict(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("resolve").await;
     replicate(
         &db,
@@ -229,9 +222,10 @@ async fn deleting_a_losing_branch_resolves_the_conflict() {
     assert_eq!(doc["_deleted_conflicts"].as_array().unwrap().len(), 1);
 }
 
-#[tokio::test]
-async fn latest_reads_the_leaf_below_an_old_revision_and_local_seq_shows_the_sequence() {
-    let t = TempStore::new();
+pub async fn latest_reads_the_leaf_below_an_old_revision_and_local_seq_shows_the_sequence(
+    backend: &dyn Backend,
+) {
+    let t = TempStore::new(backend);
     let db = t.db("latest").await;
     let r1 = put(&db, json!({"_id": "a", "v": 1})).await;
     let r2 = put(&db, json!({"_id": "a", "_rev": r1, "v": 2})).await;
@@ -250,9 +244,8 @@ async fn latest_reads_the_leaf_below_an_old_revision_and_local_seq_shows_the_seq
     assert_eq!(doc["_local_seq"], 2);
 }
 
-#[tokio::test]
-async fn stemming_to_revs_limit_drops_old_history_but_keeps_leaves() {
-    let t = TempStore::new();
+pub async fn stemming_to_revs_limit_drops_old_history_but_keeps_leaves(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("stem").await;
     db.set_revs_limit(3).await.unwrap();
     let mut r = put(&db, json!({"_id": "a", "n": 0})).await;
@@ -283,9 +276,8 @@ async fn stemming_to_revs_limit_drops_old_history_but_keeps_leaves() {
     assert!(matches!(gone, Err(StoreError::DocNotFound("missing"))));
 }
 
-#[tokio::test]
-async fn open_revs_answers_leaves_and_missing_revisions() {
-    let t = TempStore::new();
+pub async fn open_revs_answers_leaves_and_missing_revisions(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("openrevs").await;
     replicate(
         &db,
@@ -335,9 +327,8 @@ async fn open_revs_answers_leaves_and_missing_revisions() {
     ));
 }
 
-#[tokio::test]
-async fn revs_diff_and_bulk_get_serve_the_replicator() {
-    let t = TempStore::new();
+pub async fn revs_diff_and_bulk_get_serve_the_replicator(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("diff").await;
     let r1 = put(&db, json!({"_id": "a", "v": 1})).await;
     let diff = db
@@ -400,9 +391,8 @@ async fn revs_diff_and_bulk_get_serve_the_replicator() {
     assert_eq!(got[3].docs[0].as_ref().unwrap_err().reason, "missing");
 }
 
-#[tokio::test]
-async fn a_large_batch_that_fails_midway_writes_nothing() {
-    let t = TempStore::new();
+pub async fn a_large_batch_that_fails_midway_writes_nothing(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("midway").await;
     let make = |i: usize| doc(json!({"_id": format!("d{i:03}"), "n": i}));
     // An input error at document 250 of 300 (chunks of the batch before it
@@ -446,9 +436,8 @@ async fn a_large_batch_that_fails_midway_writes_nothing() {
     assert_eq!(db.update_seq(), 300);
 }
 
-#[tokio::test]
-async fn large_bodies_are_stored_compressed_and_read_back_everywhere() {
-    let t = TempStore::new();
+pub async fn large_bodies_are_stored_compressed_and_read_back_everywhere(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("compressed").await;
     let big = json!({"_id": "big", "pad": "y".repeat(4000), "n": 1});
     let r1 = put(&db, big.clone()).await;
@@ -522,9 +511,8 @@ async fn large_bodies_are_stored_compressed_and_read_back_everywhere() {
 /// blocking thread: the decoder waits whenever a few chunks are queued,
 /// large documents make chunks of their own, and every document is written
 /// in order in one batch.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paced_bulk_write_from_a_blocking_thread_writes_everything() {
-    let t = TempStore::new();
+pub async fn a_paced_bulk_write_from_a_blocking_thread_writes_everything(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("paced").await;
     let big = "b".repeat(3 << 20);
     let handle = tokio::runtime::Handle::current();

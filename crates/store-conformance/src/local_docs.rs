@@ -1,16 +1,13 @@
 //! Local documents: `0-N` revisions, last writer wins, invisible to feeds.
 
-#![allow(clippy::unwrap_used)]
+use crate::Backend;
 
-mod common;
-
-use common::{TempStore, doc};
+use crate::common::{TempStore, doc};
 use serde_json::json;
 use store::{AllDocsQuery, ChangesQuery, StoreError};
 
-#[tokio::test]
-async fn local_documents_count_their_own_revisions() {
-    let t = TempStore::new();
+pub async fn local_documents_count_their_own_revisions(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("local").await;
     assert_eq!(
         db.put_local("_local/cp", json!({"seq": 1})).await.unwrap(),
@@ -47,9 +44,8 @@ async fn local_documents_count_their_own_revisions() {
     ));
 }
 
-#[tokio::test]
-async fn local_documents_never_show_in_changes_or_all_docs() {
-    let t = TempStore::new();
+pub async fn local_documents_never_show_in_changes_or_all_docs(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("hidden").await;
     let results = db
         .bulk_docs(
@@ -72,10 +68,9 @@ async fn local_documents_never_show_in_changes_or_all_docs() {
     assert!(via_get.as_str().contains("\"_rev\":\"0-1\""));
 }
 
-#[tokio::test]
-async fn local_docs_lists_them_in_id_order_within_a_range() {
+pub async fn local_docs_lists_them_in_id_order_within_a_range(backend: &dyn Backend) {
     use std::ops::Bound;
-    let t = TempStore::new();
+    let t = TempStore::new(backend);
     let db = t.db("listing").await;
     for (id, n) in [("_local/b", 2), ("_local/a", 1), ("_local/c", 3)] {
         db.put_local(id, json!({"n": n})).await.unwrap();

@@ -1,13 +1,11 @@
 //! The changes feed, `_all_docs`, change notifications and group commit.
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::Backend;
 
 use std::ops::Bound;
 use std::time::Duration;
 
-use common::{TempStore, doc, put, replicate};
+use crate::common::{TempStore, doc, put, replicate};
 use serde_json::json;
 use store::{AllDocsQuery, ChangesQuery};
 
@@ -15,9 +13,8 @@ fn ids(page: &store::ChangesPage) -> Vec<(u64, &str)> {
     page.rows.iter().map(|r| (r.seq, r.id.as_str())).collect()
 }
 
-#[tokio::test]
-async fn each_document_appears_once_at_its_latest_sequence() {
-    let t = TempStore::new();
+pub async fn each_document_appears_once_at_its_latest_sequence(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("changes").await;
     let ra = put(&db, json!({"_id": "a"})).await;
     put(&db, json!({"_id": "b"})).await;
@@ -56,9 +53,10 @@ async fn each_document_appears_once_at_its_latest_sequence() {
     assert_eq!(ids(&desc), [(3, "a"), (2, "b")]);
 }
 
-#[tokio::test]
-async fn all_docs_style_lists_every_leaf_and_include_docs_embeds_the_winner() {
-    let t = TempStore::new();
+pub async fn all_docs_style_lists_every_leaf_and_include_docs_embeds_the_winner(
+    backend: &dyn Backend,
+) {
+    let t = TempStore::new(backend);
     let db = t.db("style").await;
     replicate(
         &db,
@@ -91,9 +89,8 @@ async fn all_docs_style_lists_every_leaf_and_include_docs_embeds_the_winner() {
     assert_eq!(main.rows[0].changes.len(), 1);
 }
 
-#[tokio::test]
-async fn a_doc_ids_filter_still_advances_last_seq_to_the_end() {
-    let t = TempStore::new();
+pub async fn a_doc_ids_filter_still_advances_last_seq_to_the_end(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("docids").await;
     for id in ["a", "b", "c", "d"] {
         put(&db, json!({"_id": id})).await;
@@ -110,9 +107,8 @@ async fn a_doc_ids_filter_still_advances_last_seq_to_the_end() {
     );
 }
 
-#[tokio::test]
-async fn subscribers_wake_when_a_commit_moves_the_sequence() {
-    let t = TempStore::new();
+pub async fn subscribers_wake_when_a_commit_moves_the_sequence(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("wake").await;
     let mut rx = db.subscribe();
     let writer = db.clone();
@@ -128,9 +124,8 @@ async fn subscribers_wake_when_a_commit_moves_the_sequence() {
     task.await.unwrap();
 }
 
-#[tokio::test]
-async fn all_docs_orders_by_code_point_and_honours_ranges() {
-    let t = TempStore::new();
+pub async fn all_docs_orders_by_code_point_and_honours_ranges(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("alldocs").await;
     for id in ["b", "a", "B", "é", "c", "_design/x"] {
         put(&db, json!({"_id": id})).await;
@@ -180,9 +175,8 @@ async fn all_docs_orders_by_code_point_and_honours_ranges() {
     assert!(!keys[2].1.as_ref().unwrap().deleted);
 }
 
-#[tokio::test]
-async fn concurrent_writers_share_commits() {
-    let t = TempStore::new();
+pub async fn concurrent_writers_share_commits(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("group").await;
     let before = db.commit_count();
     let mut tasks = Vec::new();

@@ -6,15 +6,13 @@
 //! the process's threads and descriptors, which other tests running beside
 //! it would disturb.)
 
-#![allow(clippy::unwrap_used)]
-
-mod common;
+use crate::Backend;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{TempStore, doc, get};
+use crate::common::{TempStore, doc, get};
 use serde_json::json;
 use store::{Store, StoreError, StoreOptions};
 
@@ -60,8 +58,8 @@ fn name(i: usize) -> String {
 
 /// A store (the second) with a small limit and short-lived writer threads,
 /// in the first's temporary folder.
-fn small_store() -> (TempStore, Store) {
-    let t = TempStore::new();
+fn small_store(backend: &dyn Backend) -> (TempStore, Store) {
+    let t = TempStore::new(backend);
     let options = StoreOptions {
         max_dbs_open: LIMIT,
         writer_idle_timeout: IDLE,
@@ -117,12 +115,11 @@ impl Peaks {
     }
 }
 
-#[test]
-fn many_databases_hold_threads_and_files_for_the_open_ones_only() {
+pub fn many_databases_hold_threads_and_files_for_the_open_ones_only(backend: &dyn Backend) {
     let _serial = serial();
     let rt = runtime();
     rt.block_on(async {
-        let (_dir, store) = small_store();
+        let (_dir, store) = small_store(backend);
         let (base_threads, base_fds) = (threads(), fds());
         let peak = Peaks::default();
         let started = Instant::now();
@@ -188,12 +185,11 @@ fn many_databases_hold_threads_and_files_for_the_open_ones_only() {
     });
 }
 
-#[test]
-fn a_database_in_use_is_never_closed_to_make_room() {
+pub fn a_database_in_use_is_never_closed_to_make_room(backend: &dyn Backend) {
     let _serial = serial();
     let rt = runtime();
     rt.block_on(async {
-        let (_dir, store) = small_store();
+        let (_dir, store) = small_store(backend);
         let held = store.create_db("held").await.unwrap();
         let mut feed = held.subscribe();
         let fed = store.create_db("fed").await.unwrap();
@@ -201,20 +197,20 @@ fn a_database_in_use_is_never_closed_to_make_room() {
         drop(fed);
         for i in 0..(LIMIT * 3) {
             let db = store.create_db(&name(i)).await.unwrap();
-            common::put(&db, json!({"_id": "x"})).await;
+            crate::common::put(&db, json!({"_id": "x"})).await;
         }
         assert!(store.open_dbs() <= LIMIT + 2);
         // The held handle and the store's agree: the same open database.
-        common::put(&held, json!({"_id": "still here"})).await;
+        crate::common::put(&held, json!({"_id": "still here"})).await;
         feed.changed().await.unwrap();
         let again = store.db("held").await.unwrap();
         assert_eq!(again.info().await.unwrap().doc_count, 1);
-        common::put(&again, json!({"_id": "and here"})).await;
+        crate::common::put(&again, json!({"_id": "and here"})).await;
         feed.changed().await.unwrap();
         assert_eq!(*feed.borrow(), 2);
         // A feed alone (no handle) keeps its database open too.
         let fed = store.db("fed").await.unwrap();
-        common::put(&fed, json!({"_id": "news"})).await;
+        crate::common::put(&fed, json!({"_id": "news"})).await;
         fed_feed.changed().await.unwrap();
         // Closed databases come back with their documents.
         let first = store.db(&name(0)).await.unwrap();
@@ -229,15 +225,14 @@ fn a_database_in_use_is_never_closed_to_make_room() {
     });
 }
 
-#[test]
-fn concurrent_opens_of_one_closed_database_share_one_handle() {
+pub fn concurrent_opens_of_one_closed_database_share_one_handle(backend: &dyn Backend) {
     let _serial = serial();
     let rt = runtime();
     rt.block_on(async {
-        let (_dir, store) = small_store();
+        let (_dir, store) = small_store(backend);
         for i in 0..(LIMIT * 2) {
             let db = store.create_db(&name(i)).await.unwrap();
-            common::put(&db, json!({"_id": "x"})).await;
+            crate::common::put(&db, json!({"_id": "x"})).await;
         }
         // user-0000 was closed long ago: open it from many tasks at once,
         // each writing, while others push it out again.
@@ -246,7 +241,7 @@ fn concurrent_opens_of_one_closed_database_share_one_handle() {
             let store = store.clone();
             tasks.push(tokio::spawn(async move {
                 let db = store.db(&name(0)).await.unwrap();
-                common::put(&db, json!({"_id": format!("k{k}")})).await;
+                crate::common::put(&db, json!({"_id": format!("k{k}")})).await;
                 let other = store.db(&name(1 + k % (LIMIT * 2 - 1))).await.unwrap();
                 get(&other, "x").await;
             }));
@@ -265,19 +260,18 @@ fn concurrent_opens_of_one_closed_database_share_one_handle() {
 /// its index file, so reopening it creates no files: with many more
 /// databases than the limit, creating and deleting those two files at
 /// every close was most of the work. Its data is all there when reopened.
-#[test]
-fn closed_databases_keep_their_log_files_and_reopen_with_their_data() {
+pub fn closed_databases_keep_their_log_files_and_reopen_with_their_data(backend: &dyn Backend) {
     let _serial = serial();
     let rt = runtime();
     rt.block_on(async {
-        let (t, store) = small_store();
+        let (t, store) = small_store(backend);
         for i in 0..LIMIT * 2 {
             let db = store.create_db(&name(i)).await.unwrap();
             db.bulk_docs(vec![doc(json!({"_id": "d", "i": i}))], true)
                 .await
                 .unwrap();
         }
-        if t.is_postgres() {
+        if !t.keeps_db_files() {
             // No files: what is left to check is the data after reopening.
             for i in 0..LIMIT * 2 {
                 let db = store.db(&name(i)).await.unwrap();

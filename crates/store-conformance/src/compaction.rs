@@ -1,17 +1,14 @@
 //! Compaction drops old bodies and unreferenced attachment bytes, and keeps
 //! every leaf readable.
 
-#![allow(clippy::unwrap_used)]
+use crate::Backend;
 
-mod common;
-
-use common::{TempStore, get, get_with, put, rev};
+use crate::common::{TempStore, get, get_with, put, rev};
 use serde_json::json;
 use store::{GetOptions, StoreError};
 
-#[tokio::test]
-async fn compaction_keeps_leaves_and_drops_everything_else() {
-    let t = TempStore::new();
+pub async fn compaction_keeps_leaves_and_drops_everything_else(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("compact").await;
     let big = "QUFB".repeat(50_000); // 150 KB of "AAA..."
     let r1 = put(
@@ -87,9 +84,8 @@ async fn compaction_keeps_leaves_and_drops_everything_else() {
 
 /// The garbage estimate follows edits and compaction: what automatic
 /// compaction decides on.
-#[tokio::test]
-async fn garbage_grows_with_edits_and_goes_with_compaction() {
-    let t = TempStore::new();
+pub async fn garbage_grows_with_edits_and_goes_with_compaction(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let db = t.db("garbage").await;
     let mut revs = Vec::new();
     for i in 0..200 {
@@ -128,7 +124,7 @@ async fn garbage_grows_with_edits_and_goes_with_compaction() {
 
     // A conflict's leaf is not garbage: after compaction it stays out of
     // the estimate.
-    common::replicate(
+    crate::common::replicate(
         &db,
         vec![json!({"_id": "d0", "_rev": "9-aaaa", "_revisions": {"start": 9, "ids": ["aaaa"]}})],
     )
@@ -139,9 +135,8 @@ async fn garbage_grows_with_edits_and_goes_with_compaction() {
 
 /// Automatic compaction compacts a written database past the threshold
 /// and leaves a clean one alone.
-#[tokio::test]
-async fn automatic_compaction_compacts_databases_full_of_garbage() {
-    let t = TempStore::new();
+pub async fn automatic_compaction_compacts_databases_full_of_garbage(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
     let dirty = t.db("dirty").await;
     let clean = t.db("clean").await;
     let mut rev = put(&dirty, json!({"_id": "a", "pad": "x".repeat(4_000)})).await;
