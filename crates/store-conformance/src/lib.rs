@@ -1,6 +1,6 @@
 //! The store's conformance suite: CouchDB's rules as the store keeps them
-//! (documents, attachments, feeds, local documents, purge-free compaction,
-//! indexes, many databases, the writer thread), written once and run on
+//! (databases, documents, attachments, feeds, local documents, purge,
+//! compaction, indexes, health, many databases, the writer thread), written once and run on
 //! each backend. A backend's tests call [`conformance_tests!`] once with a
 //! function that opens its [`Backend`] (or `None` to skip, printing why),
 //! which expands to one named test per case; [`many_databases_tests!`]
@@ -15,9 +15,11 @@ pub mod compaction;
 pub mod databases;
 pub mod documents;
 pub mod feeds;
+pub mod health;
 pub mod index;
 pub mod local_docs;
 pub mod many_databases;
+pub mod purge;
 pub mod writer;
 
 use std::path::Path;
@@ -39,7 +41,7 @@ pub trait Place: std::fmt::Debug {
     fn keeps_db_files(&self) -> bool;
 }
 
-/// One test per case of the suite (47 of them, in modules named after
+/// One test per case of the suite (49 of them, in modules named after
 /// their groups), on the backend `$open()` returns (`Option<impl Backend>`:
 /// `None` skips every test). The calling crate needs `tokio` (with
 /// `macros` and `rt-multi-thread`) among its dev-dependencies.
@@ -254,6 +256,24 @@ macro_rules! conformance_tests {
             async fn concurrent_writers_share_commits() {
                 let Some(backend) = $open() else { return };
                 $crate::feeds::concurrent_writers_share_commits(&backend).await;
+            }
+        }
+        pub mod health {
+            #[allow(unused_imports)]
+            use super::*;
+            #[tokio::test]
+            async fn a_writable_data_folder_is_healthy_and_a_missing_one_is_not() {
+                let Some(backend) = $open() else { return };
+                $crate::health::a_writable_data_folder_is_healthy_and_a_missing_one_is_not(&backend).await;
+            }
+        }
+        pub mod purge {
+            #[allow(unused_imports)]
+            use super::*;
+            #[tokio::test(flavor = "multi_thread")]
+            async fn purge_infos_are_kept_up_to_the_limit_and_survive_a_reopen() {
+                let Some(backend) = $open() else { return };
+                $crate::purge::purge_infos_are_kept_up_to_the_limit_and_survive_a_reopen(&backend).await;
             }
         }
         pub mod index {

@@ -223,50 +223,6 @@ async fn purging_every_leaf_removes_the_document_everywhere() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn purge_infos_are_kept_up_to_the_limit_and_survive_a_reopen() {
-    let db = Scratch::create("infos").await;
-    assert_eq!(
-        db.purged_infos_limit().await.unwrap(),
-        store::DEFAULT_PURGED_INFOS_LIMIT
-    );
-    assert!(db.purge(Vec::new()).await.unwrap().is_empty());
-    assert_eq!(db.info().await.unwrap().purge_seq, 0);
-    for i in 0..5 {
-        let mut req = request(&format!("d{i}"), &["1-a"]);
-        req.recorded.push("0-x".into());
-        db.purge(vec![req]).await.unwrap();
-    }
-    let infos = db.purge_infos().await.unwrap();
-    assert_eq!(infos.len(), 5);
-    assert_eq!((infos[0].purge_seq, infos[0].id.as_str()), (1, "d0"));
-    assert_eq!(infos[0].revs, ["1-a", "0-x"]);
-    assert_eq!(infos[0].uuid.len(), 32);
-    assert!(db.set_purged_infos_limit(0).await.is_err());
-    db.set_purged_infos_limit(2).await.unwrap();
-    let seqs: Vec<u64> = db
-        .purge_infos()
-        .await
-        .unwrap()
-        .iter()
-        .map(|i| i.purge_seq)
-        .collect();
-    assert_eq!(seqs, [4, 5]);
-    db.purge(vec![request("d5", &["1-a"])]).await.unwrap();
-
-    let db = db.reopen().await;
-    assert_eq!(db.purged_infos_limit().await.unwrap(), 2);
-    let seqs: Vec<u64> = db
-        .purge_infos()
-        .await
-        .unwrap()
-        .iter()
-        .map(|i| i.purge_seq)
-        .collect();
-    assert_eq!(seqs, [5, 6]);
-    assert_eq!(db.info().await.unwrap().purge_seq, 6);
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn attachments_only_purged_revisions_used_are_compacted_away() {
     let db = Scratch::create("atts").await;
     let with_att = |id: &str, bytes: &[u8]| {
