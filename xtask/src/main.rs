@@ -141,13 +141,19 @@ fn test(extra: &[String]) -> Result<(), String> {
     }
     tests.env_remove(postgres::URL_VAR);
     let sqlite = run(tests);
-    // Then the same tests of the store (the conformance suite) and the
-    // end-to-end tests on PostgreSQL.
+    // Then the store's conformance suite on PostgreSQL (the SQLite run is
+    // part of the tests above) and the end-to-end tests on PostgreSQL.
     let postgres = match &postgres_url {
         Some(url) => {
             let mut store_tests = cargo();
             store_tests
-                .args(["test", "--package", "store", "--tests", "--no-fail-fast"])
+                .args([
+                    "test",
+                    "--package",
+                    "store-postgres",
+                    "--tests",
+                    "--no-fail-fast",
+                ])
                 .env(postgres::URL_VAR, url);
             let mut end_to_end = cargo();
             end_to_end
@@ -363,7 +369,7 @@ fn bench_store() -> Result<(), String> {
         "build",
         "--release",
         "--package",
-        "store",
+        "store-sqlite",
         "--example",
         "store_bench",
     ]);

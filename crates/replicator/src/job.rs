@@ -747,7 +747,7 @@ mod tests {
     #[tokio::test]
     async fn a_checkpoint_is_refused_when_a_peer_is_not_the_database_it_was() {
         let dir = std::env::temp_dir().join(format!("recliner-verify-{}", uuid::Uuid::new_v4()));
-        let store = Store::open(&dir).unwrap();
+        let store = store_sqlite::open(&dir).unwrap();
         store.create_db("a").await.unwrap();
         store.create_db("b").await.unwrap();
         let peer = |name: &str| {
@@ -926,7 +926,7 @@ mod tests {
     #[tokio::test]
     async fn a_job_reports_waiting_when_caught_up() {
         let dir = std::env::temp_dir().join(format!("recliner-status-{}", uuid::Uuid::new_v4()));
-        let store = Store::open(&dir).unwrap();
+        let store = store_sqlite::open(&dir).unwrap();
         store.create_db("a").await.unwrap();
         let progress = std::sync::Arc::new(Progress::default());
         let spec = crate::spec::ReplicationSpec::parse(
@@ -958,7 +958,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/db", listener.local_addr().unwrap());
         let dir = std::env::temp_dir().join(format!("recliner-running-{}", uuid::Uuid::new_v4()));
-        let store = Store::open(&dir).unwrap();
+        let store = store_sqlite::open(&dir).unwrap();
         let spec =
             crate::spec::ReplicationSpec::parse(&json!({"source": url, "target": "b"})).unwrap();
         let progress = std::sync::Arc::new(Progress::default());

@@ -20,7 +20,7 @@ async fn put(store: &Store, db: &str, id: &str) {
 #[tokio::test]
 async fn a_recreated_source_stops_the_job_instead_of_skipping_its_data() {
     let dir = std::env::temp_dir().join(format!("recliner-recreated-{}", uuid::Uuid::new_v4()));
-    let store = Store::open(&dir).unwrap();
+    let store = store_sqlite::open(&dir).unwrap();
     store.create_db("src").await.unwrap();
     for id in ["a", "b", "c"] {
         put(&store, "src", id).await;

@@ -8,14 +8,16 @@
 //! revision bodies, attachment bytes in chunks, local documents, metadata.
 //!
 //! - [`StoreBackend`]: the databases of a server (create, open, delete, list)
-//!   and the server's uuid.
+//!   and the server's uuid. What nodes sharing them agree on (leases, node
+//!   state, shared values) is [`crate::Coordination`], apart.
 //! - [`DbBackend`]: one open database: write sessions for its writer thread,
 //!   and consistent snapshots for readers.
 //! - [`WriteSession`] and [`WriteTx`]: a group of writes in one transaction,
 //!   each write in its own savepoint.
 //! - [`WriteRows`] and [`ReadRows`]: the rows themselves.
 //!
-//! The SQLite backend (one file per database) is `crate::sqlite`. Row
+//! The backends live in crates of their own (`store-sqlite`,
+//! `store-postgres`), so the rules never depend on one. Row
 //! handles (`DocRow::key`, `RevisionRef::row`, blob ids) are the backend's
 //! own numbers: the rules only pass them back.
 
@@ -26,8 +28,43 @@ use revtree::{RevId, RevTree};
 use crate::StoreError;
 pub use crate::attachments::{Attachments, CHUNK_SIZE, decode_atts, encode_atts, new_blob_id};
 pub use crate::body::{StoredBody, snappy_text};
-pub use crate::compaction::Garbage;
-pub use crate::writer::DbState;
+
+/// The counters a database keeps, mirrored in memory by the writer and
+/// only replaced after a successful commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DbState {
+    pub update_seq: u64,
+    pub purge_seq: u64,
+    pub doc_count: u64,
+    pub doc_del_count: u64,
+    pub external_size: i64,
+    /// The row handle the next new document gets.
+    pub next_doc_key: i64,
+    pub revs_limit: u32,
+    /// Set by a write that changed a design document (not stored): once
+    /// its group commits, the design generation moves.
+    pub design_changed: bool,
+}
+
+/// What [`crate::Database::garbage`] estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Garbage {
+    /// Bytes of the database file (its write-ahead log aside).
+    pub file_size: u64,
+    /// Bytes of it compaction would free, estimated.
+    pub garbage: u64,
+}
+
+impl Garbage {
+    /// The share of the file that is garbage, 0 to 1.
+    pub fn fraction(&self) -> f64 {
+        if self.file_size == 0 {
+            0.0
+        } else {
+            self.garbage as f64 / self.file_size as f64
+        }
+    }
+}
 
 /// A document's row as the writer finds it before an edit.
 #[derive(Debug)]
@@ -273,61 +310,6 @@ pub trait StoreBackend: Send + Sync + std::fmt::Debug {
     fn list_dbs(&self) -> Result<Vec<String>, StoreError>;
     /// Bytes the database takes in storage, cheaply (`_dbs_info`-style listings).
     fn db_size(&self, name: &str) -> u64;
-    /// A value every node of the server shares (a cookie secret): the one
-    /// stored, or `fresh` stored now when there is none. `None` when the
-    /// backend serves this node alone (its data folder keeps such values).
-    fn shared_value(&self, key: &str, fresh: &str) -> Result<Option<String>, StoreError> {
-        let _ = (key, fresh);
-        Ok(None)
-    }
-    /// Whether other processes (nodes) may serve the same databases.
-    fn is_shared(&self) -> bool {
-        false
-    }
-    /// Takes or renews the lease `key` for `holder` until `ttl` from now:
-    /// true when `holder` has it, false when another holder's lease has not
-    /// run out. Nodes sharing the store run a `_replicator` job only while
-    /// they hold its lease. A backend that serves one node grants every lease.
-    fn lease(&self, key: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError> {
-        let _ = (key, holder, ttl);
-        Ok(true)
-    }
-    /// Gives a lease up (a stopped job), so another node need not wait for
-    /// it to run out.
-    fn release_lease(&self, key: &str, holder: &str) -> Result<(), StoreError> {
-        let _ = (key, holder);
-        Ok(())
-    }
-    /// Publishes what `node` runs (its `_scheduler` entries, as JSON text by
-    /// key), replacing what it published before, for the other nodes to show.
-    fn publish_node_state(
-        &self,
-        node: &str,
-        entries: &[(String, String)],
-    ) -> Result<(), StoreError> {
-        let _ = (node, entries);
-        Ok(())
-    }
-    /// What the other nodes published within `fresh`: node, key and JSON
-    /// text. Nothing where no other node can share the store.
-    fn other_nodes_state(
-        &self,
-        node: &str,
-        fresh: std::time::Duration,
-    ) -> Result<Vec<(String, String, String)>, StoreError> {
-        let _ = (node, fresh);
-        Ok(Vec::new())
-    }
-    /// The shared values whose keys start with `prefix`, by key.
-    fn shared_values(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
-        let _ = prefix;
-        Ok(Vec::new())
-    }
-    /// Sets (or, with `None`, removes) a shared value.
-    fn set_shared_value(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
-        let _ = (key, value);
-        Ok(())
-    }
     /// Whether the databases can be read now (`GET /_up`); the data folder
     /// is probed besides.
     fn check_read(&self) -> Result<(), StoreError>;
@@ -369,9 +351,6 @@ pub trait DbBackend: Send + Sync {
     fn listen(&self, listener: ChangeListener) {
         let _ = listener;
     }
-    /// The backend itself, for the store's own tests of its rows.
-    #[cfg(test)]
-    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// What another process changed in a database.

@@ -9,28 +9,8 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::backend::WriteRows;
+use crate::backend::{Garbage, WriteRows};
 use crate::{Database, StoreError};
-
-/// What [`Database::garbage`] estimates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Garbage {
-    /// Bytes of the database file (its write-ahead log aside).
-    pub file_size: u64,
-    /// Bytes of it compaction would free, estimated.
-    pub garbage: u64,
-}
-
-impl Garbage {
-    /// The share of the file that is garbage, 0 to 1.
-    pub fn fraction(&self) -> f64 {
-        if self.file_size == 0 {
-            0.0
-        } else {
-            self.garbage as f64 / self.file_size as f64
-        }
-    }
-}
 
 /// Documents examined per compaction write: keeps each one short.
 const DOCS_PER_STEP: u64 = 500;

@@ -74,34 +74,6 @@ pub struct DbInfo {
 }
 
 impl Database {
-    /// Creates a new SQLite database file and opens it, with settings of its own.
-    #[cfg(test)]
-    pub(crate) fn create(
-        name: &str,
-        path: &std::path::Path,
-        options: StoreOptions,
-    ) -> Result<Database, StoreError> {
-        let live = Arc::new(crate::LiveSettings::new(&options));
-        let setup = crate::backend::NewDb {
-            partitioned: false,
-            security: live.default_security().json(),
-        };
-        let backend = crate::sqlite::test_file(name, path, options.durability, Some(&setup))?;
-        Database::start(name, backend.into(), options, live)
-    }
-
-    /// Opens an existing SQLite database file, with settings of its own.
-    #[cfg(test)]
-    pub(crate) fn open(
-        name: &str,
-        path: &std::path::Path,
-        options: StoreOptions,
-    ) -> Result<Database, StoreError> {
-        let live = Arc::new(crate::LiveSettings::new(&options));
-        let backend = crate::sqlite::test_file(name, path, options.durability, None)?;
-        Database::start(name, backend.into(), options, live)
-    }
-
     /// Wraps a database its backend opened: reads what is fixed for its
     /// life (uuid, creation time, partitioning) and the latest sequence.
     pub(crate) fn start(
@@ -198,6 +170,12 @@ impl Database {
     }
 
     /// Its backend, for what the rules do not cover (compaction's estimate).
+    /// The writer thread's handle, for the writer checks.
+    #[cfg(feature = "test-hooks")]
+    pub(crate) fn writer(&self) -> &WriterHandle {
+        &self.inner.writer
+    }
+
     pub(crate) fn backend(&self) -> &Arc<dyn DbBackend> {
         &self.inner.backend
     }
@@ -341,23 +319,6 @@ impl Database {
             return Err(self.not_found());
         }
         read_with(self.inner.backend.as_ref(), op)
-    }
-
-    /// A read on the SQLite connection itself, for tests of the file's rows.
-    #[cfg(test)]
-    pub(crate) fn read_sqlite_blocking<T>(
-        &self,
-        op: impl FnOnce(&rusqlite::Connection) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        match self
-            .inner
-            .backend
-            .as_any()
-            .downcast_ref::<crate::sqlite::db::SqliteDb>()
-        {
-            Some(sqlite) => sqlite.read_conn(op),
-            None => Err(StoreError::CommitFailed("not a SQLite database".into())),
-        }
     }
 
     /// Everything `GET /db` reports.
@@ -547,147 +508,5 @@ impl<T> Future for WriteReply<T> {
             Poll::Ready(Ok(result)) => Poll::Ready(result),
             Poll::Ready(Err(_)) => Poll::Ready(Err(self.db.writer_gone())),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::writer::{self, WriteJob};
-
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("recliner-db-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir.join("db.sqlite")
-    }
-
-    async fn put(db: &Database, id: &str) -> Result<String, StoreError> {
-        let doc = crate::DocInput::new(id, serde_json::Map::new());
-        db.put_doc(doc, true).await
-    }
-
-    /// A job that panics when the writer sizes its group: outside every
-    /// per-write guard, so it unwinds through the writer's loop itself.
-    struct PanicsWhenSized(Arc<AtomicBool>);
-
-    impl WriteJob for PanicsWhenSized {
-        fn run(&mut self, _: &mut WriteCtx<'_>) -> bool {
-            true
-        }
-        fn abort(&mut self, _: String) {}
-        fn finish(self: Box<Self>, _: Option<&str>) {}
-        fn weight(&self) -> usize {
-            self.0.store(true, Ordering::Release);
-            panic!("deliberate panic in the writer's loop");
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn a_panicking_write_fails_alone_and_the_database_keeps_working() {
-        let db = Database::create("t", &scratch("panic-job"), StoreOptions::default()).unwrap();
-        put(&db, "before").await.unwrap();
-        let boom = db.write(1, |_| -> Result<(), StoreError> {
-            panic!("deliberate panic in a write")
-        });
-        let neighbour = put(&db, "beside");
-        let (boom, neighbour) = tokio::join!(boom, neighbour);
-        assert!(matches!(boom, Err(StoreError::CommitFailed(_))), "{boom:?}");
-        neighbour.unwrap();
-        put(&db, "after").await.unwrap();
-        assert_eq!(db.info().await.unwrap().doc_count, 3);
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn the_writer_survives_a_panic_outside_any_write() {
-        let db = Database::create("t", &scratch("panic-writer"), StoreOptions::default()).unwrap();
-        put(&db, "before").await.unwrap();
-        let reached = Arc::new(AtomicBool::new(false));
-        db.inner
-            .writer
-            .submit(1, Box::new(PanicsWhenSized(reached.clone())))
-            .await
-            .unwrap();
-        while !reached.load(Ordering::Acquire) {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        // The database is never reported missing, and writes go on.
-        put(&db, "after").await.unwrap();
-        let info = db.info().await.unwrap();
-        assert_eq!((info.doc_count, info.update_seq), (2, 2));
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn the_write_queue_makes_writers_wait_for_room() {
-        let db = Database::create("t", &scratch("back-pressure"), StoreOptions::default()).unwrap();
-        // Holds the writer thread until released, so the queue fills up.
-        let (release, held) = std::sync::mpsc::channel::<()>();
-        let (started, running) = oneshot::channel();
-        let holding = db
-            .submit_write(1, move |_| {
-                let _ = started.send(());
-                let _ = held.recv();
-                Ok(())
-            })
-            .await
-            .unwrap();
-        running.await.unwrap();
-        // The writer took the first write; fill its queue to the brim.
-        let mut queued = Vec::new();
-        for _ in 0..4 {
-            queued.push(
-                db.submit_write(writer::QUEUE_DOCS / 4, |_| Ok(()))
-                    .await
-                    .unwrap(),
-            );
-        }
-        let one_more = db.write(1, |_| Ok(()));
-        tokio::pin!(one_more);
-        assert!(
-            tokio::time::timeout(std::time::Duration::from_millis(200), &mut one_more)
-                .await
-                .is_err(),
-            "a write past the queue's room waits"
-        );
-        release.send(()).unwrap();
-        holding.await.unwrap();
-        for reply in queued {
-            reply.await.unwrap();
-        }
-        one_more.await.unwrap();
-    }
-
-    #[tokio::test(flavor = "multi_thread")]
-    async fn an_idle_writer_ends_and_the_next_write_starts_another() {
-        let options = StoreOptions {
-            writer_idle_timeout: std::time::Duration::from_millis(50),
-            ..StoreOptions::default()
-        };
-        let db = Database::create("t", &scratch("idle-writer"), options).unwrap();
-        assert!(!db.writer_running(), "no thread before the first write");
-        let mut feed = db.subscribe();
-        put(&db, "a").await.unwrap();
-        assert!(db.writer_running());
-        for _ in 0..200 {
-            if !db.writer_running() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-        assert!(!db.writer_running(), "the writer ends when idle");
-        // The feed's channel outlives the thread: it sees both commits.
-        assert!(feed.has_changed().unwrap());
-        assert_eq!(*feed.borrow_and_update(), 1);
-        put(&db, "b").await.unwrap();
-        feed.changed().await.unwrap();
-        assert_eq!(*feed.borrow_and_update(), 2);
-        assert_eq!(db.info().await.unwrap().doc_count, 2);
-        // Closing ends the feed.
-        db.close(false);
-        assert!(feed.changed().await.is_err());
-        assert!(matches!(
-            put(&db, "c").await,
-            Err(StoreError::CommitFailed(_))
-        ));
     }
 }

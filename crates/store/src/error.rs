@@ -172,3 +172,13 @@ impl DocFailure {
         }
     }
 }
+
+/// SQLite's errors are a backend's failures. Here rather than in the SQLite
+/// backend because the indexes (`index`), node-local files whatever the
+/// backend, are SQLite files too, and the orphan rule lets only this crate
+/// convert into its own error.
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> StoreError {
+        StoreError::Backend(Box::new(e))
+    }
+}

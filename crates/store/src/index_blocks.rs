@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::StoreError;
-use crate::index::{IndexEntry, IndexPosition};
+use crate::index_rows::{IndexEntry, IndexPosition};
 
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS blocks (

@@ -1,4 +1,9 @@
-//! Recliner's storage: every database of a server, one SQLite file each.
+//! Recliner's storage: every database of a server, by CouchDB's rules.
+//!
+//! The store knows the rules, not where rows are kept: a backend crate
+//! (`store-sqlite`, one file per database; `store-postgres`, one shared
+//! PostgreSQL database) implements [`backend`]'s traits and opens a
+//! [`Store`] over itself.
 //!
 //! The store owns databases (create, delete, list, open lazily with cached
 //! handles), documents with their revision trees and bodies, local documents,
@@ -9,9 +14,9 @@
 //! `all_docs`, `revs_diff`, `purge`, local documents, `info`).
 //!
 //! Concurrency: each database has one writer thread that groups concurrent
-//! writes into one transaction (group commit); readers use pooled connections
-//! of their own (SQLite WAL) and never wait for the writer. All SQLite work
-//! runs off the async executor's threads.
+//! writes into one transaction (group commit); readers read consistent
+//! snapshots of their own (a backend's pooled connections) and never wait
+//! for the writer. All backend work runs off the async executor's threads.
 //!
 //! Open databases: at most `max_dbs_open` stay open; the least recently
 //! used one that nobody holds is closed to make room, and opened again
@@ -26,15 +31,18 @@ pub mod backend;
 mod body;
 mod compaction;
 mod compression;
+mod coordination;
 mod data_lock;
 mod database;
 pub mod db_events;
 mod doc;
+mod durability;
 mod error;
 mod feeds;
 mod health;
 mod index;
 mod index_blocks;
+mod index_rows;
 mod local;
 pub mod name;
 mod partition;
@@ -44,9 +52,11 @@ mod replaced;
 
 mod seq;
 mod server_uuid;
-mod sqlite;
 mod update;
 mod writer;
+#[cfg(feature = "test-hooks")]
+#[doc(hidden)]
+pub mod writer_checks;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -58,19 +68,22 @@ pub use attachments::{
     StagedBlob, digest_of,
 };
 pub use auto_compaction::AutoCompaction;
-pub use compaction::Garbage;
+pub use backend::Garbage;
 pub use compression::{AttachmentCompression, DEFAULT_COMPRESSIBLE_TYPES};
+pub use coordination::Coordination;
 pub use data_lock::DataDirLock;
 pub use database::{Database, DbInfo};
 pub use doc::{
     AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id, validate_partition,
     validate_partitioned_id,
 };
+pub use durability::Durability;
 pub use error::{DocFailure, ErrorKind, StoreError};
 pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
 pub use health::Health;
-pub use index::{Index, IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedDoc};
+pub use index::Index;
 pub use index_blocks::ReducePart;
+pub use index_rows::{IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedDoc};
 pub use local::LocalRow;
 pub use partition::{PartitionInfo, partition_range};
 pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult, PurgedSince};
@@ -79,9 +92,7 @@ pub use read::{
 };
 pub use replaced::Replaced;
 pub use seq::{MalformedSeq, Since};
-pub use server_uuid::{ServerUuidError, node_uuid};
-pub use sqlite::SqliteStore;
-pub use sqlite::schema::Durability;
+pub use server_uuid::{ServerUuidError, load_or_create as load_or_create_server_uuid, node_uuid};
 pub use update::{BulkError, DocWriteResult};
 
 /// How the store is set up.
@@ -239,39 +250,6 @@ impl Default for StoreOptions {
     }
 }
 
-/// File descriptors an open database holds in the common case: its pooled
-/// reader's database file and write-ahead log, the shared-memory index, and
-/// a writer connection's two while it is written.
-const FDS_PER_OPEN_DB: u64 = 5;
-
-/// Warns when the process's limit on open files (`ulimit -n`, often 1024)
-/// is too low for `max_dbs_open`: opening databases would fail with "too
-/// many open files" long before the limit closes any. (Linux: read from
-/// `/proc`; elsewhere nothing is checked.)
-fn check_file_limit(max_dbs_open: usize) {
-    let Ok(limits) = std::fs::read_to_string("/proc/self/limits") else {
-        return;
-    };
-    // "unlimited" does not parse: nothing to warn about.
-    let Some(soft) = limits
-        .lines()
-        .find_map(|line| line.strip_prefix("Max open files"))
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|value| value.parse::<u64>().ok())
-    else {
-        return;
-    };
-    let needed = (max_dbs_open as u64).saturating_mul(FDS_PER_OPEN_DB) + 100;
-    if soft < needed {
-        tracing::warn!(
-            max_dbs_open,
-            open_files_limit = soft,
-            needed,
-            "the process may open too few files for max_dbs_open databases: raise `ulimit -n` or lower max_dbs_open"
-        );
-    }
-}
-
 /// All databases of one Recliner server, rooted in a data folder. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -282,6 +260,7 @@ pub struct Store {
 struct StoreInner {
     data_dir: PathBuf,
     backend: Arc<dyn backend::StoreBackend>,
+    coordination: Arc<dyn Coordination>,
     options: StoreOptions,
     /// The part of `options` that changes while the server runs.
     live: Arc<LiveSettings>,
@@ -428,32 +407,20 @@ impl Drop for Changes<'_> {
 }
 
 impl Store {
-    /// Opens (creating if needed) the data folder and the server identity in it.
-    pub fn open(data_dir: impl Into<PathBuf>) -> Result<Store, StoreError> {
-        Store::open_with(data_dir, StoreOptions::default())
-    }
-
-    pub fn open_with(
-        data_dir: impl Into<PathBuf>,
-        options: StoreOptions,
-    ) -> Result<Store, StoreError> {
-        let data_dir = data_dir.into();
-        let backend = SqliteStore::open(data_dir.clone(), options.durability)?;
-        check_file_limit(options.max_dbs_open);
-        Ok(Store::with_backend(data_dir, Arc::new(backend), options))
-    }
-
-    /// A store whose databases another backend keeps; `data_dir` still
-    /// holds this node's own files (indexes, spooled request bodies).
+    /// A store whose databases `backend` keeps, its nodes agreeing through
+    /// `coordination` (the backend crates call this); `data_dir` holds this node's own files (indexes, spooled
+    /// request bodies) whatever the backend.
     pub fn with_backend(
         data_dir: PathBuf,
         backend: Arc<dyn backend::StoreBackend>,
+        coordination: Arc<dyn Coordination>,
         options: StoreOptions,
     ) -> Store {
         Store {
             inner: Arc::new(StoreInner {
                 data_dir,
                 backend,
+                coordination,
                 live: Arc::new(LiveSettings::new(&options)),
                 options,
                 dbs: Mutex::new(OpenDbs::default()),
@@ -481,65 +448,70 @@ impl Store {
         self.inner.backend.server_uuid()
     }
 
-    /// See [`backend::StoreBackend::shared_value`].
+    /// See [`Coordination::shared_value`].
     pub async fn shared_value(&self, key: &str, fresh: &str) -> Result<Option<String>, StoreError> {
         let (key, fresh) = (key.to_string(), fresh.to_string());
-        self.blocking(move |store| store.inner.backend.shared_value(&key, &fresh))
+        self.blocking(move |store| store.inner.coordination.shared_value(&key, &fresh))
             .await
     }
 
-    /// See [`backend::StoreBackend::shared_values`].
+    /// See [`Coordination::shared_values`].
     pub async fn shared_values(&self, prefix: &str) -> Result<Vec<(String, String)>, StoreError> {
         let prefix = prefix.to_string();
-        self.blocking(move |store| store.inner.backend.shared_values(&prefix))
+        self.blocking(move |store| store.inner.coordination.shared_values(&prefix))
             .await
     }
 
-    /// See [`backend::StoreBackend::set_shared_value`].
+    /// See [`Coordination::set_shared_value`].
     pub async fn set_shared_value(&self, key: &str, value: Option<&str>) -> Result<(), StoreError> {
         let (key, value) = (key.to_string(), value.map(str::to_string));
-        self.blocking(move |store| store.inner.backend.set_shared_value(&key, value.as_deref()))
-            .await
+        self.blocking(move |store| {
+            store
+                .inner
+                .coordination
+                .set_shared_value(&key, value.as_deref())
+        })
+        .await
     }
 
     /// Whether other nodes may serve the same databases (a shared backend).
     pub fn is_shared(&self) -> bool {
-        self.inner.backend.is_shared()
+        self.inner.coordination.is_shared()
     }
 
-    /// See [`backend::StoreBackend::lease`].
+    /// See [`Coordination::lease`].
     pub async fn lease(&self, key: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
         let (key, holder) = (key.to_string(), holder.to_string());
-        self.blocking(move |store| store.inner.backend.lease(&key, &holder, ttl))
+        self.blocking(move |store| store.inner.coordination.lease(&key, &holder, ttl))
             .await
     }
 
-    /// See [`backend::StoreBackend::release_lease`].
+    /// See [`Coordination::release_lease`].
     pub async fn release_lease(&self, key: &str, holder: &str) -> Result<(), StoreError> {
         let (key, holder) = (key.to_string(), holder.to_string());
-        self.blocking(move |store| store.inner.backend.release_lease(&key, &holder))
+        self.blocking(move |store| store.inner.coordination.release_lease(&key, &holder))
             .await
     }
 
-    /// See [`backend::StoreBackend::publish_node_state`].
+    /// See [`Coordination::publish_node_state`].
     pub async fn publish_node_state(
         &self,
         node: &str,
         entries: Vec<(String, String)>,
     ) -> Result<(), StoreError> {
         let node = node.to_string();
-        self.blocking(move |store| store.inner.backend.publish_node_state(&node, &entries))
+        self.blocking(move |store| store.inner.coordination.publish_node_state(&node, &entries))
             .await
     }
 
-    /// See [`backend::StoreBackend::other_nodes_state`].
+    /// See [`Coordination::other_nodes_state`].
     pub async fn other_nodes_state(
         &self,
         node: &str,
         fresh: Duration,
     ) -> Result<Vec<(String, String, String)>, StoreError> {
         let node = node.to_string();
-        self.blocking(move |store| store.inner.backend.other_nodes_state(&node, fresh))
+        self.blocking(move |store| store.inner.coordination.other_nodes_state(&node, fresh))
             .await
     }
 

@@ -27,7 +27,7 @@ pub enum ServerUuidError {
 
 /// Reads the uuid, or creates it atomically (a synced temporary file linked
 /// into place) so a crash never leaves a half-written identity behind.
-pub(crate) fn load_or_create(data_dir: &Path) -> Result<String, ServerUuidError> {
+pub fn load_or_create(data_dir: &Path) -> Result<String, ServerUuidError> {
     load_or_create_named(data_dir, FILE_NAME)
 }
 

@@ -20,28 +20,11 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot, watch};
 
 use crate::StoreError;
-use crate::backend::{DbBackend, WriteSession, WriteTx};
+use crate::backend::{DbBackend, DbState, WriteSession, WriteTx};
 
 /// Upper bound on documents per group commit: large enough to amortize the
 /// commit, small enough that one group never holds the write lock for long.
 const MAX_GROUP_WEIGHT: usize = 20_000;
-
-/// The counters a database keeps, mirrored in memory by the writer and
-/// only replaced after a successful commit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DbState {
-    pub update_seq: u64,
-    pub purge_seq: u64,
-    pub doc_count: u64,
-    pub doc_del_count: u64,
-    pub external_size: i64,
-    /// The row handle the next new document gets.
-    pub next_doc_key: i64,
-    pub revs_limit: u32,
-    /// Set by a write that changed a design document (not stored): once
-    /// its group commits, the design generation moves.
-    pub design_changed: bool,
-}
 
 /// What a write sees: row storage (inside its savepoint) and the state.
 pub(crate) struct WriteCtx<'a> {

@@ -370,7 +370,6 @@ mod tests {
     use axum::body::Body;
     use axum::http::{Request, StatusCode, header};
     use http_body_util::BodyExt;
-    use store::Store;
     use tower::ServiceExt;
 
     use crate::{AppState, router};
@@ -381,7 +380,7 @@ mod tests {
             std::process::id(),
             std::thread::current().id()
         ));
-        router(AppState::new(Store::open(&dir).unwrap()))
+        router(AppState::new(store_sqlite::open(&dir).unwrap()))
     }
 
     async fn call(method: &str, uri: &str) -> (StatusCode, serde_json::Value) {

@@ -395,7 +395,7 @@ impl Config {
     pub fn open_store(&self) -> Result<store::Store, store::StoreError> {
         let options = self.store_options();
         match self.postgres_url() {
-            None => store::Store::open_with(&self.data_dir, options),
+            None => store_sqlite::open_with(&self.data_dir, options),
             Some(url) => {
                 std::fs::create_dir_all(&self.data_dir).map_err(|source| {
                     store::StoreError::DataDir {
@@ -404,11 +404,7 @@ impl Config {
                     }
                 })?;
                 let backend = store_postgres::PostgresStore::connect(url, self.data_dir.clone())?;
-                Ok(store::Store::with_backend(
-                    self.data_dir.clone(),
-                    std::sync::Arc::new(backend),
-                    options,
-                ))
+                Ok(backend.into_store(self.data_dir.clone(), options))
             }
         }
     }

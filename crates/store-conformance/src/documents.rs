@@ -1,0 +1,536 @@
+//! Writing and reading documents: interactive edits, replication writes,
+//! conflicts, deletion, and the read options.
+
+use crate::Backend;
+
+use crate::common::{TempStore, doc, get, get_with, put, replicate, rev};
+use serde_json::json;
+use store::{DocFailure, GetOptions, StoreError};
+
+pub async fn a_document_is_created_updated_and_read_back(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("docs").await;
+    let r1 = put(&db, json!({"_id": "a", "n": 1, "z": true})).await;
+    assert!(r1.starts_with("1-") && r1.len() == 34, "{r1}");
+    let r2 = put(&db, json!({"_id": "a", "_rev": r1, "n": 2, "z": true})).await;
+    assert!(r2.starts_with("2-"));
+    let body = get(&db, "a").await;
+    assert_eq!(body, json!({"_id": "a", "_rev": r2, "n": 2, "z": true}));
+    // Field order is kept as written.
+    let text = db.get("a", GetOptions::default()).await.unwrap();
+    assert!(
+        text.as_str()
+            .starts_with(&format!(r#"{{"_id":"a","_rev":"{r2}","n":2"#)),
+        "{}",
+        text.as_str()
+    );
+    // The old revision's body is still readable until compaction.
+    let old = get_with(
+        &db,
+        "a",
+        GetOptions {
+            rev: Some(rev(&r1)),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(old["n"], 1);
+}
+
+pub async fn the_same_edit_gives_the_same_revision_in_two_databases(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let (a, b) = (t.db("one").await, t.db("two").await);
+    let ra = put(&a, json!({"_id": "x", "k": [1, 2]})).await;
+    let rb = put(&b, json!({"k": [1, 2], "_id": "x"})).await;
+    assert_eq!(ra, rb);
+}
+
+pub async fn conflicts_are_per_document_rows_and_the_others_are_written(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("conflicts").await;
+    let r1 = put(&db, json!({"_id": "a"})).await;
+    let results = db
+        .bulk_docs(
+            vec![
+                doc(json!({"_id": "a"})),                   // exists: conflict
+                doc(json!({"_id": "b"})),                   // new: ok
+                doc(json!({"_id": "a", "_rev": "1-nope"})), // unknown parent: conflict
+                doc(json!({"_id": "c", "_rev": r1})),       // missing doc with rev: conflict
+                doc(json!({"_id": "b"})),                   // duplicate in batch: first wins
+                doc(json!({"v": 1})),                       // no id: generated
+            ],
+            true,
+        )
+        .await
+        .unwrap();
+    let outcome: Vec<Result<(), DocFailure>> = results
+        .iter()
+        .map(|r| r.result.clone().map(|_| ()))
+        .collect();
+    assert_eq!(
+        outcome,
+        [
+            Err(DocFailure::conflict()),
+            Ok(()),
+            Err(DocFailure::conflict()),
+            Err(DocFailure::conflict()),
+            Err(DocFailure::conflict()),
+            Ok(())
+        ]
+    );
+    assert_eq!(results[5].id.len(), 32, "a generated id is a uuid");
+    assert_eq!(db.info().await.unwrap().doc_count, 3);
+}
+
+pub async fn deleted_documents_answer_deleted_and_can_be_recreated(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("del").await;
+    let r1 = put(&db, json!({"_id": "a", "v": 1})).await;
+    let r2 = put(&db, json!({"_id": "a", "_rev": r1, "_deleted": true})).await;
+    assert!(matches!(
+        db.get("a", GetOptions::default()).await,
+        Err(StoreError::DocNotFound("deleted"))
+    ));
+    assert!(matches!(
+        db.get("zz", GetOptions::default()).await,
+        Err(StoreError::DocNotFound("missing"))
+    ));
+    // The tombstone itself is readable by revision.
+    let tomb = get_with(
+        &db,
+        "a",
+        GetOptions {
+            rev: Some(rev(&r2)),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(tomb["_deleted"], true);
+    // Editing the tombstone by revision conflicts; re-creating without one works.
+    let again = db
+        .bulk_docs(vec![doc(json!({"_id": "a", "_rev": r2, "v": 2}))], true)
+        .await
+        .unwrap();
+    assert_eq!(again[0].result, Err(DocFailure::conflict()));
+    let r3 = put(&db, json!({"_id": "a", "v": 3})).await;
+    assert!(
+        r3.starts_with("3-"),
+        "re-creation extends the tombstone: {r3}"
+    );
+    let info = db.info().await.unwrap();
+    assert_eq!((info.doc_count, info.doc_del_count), (1, 0));
+}
+
+pub async fn replicated_revisions_merge_into_conflicts_with_a_deterministic_winner(
+    backend: &dyn Backend,
+) {
+    let t = TempStore::new(backend);
+    let db = t.db("repl").await;
+    let results = replicate(
+        &db,
+        vec![
+            json!({"_id": "d", "_rev": "2-b", "_revisions": {"start": 2, "ids": ["b", "a"]}, "side": "b"}),
+            json!({"_id": "d", "_rev": "2-c", "_revisions": {"start": 2, "ids": ["c", "a"]}, "side": "c"}),
+        ],
+    )
+    .await;
+    assert!(results.iter().all(|r| r.result.is_ok()));
+    let winner = get_with(
+        &db,
+        "d",
+        GetOptions {
+            conflicts: true,
+            revs: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(winner["_rev"], "2-c");
+    assert_eq!(winner["side"], "c");
+    assert_eq!(winner["_conflicts"], json!(["2-b"]));
+    assert_eq!(winner["_revisions"], json!({"start": 2, "ids": ["c", "a"]}));
+    // The shared ancestor has no body here.
+    let info = get_with(
+        &db,
+        "d",
+        GetOptions {
+            revs_info: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        info["_revs_info"],
+        json!([{"rev": "2-c", "status": "available"}, {"rev": "1-a", "status": "missing"}])
+    );
+    let seq = db.update_seq();
+    // Sending a known revision again changes nothing, not even the sequence.
+    replicate(
+        &db,
+        vec![json!({"_id": "d", "_rev": "2-b", "_revisions": {"start": 2, "ids": ["b", "a"]}})],
+    )
+    .await;
+    assert_eq!(db.update_seq(), seq);
+}
+
+pub async fn a_replicated_write_without_a_revision_fails_the_whole_request(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("norev").await;
+    let err = db
+        .bulk_docs(
+            vec![
+                doc(json!({"_id": "ok", "_rev": "1-a"})),
+                doc(json!({"_id": "x"})),
+            ],
+            false,
+        )
+        .await;
+    assert!(matches!(
+        err,
+        Err(StoreError::Invalid {
+            error: store::ErrorKind::BadRequest,
+            ..
+        })
+    ));
+    assert_eq!(db.info().await.unwrap().doc_count, 0);
+}
+
+pub async fn deleting_a_losing_branch_resolves_the_conflict(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("resolve").await;
+    replicate(
+        &db,
+        vec![
+            json!({"_id": "d", "_revisions": {"start": 2, "ids": ["b", "a"]}}),
+            json!({"_id": "d", "_revisions": {"start": 2, "ids": ["c", "a"]}}),
+        ],
+    )
+    .await;
+    put(&db, json!({"_id": "d", "_rev": "2-b", "_deleted": true})).await;
+    let doc = get_with(
+        &db,
+        "d",
+        GetOptions {
+            conflicts: true,
+            deleted_conflicts: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(doc["_rev"], "2-c");
+    assert!(doc.get("_conflicts").is_none());
+    assert_eq!(doc["_deleted_conflicts"].as_array().unwrap().len(), 1);
+}
+
+pub async fn latest_reads_the_leaf_below_an_old_revision_and_local_seq_shows_the_sequence(
+    backend: &dyn Backend,
+) {
+    let t = TempStore::new(backend);
+    let db = t.db("latest").await;
+    let r1 = put(&db, json!({"_id": "a", "v": 1})).await;
+    let r2 = put(&db, json!({"_id": "a", "_rev": r1, "v": 2})).await;
+    let doc = get_with(
+        &db,
+        "a",
+        GetOptions {
+            rev: Some(rev(&r1)),
+            latest: true,
+            local_seq: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(doc["_rev"], r2.as_str());
+    assert_eq!(doc["_local_seq"], 2);
+}
+
+pub async fn stemming_to_revs_limit_drops_old_history_but_keeps_leaves(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("stem").await;
+    db.set_revs_limit(3).await.unwrap();
+    let mut r = put(&db, json!({"_id": "a", "n": 0})).await;
+    for n in 1..6 {
+        r = put(&db, json!({"_id": "a", "_rev": r, "n": n})).await;
+    }
+    let doc = get_with(
+        &db,
+        "a",
+        GetOptions {
+            revs: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(doc["_revisions"]["start"], 6);
+    assert_eq!(doc["_revisions"]["ids"].as_array().unwrap().len(), 3);
+    // A stemmed revision's body is gone too.
+    let gone = db
+        .get(
+            "a",
+            GetOptions {
+                rev: Some(rev(&format!("1-{}", "x"))),
+                ..Default::default()
+            },
+        )
+        .await;
+    assert!(matches!(gone, Err(StoreError::DocNotFound("missing"))));
+}
+
+pub async fn open_revs_answers_leaves_and_missing_revisions(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("openrevs").await;
+    replicate(
+        &db,
+        vec![
+            json!({"_id": "d", "_revisions": {"start": 2, "ids": ["b", "a"]}}),
+            json!({"_id": "d", "_revisions": {"start": 2, "ids": ["c", "a"]}}),
+        ],
+    )
+    .await;
+    let all = db
+        .open_revs("d", store::OpenRevs::All, GetOptions::default(), false)
+        .await
+        .unwrap();
+    assert_eq!(all.len(), 2);
+    let some = db
+        .open_revs(
+            "d",
+            store::OpenRevs::List(vec![rev("2-b"), rev("9-z"), rev("1-a")]),
+            GetOptions {
+                latest: true,
+                ..Default::default()
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    let shape: Vec<String> = some
+        .iter()
+        .map(|r| match r {
+            store::OpenRev::Ok(doc) => serde_json::from_str::<serde_json::Value>(doc.as_str())
+                .unwrap()["_rev"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+            store::OpenRev::Missing(rev) => format!("missing {rev}"),
+        })
+        .collect();
+    assert_eq!(
+        shape,
+        ["2-b", "2-c", "missing 9-z"],
+        "latest on 1-a yields both leaves, 2-b once; found ones first by revision, as CouchDB"
+    );
+    assert!(matches!(
+        db.open_revs("none", store::OpenRevs::All, GetOptions::default(), false)
+            .await,
+        Err(StoreError::DocNotFound("missing"))
+    ));
+}
+
+pub async fn revs_diff_and_bulk_get_serve_the_replicator(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("diff").await;
+    let r1 = put(&db, json!({"_id": "a", "v": 1})).await;
+    let diff = db
+        .revs_diff(vec![
+            ("a".into(), vec![rev(&r1), rev("2-new")]),
+            ("b".into(), vec![rev("1-x")]),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(diff.len(), 2);
+    assert_eq!(diff[0].1.missing, vec![rev("2-new")]);
+    assert_eq!(diff[0].1.possible_ancestors, vec![rev(&r1)]);
+    assert_eq!(diff[1].1.missing, vec![rev("1-x")]);
+    let none = db
+        .revs_diff(vec![("a".into(), vec![rev(&r1)])])
+        .await
+        .unwrap();
+    assert!(none.is_empty());
+
+    let got = db
+        .bulk_get(
+            vec![
+                store::BulkGetRequest {
+                    id: "a".into(),
+                    rev: Some(rev(&r1)),
+                    atts_since: vec![],
+                },
+                store::BulkGetRequest {
+                    id: "a".into(),
+                    rev: None,
+                    atts_since: vec![],
+                },
+                store::BulkGetRequest {
+                    id: "nope".into(),
+                    rev: Some(rev("1-z")),
+                    atts_since: vec![],
+                },
+                store::BulkGetRequest {
+                    id: "nope".into(),
+                    rev: None,
+                    atts_since: vec![],
+                },
+            ],
+            true,
+            true,
+            false,
+        )
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 4);
+    let first: serde_json::Value =
+        serde_json::from_str(got[0].docs[0].as_ref().unwrap().as_str()).unwrap();
+    assert_eq!(first["_revisions"]["start"], 1);
+    assert!(got[1].docs[0].is_ok());
+    let missing = got[2].docs[0].as_ref().unwrap_err();
+    assert_eq!(
+        (missing.error, missing.rev.as_deref()),
+        ("not_found", Some("1-z"))
+    );
+    assert_eq!(got[3].docs[0].as_ref().unwrap_err().reason, "missing");
+}
+
+pub async fn a_large_batch_that_fails_midway_writes_nothing(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("midway").await;
+    let make = |i: usize| doc(json!({"_id": format!("d{i:03}"), "n": i}));
+    // An input error at document 250 of 300 (chunks of the batch before it
+    // have reached the writer by then).
+    let inputs = (0..300).map(|i| {
+        if i == 250 {
+            Err("bad input")
+        } else {
+            Ok(make(i))
+        }
+    });
+    match db.bulk_docs_streamed(inputs, 300, true).await {
+        Err(store::BulkError::Input(e)) => assert_eq!(e, "bad input"),
+        other => panic!("expected the input error, got {other:?}"),
+    }
+    assert_eq!(db.info().await.unwrap().doc_count, 0);
+    assert_eq!(db.update_seq(), 0);
+    // A request-level store error late in a large batch: nothing written either.
+    let mut docs: Vec<_> = (0..300)
+        .map(|i| doc(json!({"_id": format!("r{i:03}"), "_rev": format!("1-{i:032x}")})))
+        .collect();
+    docs[280] = doc(json!({"_id": "norev", "n": 1}));
+    assert!(matches!(
+        db.bulk_docs(docs, false).await,
+        Err(StoreError::Invalid { .. })
+    ));
+    assert_eq!(db.info().await.unwrap().doc_count, 0);
+    // The same batch, whole, is written in order with every row.
+    let results = db
+        .bulk_docs((0..300).map(make).collect(), true)
+        .await
+        .unwrap();
+    assert_eq!(results.len(), 300);
+    assert!(
+        results
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.id == format!("d{i:03}") && r.result.is_ok())
+    );
+    assert_eq!(db.info().await.unwrap().doc_count, 300);
+    assert_eq!(db.update_seq(), 300);
+}
+
+pub async fn large_bodies_are_stored_compressed_and_read_back_everywhere(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("compressed").await;
+    let big = json!({"_id": "big", "pad": "y".repeat(4000), "n": 1});
+    let r1 = put(&db, big.clone()).await;
+    let small_rev = put(&db, json!({"_id": "small", "a": 1})).await;
+
+    let mut expected = big.clone();
+    expected["_rev"] = json!(r1);
+    assert_eq!(get(&db, "big").await, expected);
+    assert_eq!(get(&db, "small").await["_rev"], small_rev);
+
+    let changes = db
+        .changes(store::ChangesQuery {
+            include_docs: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let doc = changes.rows[0].doc.as_ref().unwrap().to_value().unwrap();
+    assert_eq!(doc, expected);
+    let all = db
+        .all_docs(store::AllDocsQuery {
+            include_docs: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        all.rows[0].doc.as_ref().unwrap().to_value().unwrap(),
+        expected
+    );
+
+    // sizes.external counts the JSON text of the live winners, whatever
+    // the stored form, through updates and deletions.
+    let text_len = |v: serde_json::Value| {
+        let mut v = v;
+        let map = v.as_object_mut().unwrap();
+        map.remove("_id");
+        map.remove("_rev");
+        serde_json::to_string(&v).unwrap().len() as u64
+    };
+    let info = db.info().await.unwrap();
+    assert_eq!(
+        info.external_size,
+        text_len(big.clone()) + text_len(json!({"a": 1}))
+    );
+
+    let bigger = json!({"_id": "big", "_rev": r1, "pad": "z".repeat(9000)});
+    let r2 = put(&db, bigger.clone()).await;
+    let old = get_with(
+        &db,
+        "big",
+        GetOptions {
+            rev: Some(rev(&r1)),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(old["pad"], big["pad"]);
+    assert_eq!(
+        db.info().await.unwrap().external_size,
+        text_len(bigger) + text_len(json!({"a": 1}))
+    );
+    put(&db, json!({"_id": "big", "_rev": r2, "_deleted": true})).await;
+    assert_eq!(
+        db.info().await.unwrap().external_size,
+        text_len(json!({"a": 1}))
+    );
+}
+
+/// The paced bulk write, as a spooled `_bulk_docs` body feeds it from a
+/// blocking thread: the decoder waits whenever a few chunks are queued,
+/// large documents make chunks of their own, and every document is written
+/// in order in one batch.
+pub async fn a_paced_bulk_write_from_a_blocking_thread_writes_everything(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("paced").await;
+    let big = "b".repeat(3 << 20);
+    let handle = tokio::runtime::Handle::current();
+    let writer = db.clone();
+    let results = tokio::task::spawn_blocking(move || {
+        let inputs = (0..2_000).map(|i| {
+            let pad = if i % 500 == 0 { big.as_str() } else { "s" };
+            Ok::<_, std::convert::Infallible>(doc(json!({"_id": format!("p{i:04}"), "pad": pad})))
+        });
+        handle.block_on(writer.bulk_docs_paced(inputs, 2_000, true))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(results.len(), 2_000);
+    assert!(results.iter().all(|r| r.result.is_ok()));
+    assert_eq!(results[1999].id, "p1999");
+    assert_eq!(db.info().await.unwrap().doc_count, 2_000);
+    let read = get(&db, "p1000").await;
+    assert_eq!(read["pad"].as_str().map(str::len), Some(3 << 20));
+}

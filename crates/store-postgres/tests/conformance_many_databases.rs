@@ -1,0 +1,10 @@
+//! The store's many-databases cases on PostgreSQL, in a test binary of
+//! their own (they count the process's threads and descriptors), when
+//! `RECLINER_TEST_POSTGRES` holds a server's URL (`cargo xtask test` starts
+//! one); skipped with a note otherwise.
+
+mod backend;
+
+use backend::postgres;
+
+store_conformance::many_databases_tests!(postgres);

@@ -1,0 +1,94 @@
+//! Recliner's SQLite backend: one file per database in the data folder
+//! (the embedded default), implementing `store::backend`. A crate of its
+//! own beside `store-postgres`, so that the store knows CouchDB's rules and
+//! not its backends; the server chooses one.
+
+mod blobs;
+mod body_sql;
+pub(crate) mod checkpoint;
+mod coordination;
+pub(crate) mod db;
+mod doc_rows;
+mod file_limit;
+mod partitions;
+#[cfg(test)]
+mod purge_rows;
+mod read_rows;
+mod registry;
+pub(crate) mod schema;
+pub(crate) mod session;
+mod write_rows;
+
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use store::{Durability, Store, StoreError, StoreOptions};
+
+pub use registry::SqliteStore;
+
+/// Opens (creating if needed) a data folder of SQLite databases, with the
+/// default options.
+pub fn open(data_dir: impl Into<PathBuf>) -> Result<Store, StoreError> {
+    open_with(data_dir, StoreOptions::default())
+}
+
+/// Opens (creating if needed) a data folder of SQLite databases and the
+/// server identity in it.
+pub fn open_with(data_dir: impl Into<PathBuf>, options: StoreOptions) -> Result<Store, StoreError> {
+    let data_dir = data_dir.into();
+    let backend = Arc::new(SqliteStore::open(data_dir.clone(), options.durability)?);
+    file_limit::check_file_limit(options.max_dbs_open);
+    Ok(Store::with_backend(
+        data_dir,
+        backend.clone(),
+        backend,
+        options,
+    ))
+}
+
+/// A connection as `store::backend`'s row traits see it (the orphan rule
+/// keeps them from being implemented on `Connection` itself).
+pub(crate) struct Rows<'c>(pub &'c Connection);
+
+impl Deref for Rows<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.0
+    }
+}
+
+fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
+    Ok(conn
+        .prepare_cached("SELECT value FROM db_meta WHERE key = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()?)
+}
+
+fn write_meta(conn: &Connection, key: &str, value: &str) -> Result<(), StoreError> {
+    conn.prepare_cached("INSERT OR REPLACE INTO db_meta (key, value) VALUES (?1, ?2)")?
+        .execute([key, value])?;
+    Ok(())
+}
+
+fn open_connection(
+    path: &Path,
+    create: bool,
+    durability: Durability,
+) -> Result<Connection, StoreError> {
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if create {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags)?;
+    if create {
+        // Before anything writes the file's header (switching to WAL
+        // does): later, the mode can only change by rewriting the file.
+        // Lets compaction give freed pages back to the file system.
+        conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
+    }
+    schema::configure(&conn, durability)?;
+    Ok(conn)
+}
