@@ -1,7 +1,7 @@
 //! CouchDB's view collation, checked against CouchDB 3.5 itself: the same
 //! keys (strings of many scripts, punctuation, accents, case, ignorable
 //! characters; numbers; arrays; objects) emitted by a view on CouchDB come
-//! back in the order `query::collation::collate` gives them. Needs
+//! back in the order `collation::collate` gives them. Needs
 //! `COUCHDB_URL` (set by `cargo xtask test`).
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
@@ -218,7 +218,7 @@ async fn keys_collate_as_couchdb_orders_them() {
         .map(|(i, k)| (format!("k{i:04}"), k))
         .collect();
     // Equal keys are ordered by document id, as in a view.
-    ours.sort_by(|(ia, a), (ib, b)| query::collation::collate(a, b).then_with(|| ia.cmp(ib)));
+    ours.sort_by(|(ia, a), (ib, b)| collation::collate(a, b).then_with(|| ia.cmp(ib)));
     let our_order: Vec<String> = ours.into_iter().map(|(id, _)| id).collect();
     let shown = |ids: &[String]| -> Vec<String> {
         ids.iter()

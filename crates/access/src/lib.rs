@@ -64,7 +64,7 @@ pub enum Refusal {
     /// The gate could not read what it decides on.
     Store(StoreError),
     /// A validation function failed to run.
-    Script(query_server::JsError),
+    Script(design_functions::JsError),
 }
 
 impl From<StoreError> for Refusal {
@@ -135,10 +135,10 @@ pub struct Gate {
     kind: Kind,
     db: String,
     /// The database's design documents with a `validate_doc_update`.
-    validators: Arc<Vec<query_server::DesignDoc>>,
+    validators: Arc<Vec<design_functions::DesignDoc>>,
     /// `None` only where no query server runs (some tests of the
     /// replicator): then no function judges a write.
-    engine: Option<query_server::Validators>,
+    engine: Option<design_functions::Validators>,
     /// PBKDF2 iterations for passwords written into `_users`.
     iterations: u32,
 }
@@ -148,7 +148,7 @@ impl Gate {
     pub async fn of(
         database: &Database,
         user: UserCtx,
-        engine: Option<&query_server::Validators>,
+        engine: Option<&design_functions::Validators>,
         iterations: u32,
     ) -> Result<Gate, Refusal> {
         let kind = Kind::of(database.name());

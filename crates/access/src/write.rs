@@ -100,15 +100,15 @@ impl Gate {
         let Some(engine) = &self.engine else {
             return Ok(Ok(()));
         };
-        let checked = query_server::check_design_doc(engine.engine(), doc)
+        let checked = design_functions::check_design_doc(engine.engine(), doc)
             .await
             .map_err(Refusal::Script)?;
         Ok(checked.map_err(|refusal| match refusal {
-            query_server::DesignRefusal::Invalid(reason) => DocFailure {
+            design_functions::DesignRefusal::Invalid(reason) => DocFailure {
                 error: ErrorKind::InvalidDesignDoc,
                 reason,
             },
-            query_server::DesignRefusal::Compilation(reason) => DocFailure {
+            design_functions::DesignRefusal::Compilation(reason) => DocFailure {
                 error: ErrorKind::CompilationError,
                 reason,
             },
@@ -155,17 +155,17 @@ impl Gate {
         let failure = |error, reason| Ok(Err(DocFailure { error, reason }));
         match verdict {
             Ok(Ok(())) => Ok(Ok(())),
-            Ok(Err(query_server::Refusal::Forbidden(reason))) => {
+            Ok(Err(design_functions::Refusal::Forbidden(reason))) => {
                 failure(ErrorKind::Forbidden, reason)
             }
-            Ok(Err(query_server::Refusal::Unauthorized(reason))) => {
+            Ok(Err(design_functions::Refusal::Unauthorized(reason))) => {
                 failure(ErrorKind::Unauthorized, reason)
             }
-            Ok(Err(query_server::Refusal::Other(reason))) => {
+            Ok(Err(design_functions::Refusal::Other(reason))) => {
                 failure(ErrorKind::UnknownError, reason)
             }
-            Err(query_server::ValidationError::Store(e)) => Err(e.into()),
-            Err(query_server::ValidationError::Script(e)) => Err(Refusal::Script(e)),
+            Err(design_functions::ValidationError::Store(e)) => Err(e.into()),
+            Err(design_functions::ValidationError::Script(e)) => Err(Refusal::Script(e)),
         }
     }
 

@@ -43,10 +43,10 @@ enum Filter {
     /// `filter=_design`: design documents only.
     Design,
     /// `filter=_selector`: documents matching a Mango selector.
-    Selector(query::selector::Selector),
+    Selector(mango::selector::Selector),
     /// `filter=ddoc/name` or `filter=_view`: a design document's function
     /// decides, a page of documents at a time.
-    Script(query_server::DocFilter),
+    Script(design_functions::DocFilter),
 }
 
 impl Filter {
@@ -56,7 +56,7 @@ impl Filter {
         match self {
             Filter::All | Filter::Script(_) => true,
             Filter::Design => row.id.starts_with("_design/"),
-            Filter::Selector(selector) => query_server::selector_passes(selector, row),
+            Filter::Selector(selector) => design_functions::selector_passes(selector, row),
         }
     }
 }
@@ -220,7 +220,7 @@ pub(crate) async fn changes(
                     "Selector error: expected a JSON object",
                 ));
             };
-            let selector = query::selector::Selector::parse(selector)
+            let selector = mango::selector::Selector::parse(selector)
                 .map_err(|e| ApiError::bad_request(e.to_string()))?;
             filter = Filter::Selector(selector);
         }
@@ -235,7 +235,7 @@ pub(crate) async fn changes(
             let ddoc =
                 crate::design::runnable(&database, ddoc, crate::design::Section::Views, name)
                     .await?;
-            filter = Filter::Script(query_server::DocFilter {
+            filter = Filter::Script(design_functions::DocFilter {
                 engine: state.validators.engine().clone(),
                 ddoc,
                 name: name.to_string(),
@@ -262,7 +262,7 @@ pub(crate) async fn changes(
                 id: None,
             })
             .await?;
-            filter = Filter::Script(query_server::DocFilter {
+            filter = Filter::Script(design_functions::DocFilter {
                 engine: state.validators.engine().clone(),
                 ddoc,
                 name: name.to_string(),
@@ -386,7 +386,7 @@ impl FeedState {
 enum PageError {
     Store(String),
     /// The filter function failed: the feed ends with CouchDB's error row.
-    Script(query_server::JsError),
+    Script(design_functions::JsError),
 }
 
 /// The feed from `state` on, after `first` (a page already read).

@@ -1,7 +1,7 @@
 //! Mango over HTTP: `POST /{db}/_find` and `_explain`, and the indexes
 //! (`GET|POST /{db}/_index`, `DELETE /{db}/_index/{ddoc}/json/{name}`,
-//! `POST /{db}/_index/_bulk_delete`). The plan comes from `query::mango`;
-//! JSON indexes are design-document views built by `query_server::views`.
+//! `POST /{db}/_index/_bulk_delete`). The plan comes from `mango`;
+//! JSON indexes are design-document views built by `design_functions::views`.
 
 use std::ops::Bound as Edge;
 use std::time::Instant;
@@ -9,12 +9,12 @@ use std::time::Instant;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use query::mango::MangoError;
-use query::mango::bookmark::Bookmark;
-use query::mango::find::FindRequest;
-use query::mango::index_def::{IndexDef, all_docs_description, parse_new_index};
-use query::mango::plan::{Bound, Chosen, Plan, plan};
-use query_server::views::ViewGroup;
+use design_functions::views::ViewGroup;
+use mango::MangoError;
+use mango::bookmark::Bookmark;
+use mango::find::FindRequest;
+use mango::index_def::{IndexDef, all_docs_description, parse_new_index};
+use mango::plan::{Bound, Chosen, Plan, plan};
 use serde_json::{Map, Value, json};
 use store::{AllDocsQuery, Database, DocInput, GetOptions, IndexRange, StoreError};
 
@@ -178,9 +178,7 @@ pub(crate) async fn find_in(
                 error: "unknown_error",
                 reason: format!(
                     "Unknown Error: mango_httpd :: {{bad_partition,{}}}",
-                    query::mango::erlang_text(&Value::String(
-                        req.partition.clone().unwrap_or_default()
-                    ))
+                    mango::erlang_text(&Value::String(req.partition.clone().unwrap_or_default()))
                 ),
             });
         }
@@ -325,7 +323,7 @@ impl Run {
             self.skipped += 1;
             return Ok(());
         }
-        let shown = query::mango::fields::project(doc, &self.req.fields);
+        let shown = mango::fields::project(doc, &self.req.fields);
         if !self.first {
             writer.write(b",\r\n").await?;
         }
@@ -377,7 +375,7 @@ impl Run {
         let prefix = match (&self.req.partition, def.partitioned) {
             (Some(p), true) => {
                 self.partition_prefix = None;
-                query_server::views::partition_sort_key(p)
+                design_functions::views::partition_sort_key(p)
             }
             _ => Vec::new(),
         };
@@ -388,7 +386,7 @@ impl Run {
         );
         let resume = self.req.bookmark.as_ref().map(|b| {
             let mut bytes = Vec::new();
-            query::collation::sort_key(&b.key, &mut bytes);
+            collation::sort_key(&b.key, &mut bytes);
             (prefixed(bytes), Some(b.doc_id.clone()))
         });
         let (start, end) = if self.plan.descending {
@@ -559,7 +557,7 @@ fn covered_doc(def: &IndexDef, key: &Value, id: &str) -> Value {
     let mut doc = Value::Object(doc);
     let values = key.as_array().cloned().unwrap_or_default();
     for (field, value) in def.fields.iter().zip(values) {
-        let path = query::mango::fields::split(field);
+        let path = mango::fields::split(field);
         let mut at = &mut doc;
         for (i, segment) in path.iter().enumerate() {
             let Value::Object(map) = at else { break };
@@ -597,7 +595,7 @@ fn explain_answer(
         "dbname": database.name(),
         "index": Value::Null,
         "partitioned": database.is_partitioned(),
-        "selector": query::mango::normal::normalize(&req.selector_json),
+        "selector": mango::normal::normalize(&req.selector_json),
         "opts": req.explain_opts(),
         "limit": req.limit,
         "skip": req.skip,
@@ -758,7 +756,7 @@ pub(crate) async fn index_path(
                 "invalid_bulk_docs",
                 format!(
                     "Bulk Delete requires an array of non-null docids. Docids: {}",
-                    query::mango::erlang_text(ids)
+                    mango::erlang_text(ids)
                 ),
             )));
         };

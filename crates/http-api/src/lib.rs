@@ -275,9 +275,9 @@ pub struct AppState {
     pub node_config: Option<std::sync::Arc<dyn NodeConfig>>,
     /// The JavaScript query server, and the validation functions of each
     /// database (shared with the replicator's local writes).
-    pub validators: query_server::Validators,
+    pub validators: design_functions::Validators,
     /// Open view indexes (one update at a time each).
-    pub views: query_server::views::Views,
+    pub views: design_functions::views::Views,
     /// This process among the nodes sharing its store: what it publishes
     /// of its replications is filed under this name.
     pub node: std::sync::Arc<str>,
@@ -290,7 +290,7 @@ impl AppState {
 
     pub fn with_config(store: Store, config: ApiConfig) -> AppState {
         let validators =
-            query_server::Validators::new(query_server::Engine::new(Default::default()));
+            design_functions::Validators::new(design_functions::Engine::new(Default::default()));
         let scheduler =
             replicator::Scheduler::new(store.clone(), Default::default(), validators.clone());
         AppState::with_scheduler(store, config, scheduler, validators)
@@ -300,7 +300,7 @@ impl AppState {
         store: Store,
         config: ApiConfig,
         scheduler: replicator::Scheduler,
-        validators: query_server::Validators,
+        validators: design_functions::Validators,
     ) -> AppState {
         AppState {
             validators,

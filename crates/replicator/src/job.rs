@@ -120,7 +120,7 @@ pub use wire::time::rfc3339;
 pub async fn run_once(
     store: &Store,
     spec: &ReplicationSpec,
-    validators: Option<&query_server::Validators>,
+    validators: Option<&design_functions::Validators>,
 ) -> Result<Value, ReplicationError> {
     let (_keep, stop) = tokio::sync::watch::channel(false);
     run(store, spec, stop, &Progress::default(), validators).await
@@ -187,7 +187,7 @@ pub async fn run(
     spec: &ReplicationSpec,
     stop: tokio::sync::watch::Receiver<bool>,
     progress: &Progress,
-    validators: Option<&query_server::Validators>,
+    validators: Option<&design_functions::Validators>,
 ) -> Result<Value, ReplicationError> {
     match run_parking(store, spec, stop, progress, validators, None).await? {
         RunEnd::Log(log) => Ok(log),
@@ -205,7 +205,7 @@ pub async fn run_parking(
     spec: &ReplicationSpec,
     mut stop: tokio::sync::watch::Receiver<bool>,
     progress: &Progress,
-    validators: Option<&query_server::Validators>,
+    validators: Option<&design_functions::Validators>,
     linger: Option<Duration>,
 ) -> Result<RunEnd, ReplicationError> {
     progress.update(|p| p.process_status = ProcessStatus::Running);

@@ -63,7 +63,7 @@ impl std::fmt::Display for Peer {
 #[derive(Debug, Clone)]
 pub struct SelectorFilter {
     pub json: Value,
-    pub parsed: std::sync::Arc<query::selector::Selector>,
+    pub parsed: std::sync::Arc<mango::selector::Selector>,
 }
 
 impl PartialEq for SelectorFilter {
@@ -353,7 +353,7 @@ impl ReplicationSpec {
         let selector = match map.get("selector") {
             None | Some(Value::Null) => None,
             Some(sel @ Value::Object(_)) => {
-                let parsed = query::selector::Selector::parse(sel)
+                let parsed = mango::selector::Selector::parse(sel)
                     .map_err(|e| bad(format!("`selector` is invalid: {e}")))?;
                 Some(SelectorFilter {
                     json: sel.clone(),

@@ -306,8 +306,9 @@ async fn serve(
             Err(e) => return Err(e.into()),
         }
     }
-    let validators =
-        query_server::Validators::new(query_server::Engine::new(config.query_server_limits()));
+    let validators = design_functions::Validators::new(design_functions::Engine::new(
+        config.query_server_limits(),
+    ));
     let scheduler =
         replicator::Scheduler::new(store.clone(), config.scheduler_config(), validators.clone());
     // The configuration API shows and keeps the admins as hashes, the

@@ -96,7 +96,8 @@ pub async fn run(
     let started = Instant::now();
     let display = Display::new(std::io::stderr().is_terminal());
     // Local targets obey their validation functions here too.
-    let validators = query_server::Validators::new(query_server::Engine::new(Default::default()));
+    let validators =
+        design_functions::Validators::new(design_functions::Engine::new(Default::default()));
     let run = replicator::run(&store, &spec, stop, &progress, Some(&validators));
     tokio::pin!(run);
     let mut ticker = tokio::time::interval_at(

@@ -7,7 +7,7 @@
 pub struct IndexRow {
     /// Which view of the index (its position in the design document).
     pub view: u32,
-    /// The sort key of `key` (see `query::collation::sort_key`).
+    /// The sort key of `key` (see `collation::sort_key`).
     pub sort_key: Vec<u8>,
     /// The key as JSON text, as emitted.
     pub key: String,

@@ -1,14 +1,14 @@
-//! Target `selector`: Mango selectors (`query::selector`) parsed from
+//! Target `selector`: Mango selectors (`mango::selector`) parsed from
 //! generated and arbitrary JSON and matched against generated documents,
 //! including nesting right around the parser's depth limit and hostile
 //! `$regex`/`$mod`/`$size` arguments. Invariants: no panic, no hang (the
 //! driver's watchdog), and the logical identities normalization must keep:
 //! `$and`/`$or` of one selector, `$nor` of one as `$not`, double `$not`.
 
+use mango::selector::Selector;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::select;
-use query::selector::Selector;
 use serde_json::Value;
 
 use crate::driver::Violations;

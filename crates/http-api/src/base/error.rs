@@ -235,8 +235,8 @@ impl IntoResponse for ApiError {
 /// A design function that gave no answer, as CouchDB reports it: the
 /// function's own error name and reason (500), 404 for a missing function,
 /// `os_process_error` for one that ran too long or out of memory.
-pub(crate) fn script_error(e: query_server::JsError) -> ApiError {
-    use query_server::JsError;
+pub(crate) fn script_error(e: design_functions::JsError) -> ApiError {
+    use design_functions::JsError;
     match e {
         JsError::Runtime { error, reason } if error == "not_found" => ApiError::NotFound(reason),
         JsError::Runtime { error, reason } => ApiError::Failed {

@@ -105,7 +105,7 @@ pub(crate) async fn runnable(
     ddoc: &str,
     section: Section,
     name: &str,
-) -> Result<query_server::DesignDoc, ApiError> {
+) -> Result<design_functions::DesignDoc, ApiError> {
     let doc = load(database, ddoc).await?;
     let Some(functions) = doc.get(section.key()).and_then(Value::as_object) else {
         return Err(ApiError::not_found(format!(
@@ -117,7 +117,7 @@ pub(crate) async fn runnable(
         return Err(ApiError::not_found(format!("missing json key: {name}")));
     }
     let text = |k: &str| doc.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    Ok(query_server::DesignDoc {
+    Ok(design_functions::DesignDoc {
         db: database.name().to_string(),
         id: text("_id"),
         rev: text("_rev"),

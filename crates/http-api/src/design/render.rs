@@ -8,7 +8,7 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use base64::Engine;
-use query_server::{ListChunk, ListIo};
+use design_functions::{ListChunk, ListIo};
 use serde_json::Value;
 use store::{Database, GetOptions, StoreError};
 use tokio::sync::mpsc;
@@ -151,7 +151,7 @@ pub(crate) async fn list(
     };
     let design = crate::design::runnable(&database, &ddoc, Section::Lists, &name).await?;
     let view_doc = crate::design::load(&database, &view_ddoc).await?;
-    let group = query_server::views::ViewGroup::of(&database, &view_doc)
+    let group = design_functions::views::ViewGroup::of(&database, &view_doc)
         .map_err(|_| ApiError::not_found("missing_named_view"))?;
     if !group.has_view(&view) {
         return Err(ApiError::not_found("missing_named_view"));

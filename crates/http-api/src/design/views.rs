@@ -1,10 +1,10 @@
 //! `GET|POST /{db}/_design/{ddoc}/_view/{view}`: map/reduce views, with
-//! CouchDB's query parameters (the index is `query_server::views`).
+//! CouchDB's query parameters (the index is `design_functions::views`).
 
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use query_server::views::{ViewError, ViewGroup, ViewHead, ViewPage, ViewQuery, ViewReader};
+use design_functions::views::{ViewError, ViewGroup, ViewHead, ViewPage, ViewQuery, ViewReader};
 use serde_json::{Map, Value, json};
 use store::{Database, GetOptions, IndexEntry};
 
@@ -440,7 +440,7 @@ fn view_error(e: ViewError) -> ApiError {
         ViewError::NotFound(reason) => ApiError::not_found(reason),
         ViewError::BadRequest(reason) => query_parse_error(reason),
         ViewError::Store(e) => e.into(),
-        ViewError::Script(query_server::JsError::Runtime { error, reason })
+        ViewError::Script(design_functions::JsError::Runtime { error, reason })
             if error == "not_implemented" =>
         {
             ApiError::NotImplemented(reason)

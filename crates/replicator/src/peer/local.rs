@@ -27,7 +27,7 @@ pub struct LocalPeer {
     user: Option<Arc<auth::UserCtx>>,
     /// The query server: the validation functions writes here obey
     /// (as a target) and the filter functions changes pass (as a source).
-    validators: Option<query_server::Validators>,
+    validators: Option<design_functions::Validators>,
 }
 
 impl LocalPeer {
@@ -37,7 +37,7 @@ impl LocalPeer {
         store: &Store,
         name: &str,
         user: Option<&auth::UserCtx>,
-        validators: Option<&query_server::Validators>,
+        validators: Option<&design_functions::Validators>,
     ) -> LocalPeer {
         LocalPeer {
             store: store.clone(),
@@ -170,7 +170,7 @@ impl LocalPeer {
         db: &store::Database,
         name: &str,
         query_params: &serde_json::Map<String, Value>,
-    ) -> Result<query_server::DocFilter, EndpointError> {
+    ) -> Result<design_functions::DocFilter, EndpointError> {
         let (validators, user) = (&self.validators, &self.user);
         let Some(validators) = validators else {
             return Err(EndpointError::Http {
@@ -234,9 +234,9 @@ impl LocalPeer {
             "userCtx": user_ctx,
             "secObj": *db.security().await?,
         });
-        Ok(query_server::DocFilter {
+        Ok(design_functions::DocFilter {
             engine: validators.engine().clone(),
-            ddoc: query_server::DesignDoc {
+            ddoc: design_functions::DesignDoc {
                 db: db.name().to_string(),
                 id: ddoc_id,
                 rev: ddoc.get("_rev").map(text).unwrap_or_default(),
@@ -248,9 +248,9 @@ impl LocalPeer {
     }
 
     /// A filter function's failure, as the peer's error.
-    fn script_error(&self, e: query_server::JsError) -> EndpointError {
+    fn script_error(&self, e: design_functions::JsError) -> EndpointError {
         let (status, error, reason) = match e {
-            query_server::JsError::Runtime { error, reason } => {
+            design_functions::JsError::Runtime { error, reason } => {
                 let status = if error == "not_found" { 404 } else { 500 };
                 (status, error, reason)
             }
@@ -385,7 +385,7 @@ impl LocalPeer {
                 }
                 selector
                     .as_ref()
-                    .is_none_or(|s| query_server::selector_passes(s, row))
+                    .is_none_or(|s| design_functions::selector_passes(s, row))
             })
             .map(|(_, row)| row)
             .map(|row| Change {

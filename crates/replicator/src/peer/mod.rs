@@ -88,7 +88,7 @@ impl Endpoint {
         store: &Store,
         options: HttpOptions,
         user: Option<&auth::UserCtx>,
-        validators: Option<&query_server::Validators>,
+        validators: Option<&design_functions::Validators>,
     ) -> Result<Endpoint, EndpointError> {
         match peer {
             Peer::Local(name) => Ok(Endpoint::Local(LocalPeer::new(

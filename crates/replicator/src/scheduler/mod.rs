@@ -216,7 +216,7 @@ struct Table {
 struct Inner {
     store: Store,
     /// The validation functions local targets apply to replicated writes.
-    validators: query_server::Validators,
+    validators: design_functions::Validators,
     /// Changeable while the server runs (`/_node/{node}/_config/replicator`).
     config: std::sync::RwLock<SchedulerConfig>,
     table: Mutex<Table>,
@@ -255,7 +255,7 @@ impl Scheduler {
     pub fn new(
         store: Store,
         config: SchedulerConfig,
-        validators: query_server::Validators,
+        validators: design_functions::Validators,
     ) -> Scheduler {
         Scheduler {
             inner: Arc::new(Inner {

@@ -429,8 +429,8 @@ impl Config {
     }
 
     /// The JavaScript query server's share of the configuration.
-    pub fn query_server_limits(&self) -> query_server::Limits {
-        query_server::Limits {
+    pub fn query_server_limits(&self) -> design_functions::Limits {
+        design_functions::Limits {
             threads: self.query_server_threads,
             timeout: std::time::Duration::from_millis(self.os_process_timeout),
             memory: usize::try_from(self.query_server_memory).unwrap_or(usize::MAX),
@@ -637,9 +637,9 @@ impl Default for Config {
             max_attachment_size: 1 << 30,
             max_partition_size: store::DEFAULT_MAX_PARTITION_SIZE,
             attachment_compression_level: store::AttachmentCompression::default().level,
-            query_server_threads: query_server::Limits::default().threads,
-            os_process_timeout: query_server::Limits::default().timeout.as_millis() as u64,
-            query_server_memory: query_server::Limits::default().memory as u64,
+            query_server_threads: design_functions::Limits::default().threads,
+            os_process_timeout: design_functions::Limits::default().timeout.as_millis() as u64,
+            query_server_memory: design_functions::Limits::default().memory as u64,
             compressible_types: store::DEFAULT_COMPRESSIBLE_TYPES.into(),
             max_document_id_length: limits.max_document_id_length,
             max_attachments_per_document: limits.max_attachments_per_document,

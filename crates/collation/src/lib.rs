@@ -1,5 +1,9 @@
-//! CouchDB's view collation: how keys, selectors and (later) Mango order
-//! JSON values. One implementation, shared by every part that compares.
+//! CouchDB's orders of JSON values, one implementation shared by every
+//! part that compares: views, Mango, `_all_docs`-style ranges. This module
+//! is the view collation (ICU's root order); [`raw`] is the raw order
+//! (Erlang's term order) that views may ask for.
+
+pub mod raw;
 
 use std::cmp::Ordering;
 
@@ -55,7 +59,7 @@ fn type_rank(value: &Value) -> u8 {
 /// strings byte for byte, objects member by member in order. With `exact`
 /// (Erlang's `=:=`) an integer never equals a float; without it (`==`) they
 /// compare by value.
-pub(crate) fn terms_equal(a: &Value, b: &Value, exact: bool) -> bool {
+pub fn terms_equal(a: &Value, b: &Value, exact: bool) -> bool {
     match (a, b) {
         (Value::Null, Value::Null) => true,
         (Value::Bool(x), Value::Bool(y)) => x == y,
@@ -80,11 +84,12 @@ pub(crate) fn terms_equal(a: &Value, b: &Value, exact: bool) -> bool {
 }
 
 /// A JSON number that is written as an integer (as Erlang's `is_integer`).
-pub(crate) fn integer_of(n: &Number) -> Option<i128> {
+pub fn integer_of(n: &Number) -> Option<i128> {
     n.as_i128()
 }
 
-pub(crate) fn integer(value: &Value) -> Option<i128> {
+/// A JSON value that is an integer (see [`integer_of`]).
+pub fn integer(value: &Value) -> Option<i128> {
     match value {
         Value::Number(n) => integer_of(n),
         _ => None,

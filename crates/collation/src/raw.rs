@@ -9,7 +9,7 @@ use std::cmp::Ordering;
 
 use serde_json::Value;
 
-use crate::collation::{compare_numbers, number_sort_key};
+use crate::{compare_numbers, number_sort_key};
 
 /// How a view orders its keys: CouchDB's default collation, or `raw`
 /// (Erlang's term order, this module's).
@@ -33,7 +33,7 @@ impl Collation {
     /// Writes `value`'s sort key in this collation.
     pub fn sort_key(self, value: &Value, out: &mut Vec<u8>) {
         match self {
-            Collation::Unicode => crate::collation::sort_key(value, out),
+            Collation::Unicode => crate::sort_key(value, out),
             Collation::Raw => sort_key(value, out),
         }
     }

@@ -336,7 +336,7 @@ impl Engine {
 /// Whether a change's document matches a selector (`filter=_selector`):
 /// the one test of `_changes` and of replications from a local source.
 /// The row must carry its document.
-pub fn selector_passes(selector: &query::selector::Selector, row: &store::ChangeRow) -> bool {
+pub fn selector_passes(selector: &mango::selector::Selector, row: &store::ChangeRow) -> bool {
     row.doc
         .as_ref()
         .and_then(|d| d.to_value().ok())

@@ -26,7 +26,7 @@
 //!   element without `b`.
 //! * Values are compared with CouchDB's view collation (null < booleans <
 //!   numbers < strings < arrays < objects; strings by ICU's root collation),
-//!   from [`crate::collation`].
+//!   from [`collation`].
 //!
 //! Known differences from CouchDB:
 //!
@@ -45,7 +45,7 @@ use std::cmp::Ordering;
 use regex::Regex;
 use serde_json::{Map, Value};
 
-use crate::collation::*;
+use collation::*;
 
 /// How deeply a selector may nest: deeper input is rejected at parse time so
 /// that parsing and matching, which recurse, can never exhaust the stack.

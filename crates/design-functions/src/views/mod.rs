@@ -10,8 +10,8 @@ pub(crate) mod reduce;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use collation::raw::Collation;
 use md5::{Digest, Md5};
-use query::raw_collation::Collation;
 use serde_json::{Value, json};
 use store::{ChangesQuery, Database, Index, IndexRow, IndexedDoc};
 
@@ -66,7 +66,7 @@ pub struct ViewGroup {
 /// The bytes a partition's rows start with in a partitioned index.
 pub fn partition_sort_key(partition: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    query::collation::sort_key(&Value::String(partition.to_string()), &mut out);
+    collation::sort_key(&Value::String(partition.to_string()), &mut out);
     out
 }
 
@@ -75,7 +75,7 @@ pub fn partition_sort_key(partition: &str) -> Vec<u8> {
 #[derive(Debug, Clone)]
 struct MangoMap {
     fields: Vec<Vec<String>>,
-    partial: Option<query::selector::Selector>,
+    partial: Option<mango::selector::Selector>,
 }
 
 impl MangoMap {
@@ -83,12 +83,12 @@ impl MangoMap {
         let fields = map
             .get("fields")
             .and_then(Value::as_object)
-            .map(|f| f.keys().map(|k| query::mango::fields::split(k)).collect())
+            .map(|f| f.keys().map(|k| mango::fields::split(k)).collect())
             .unwrap_or_default();
         let partial = map
             .get("partial_filter_selector")
             .filter(|p| p.as_object().is_some_and(|m| !m.is_empty()))
-            .and_then(|p| query::selector::Selector::parse(p).ok());
+            .and_then(|p| mango::selector::Selector::parse(p).ok());
         MangoMap { fields, partial }
     }
 
@@ -437,7 +437,7 @@ async fn map_page(
             for (view, map) in mango.iter().enumerate() {
                 if let Some(key) = map.key(&doc) {
                     let mut sort_key = Vec::new();
-                    query::collation::sort_key(&key, &mut sort_key);
+                    collation::sort_key(&key, &mut sort_key);
                     docs[*at].rows.push(IndexRow {
                         view: view as u32,
                         sort_key,
@@ -457,8 +457,7 @@ async fn map_page(
                 // collate equal (`""` and `"\u0000"`, `1` and `1.0`)
                 // come in that order, not in the order of `emit`.
                 pairs.sort_by(|(ka, va), (kb, vb)| {
-                    query::raw_collation::compare(ka, kb)
-                        .then_with(|| query::raw_collation::compare(va, vb))
+                    collation::raw::compare(ka, kb).then_with(|| collation::raw::compare(va, vb))
                 });
                 for (key, value) in pairs {
                     let sort_key = group.key_bytes(view as u32, &key);

@@ -9,7 +9,7 @@ use store::{Index, IndexEntry, IndexPosition, IndexRange, ReducePart};
 
 use crate::Engine;
 use crate::views::reduce::Reduction;
-use query::raw_collation::Collation;
+use collation::raw::Collation;
 
 use crate::views::{ViewError, ViewGroup, ViewQuery, partition_sort_key};
 

@@ -218,7 +218,7 @@ fn json_plan(req: &FindRequest, idx: &IndexDef, ranges: &BTreeMap<String, FieldR
             break;
         };
         start.push(v.clone());
-        crate::collation::sort_key(v, &mut low);
+        collation::sort_key(v, &mut low);
     }
     let mut end = Vec::new();
     let mut high = vec![6u8];
@@ -226,7 +226,7 @@ fn json_plan(req: &FindRequest, idx: &IndexDef, ranges: &BTreeMap<String, FieldR
         match bound_value(&range.high) {
             Some(v) => {
                 end.push(v.clone());
-                crate::collation::sort_key(v, &mut high);
+                collation::sort_key(v, &mut high);
             }
             None => break,
         }
@@ -345,7 +345,7 @@ fn candidates(analyses: &[Analysis], chosen: &Chosen, usable: &[&IndexDef]) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mango::find::FindRequest;
+    use crate::find::FindRequest;
 
     fn idx(name: &str, fields: &[&str]) -> IndexDef {
         IndexDef {

@@ -165,7 +165,7 @@ fn spawn_worker(shared: &Arc<Shared>, state: &mut State, extra: bool) {
     let n = state.workers;
     let for_worker = shared.clone();
     let started = std::thread::Builder::new()
-        .name(format!("query-server-{n}"))
+        .name(format!("design-fn-{n}"))
         .stack_size(THREAD_STACK)
         .spawn(move || work(&for_worker, extra));
     match started {

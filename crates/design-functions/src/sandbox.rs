@@ -185,7 +185,7 @@ impl Sandbox {
                 let log = Function::new(ctx.clone(), {
                     let id = ddoc.id.clone();
                     move |message: String| {
-                        tracing::info!(target: "query_server", ddoc = %id, "{message}");
+                        tracing::info!(target: "design_functions", ddoc = %id, "{message}");
                     }
                 })
                 .map_err(internal)?;

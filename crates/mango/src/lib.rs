@@ -10,6 +10,7 @@ pub mod find;
 pub mod index_def;
 pub mod normal;
 pub mod plan;
+pub mod selector;
 
 /// A Mango request CouchDB would refuse, with its status, error and reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
