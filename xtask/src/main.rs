@@ -20,6 +20,7 @@
 //! - `fuzz`: the fuzz targets of `tests/tests/fuzz`, each for a while.
 
 mod couchdb;
+mod layout;
 mod postgres;
 
 use std::path::{Path, PathBuf};
@@ -31,9 +32,16 @@ fn main() -> ExitCode {
         Some("test") => test(&args[1..]),
         Some("bench") => bench(&args[1..]),
         Some("fuzz") => fuzz(&args[1..]),
+        Some("layout") => layout::check(&args.get(1).map_or_else(workspace_root, PathBuf::from)),
         _ => {
-            eprintln!("usage: cargo xtask <test|bench|fuzz> [args]");
-            eprintln!("  test   build the recliner binary, then run every test of the workspace");
+            eprintln!("usage: cargo xtask <test|bench|fuzz|layout> [args]");
+            eprintln!(
+                "  test   check the layout, build the recliner binary, then run every test of the workspace"
+            );
+            eprintln!(
+                "  layout  no import circle between a crate's files, no source file over {} lines",
+                layout::MAX_LINES
+            );
             eprintln!(
                 "  bench store  the store's throughput and peak-memory figures (release build)"
             );
@@ -91,6 +99,12 @@ fn run(mut cmd: Command) -> Result<(), String> {
 /// (started here when the release is beside the checkout, unless the
 /// variable is already set) and skip themselves without it.
 fn test(extra: &[String]) -> Result<(), String> {
+    // The layout's rules are reported now and fail the run at its end, so
+    // a broken rule never hides the tests' own results.
+    let layout = layout::check(&workspace_root());
+    if let Err(problems) = &layout {
+        eprintln!("xtask: {problems}");
+    }
     interop_packages()?;
     let pouchdb_server = pouchdb_server_for_tests()?;
     let mut build = cargo();
@@ -174,7 +188,7 @@ fn test(extra: &[String]) -> Result<(), String> {
         }
         None => Ok(()),
     };
-    sqlite.and(postgres)
+    sqlite.and(postgres).and(layout)
 }
 
 /// PouchDB Server, a peer of the replication tests, from `bench/node`
