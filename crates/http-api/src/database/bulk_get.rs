@@ -8,7 +8,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
-use store::{BulkGetRequest, Database};
+use store::{Database, RevisionsRequest};
 
 use crate::AppState;
 use crate::base::error::ApiError;
@@ -93,7 +93,7 @@ struct BulkGetOptions {
 /// One entry of a `_bulk_get` request: a read to make, or CouchDB's
 /// answer for an entry it cannot read (the other entries are still read).
 enum BulkGetEntry {
-    Read(BulkGetRequest),
+    Read(RevisionsRequest),
     Refused(Value),
 }
 
@@ -115,7 +115,7 @@ fn bulk_get_entry(entry: &Value) -> BulkGetEntry {
         Some(Ok(revs)) => revs,
         Some(Err(_)) => return refused(&json!(id), &entry["rev"], "Invalid rev format"),
     };
-    BulkGetEntry::Read(BulkGetRequest {
+    BulkGetEntry::Read(RevisionsRequest {
         id: id.to_string(),
         rev,
         atts_since,
