@@ -276,8 +276,10 @@ impl LocalPeer {
     pub async fn info(&self) -> Result<DbInfo, EndpointError> {
         let db = self.local().await?;
         Ok(DbInfo {
+            db_name: self.name.clone(),
             update_seq: Value::from(db.seq_string(db.update_seq())),
             instance_start_time: db.instance_start_time().to_string(),
+            ..DbInfo::default()
         })
     }
 
