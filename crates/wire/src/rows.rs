@@ -1,9 +1,12 @@
-//! The rows CouchDB's endpoints answer with, for both sides of the wire.
+//! The rows CouchDB's endpoints answer with, for both sides of the wire:
+//! one type per shape, which the server writes and the replicator decodes.
 //!
-//! The server streams the large ones (`_changes`, `_all_docs`) with the
-//! writers here, splicing stored document text it trusts; every other value
-//! goes through [`crate::json`]. The replicator decodes the same shapes with
-//! serde, so a revision it cannot parse is an error, never silently dropped.
+//! The server streams the large ones (`_changes`, `_all_docs`, `_bulk_get`)
+//! with the writers here, splicing stored document text it trusts through
+//! [`crate::json`]'s escaper; it serializes the others from the types. The
+//! replicator decodes the same shapes with serde, so a revision it cannot
+//! parse is an error, never silently dropped. The round-trip tests hold
+//! each writer to its type.
 
 use std::fmt;
 use std::marker::PhantomData;
