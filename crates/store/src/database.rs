@@ -55,7 +55,8 @@ impl std::fmt::Debug for Database {
     }
 }
 
-/// Everything `GET /db` reports, in store terms.
+/// The counters and sizes behind `GET /db`, in store terms (the answer
+/// itself is `wire::rows::DbInfo`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DbSummary {
     pub db_name: String,
