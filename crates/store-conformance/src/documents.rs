@@ -351,22 +351,22 @@ pub async fn revs_diff_and_bulk_get_serve_the_replicator(backend: &dyn Backend) 
     let got = db
         .bulk_get(
             vec![
-                store::BulkGetRequest {
+                store::RevisionsRequest {
                     id: "a".into(),
                     rev: Some(rev(&r1)),
                     atts_since: vec![],
                 },
-                store::BulkGetRequest {
+                store::RevisionsRequest {
                     id: "a".into(),
                     rev: None,
                     atts_since: vec![],
                 },
-                store::BulkGetRequest {
+                store::RevisionsRequest {
                     id: "nope".into(),
                     rev: Some(rev("1-z")),
                     atts_since: vec![],
                 },
-                store::BulkGetRequest {
+                store::RevisionsRequest {
                     id: "nope".into(),
                     rev: None,
                     atts_since: vec![],
@@ -385,8 +385,11 @@ pub async fn revs_diff_and_bulk_get_serve_the_replicator(backend: &dyn Backend) 
     assert!(got[1].docs[0].is_ok());
     let missing = got[2].docs[0].as_ref().unwrap_err();
     assert_eq!(
-        (missing.error, missing.rev.as_deref()),
-        ("not_found", Some("1-z"))
+        (
+            missing.error.as_str(),
+            missing.rev.as_ref().map(ToString::to_string)
+        ),
+        ("not_found", Some("1-z".to_string()))
     );
     assert_eq!(got[3].docs[0].as_ref().unwrap_err().reason, "missing");
 }

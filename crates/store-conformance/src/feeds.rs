@@ -9,7 +9,7 @@ use crate::common::{TempStore, doc, put, replicate};
 use serde_json::json;
 use store::{AllDocsQuery, ChangesQuery};
 
-fn ids(page: &store::ChangesPage) -> Vec<(u64, &str)> {
+fn ids(page: &store::FeedPage) -> Vec<(u64, &str)> {
     page.rows.iter().map(|r| (r.seq, r.id.as_str())).collect()
 }
 

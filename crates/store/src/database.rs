@@ -55,9 +55,10 @@ impl std::fmt::Debug for Database {
     }
 }
 
-/// Everything `GET /db` reports, in store terms.
+/// The counters and sizes behind `GET /db`, in store terms (the answer
+/// itself is `wire::rows::DbInfo`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DbInfo {
+pub struct DbSummary {
     pub db_name: String,
     pub update_seq: u64,
     pub purge_seq: u64,
@@ -322,12 +323,12 @@ impl Database {
     }
 
     /// Everything `GET /db` reports.
-    pub async fn info(&self) -> Result<DbInfo, StoreError> {
+    pub async fn info(&self) -> Result<DbSummary, StoreError> {
         let db = self.clone();
         self.read(move |rows| {
             let counts = rows.counts()?;
             let sizes = rows.storage_sizes()?;
-            Ok(DbInfo {
+            Ok(DbSummary {
                 db_name: db.inner.name.clone(),
                 update_seq: counts.update_seq,
                 purge_seq: counts.purge_seq,

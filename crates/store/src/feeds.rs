@@ -64,7 +64,7 @@ pub struct ChangeRow {
 
 /// One page of the changes feed.
 #[derive(Debug)]
-pub struct ChangesPage {
+pub struct FeedPage {
     pub rows: Vec<ChangeRow>,
     /// Where the next page starts; the database's update sequence once the
     /// feed is exhausted (so filtered feeds still advance).
@@ -110,7 +110,7 @@ fn change_row(
     })
 }
 
-fn changes_in(store: &dyn ReadRows, q: &ChangesQuery) -> Result<ChangesPage, StoreError> {
+fn changes_in(store: &dyn ReadRows, q: &ChangesQuery) -> Result<FeedPage, StoreError> {
     let update_seq = store.counts()?.update_seq;
     let limit = q.limit.min(i64::MAX as usize);
     let mut rows = Vec::new();
@@ -154,7 +154,7 @@ fn changes_in(store: &dyn ReadRows, q: &ChangesQuery) -> Result<ChangesPage, Sto
     } else {
         store.count_changes_after(last_seq)?
     };
-    Ok(ChangesPage {
+    Ok(FeedPage {
         rows,
         last_seq,
         pending,
@@ -310,7 +310,7 @@ fn all_docs_row(
 
 impl Database {
     /// One page of the changes feed.
-    pub async fn changes(&self, query: ChangesQuery) -> Result<ChangesPage, StoreError> {
+    pub async fn changes(&self, query: ChangesQuery) -> Result<FeedPage, StoreError> {
         self.read(move |conn| changes_in(conn, &query)).await
     }
 

@@ -72,14 +72,14 @@ pub use backend::Garbage;
 pub use compression::{AttachmentCompression, DEFAULT_COMPRESSIBLE_TYPES};
 pub use coordination::Coordination;
 pub use data_lock::DataDirLock;
-pub use database::{Database, DbInfo};
+pub use database::{Database, DbSummary};
 pub use doc::{
     AttachmentInput, BODY_SPECIAL_FIELDS, DocInput, validate_doc_id, validate_partition,
     validate_partitioned_id,
 };
 pub use durability::Durability;
 pub use error::{DocFailure, ErrorKind, StoreError};
-pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesPage, ChangesQuery};
+pub use feeds::{AllDocsPage, AllDocsQuery, AllDocsRow, ChangeRow, ChangesQuery, FeedPage};
 pub use health::Health;
 pub use index::Index;
 pub use index_blocks::ReducePart;
@@ -87,9 +87,7 @@ pub use index_rows::{IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedDoc
 pub use local::LocalRow;
 pub use partition::{PartitionInfo, partition_range};
 pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult, PurgedSince};
-pub use read::{
-    BulkGetError, BulkGetRequest, BulkGetResult, DocJson, GetOptions, OpenRev, OpenRevs,
-};
+pub use read::{DocJson, GetOptions, OpenRev, OpenRevs, RevisionsRead, RevisionsRequest};
 pub use replaced::Replaced;
 pub use seq::{MalformedSeq, Since};
 pub use server_uuid::{ServerUuidError, load_or_create as load_or_create_server_uuid, node_uuid};

@@ -6,6 +6,7 @@ use std::collections::HashSet;
 
 use revtree::{RevId, RevTree, RevsDiff};
 use serde_json::Value;
+use wire::rows::BulkGetError;
 
 use crate::attachments::{self, Attachments};
 use crate::backend::{DocRow, ReadRows};
@@ -90,28 +91,21 @@ pub enum OpenRev {
     Missing(RevId),
 }
 
-/// One request of `_bulk_get`.
+/// One document's revisions to read: `rev`, or every leaf without one
+/// (an entry of `_bulk_get`, or the replicator's read of what a target lacks).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BulkGetRequest {
+pub struct RevisionsRequest {
     pub id: String,
     pub rev: Option<RevId>,
     pub atts_since: Vec<RevId>,
 }
 
-/// The answer for one request of `_bulk_get`.
+/// What was read for one [`RevisionsRequest`]: each revision's stored
+/// text, or why it could not be read, in the wire's terms.
 #[derive(Debug)]
-pub struct BulkGetResult {
+pub struct RevisionsRead {
     pub id: String,
     pub docs: Vec<Result<DocJson, BulkGetError>>,
-}
-
-/// A `_bulk_get` entry that could not be read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BulkGetError {
-    pub id: String,
-    pub rev: Option<String>,
-    pub error: &'static str,
-    pub reason: String,
 }
 
 /// The stored body text and attachments of one revision, if kept: the
@@ -494,11 +488,11 @@ impl Database {
     /// and `attachments` applied to all.
     pub async fn bulk_get(
         &self,
-        requests: Vec<BulkGetRequest>,
+        requests: Vec<RevisionsRequest>,
         revs: bool,
         latest: bool,
         attachments: bool,
-    ) -> Result<Vec<BulkGetResult>, StoreError> {
+    ) -> Result<Vec<RevisionsRead>, StoreError> {
         self.read(move |conn| {
             let mut results = Vec::with_capacity(requests.len());
             for req in requests {
@@ -509,10 +503,10 @@ impl Database {
                     atts_since: req.atts_since.clone(),
                     ..GetOptions::default()
                 };
-                let not_found = |rev: Option<String>, reason: &str| BulkGetError {
+                let not_found = |rev: Option<RevId>, reason: &str| BulkGetError {
                     id: req.id.clone(),
                     rev,
-                    error: "not_found",
+                    error: "not_found".to_string(),
                     reason: reason.to_string(),
                 };
                 // Without a revision, every leaf, deleted ones too, as
@@ -521,7 +515,7 @@ impl Database {
                     Some(rev) => OpenRevs::List(vec![rev.clone()]),
                     None => OpenRevs::All,
                 };
-                let asked = req.rev.as_ref().map(RevId::to_string);
+                let asked = req.rev.clone();
                 let docs = match open_revs_in(conn, &req.id, &which, &opts, false, false) {
                     Err(StoreError::DocNotFound(_)) => vec![Err(not_found(asked, "missing"))],
                     Err(e) => return Err(e),
@@ -530,13 +524,11 @@ impl Database {
                         .into_iter()
                         .map(|r| match r {
                             OpenRev::Ok(doc) => Ok(doc),
-                            OpenRev::Missing(rev) => {
-                                Err(not_found(Some(rev.to_string()), "missing"))
-                            }
+                            OpenRev::Missing(rev) => Err(not_found(Some(rev), "missing")),
                         })
                         .collect(),
                 };
-                results.push(BulkGetResult { id: req.id, docs });
+                results.push(RevisionsRead { id: req.id, docs });
             }
             Ok(results)
         })

@@ -1,9 +1,12 @@
-//! The rows CouchDB's endpoints answer with, for both sides of the wire.
+//! The rows CouchDB's endpoints answer with, for both sides of the wire:
+//! one type per shape, which the server writes and the replicator decodes.
 //!
-//! The server streams the large ones (`_changes`, `_all_docs`) with the
-//! writers here, splicing stored document text it trusts; every other value
-//! goes through [`crate::json`]. The replicator decodes the same shapes with
-//! serde, so a revision it cannot parse is an error, never silently dropped.
+//! The server streams the large ones (`_changes`, `_all_docs`, `_bulk_get`)
+//! with the writers here, splicing stored document text it trusts through
+//! [`crate::json`]'s escaper; it serializes the others from the types. The
+//! replicator decodes the same shapes with serde, so a revision it cannot
+//! parse is an error, never silently dropped. The round-trip tests hold
+//! each writer to its type.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -91,6 +94,27 @@ pub fn write_all_docs_row(
     out.push('}');
 }
 
+/// An `_all_docs` row as a peer sends it, the shape
+/// [`write_all_docs_row`] writes.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AllDocsAnswerRow {
+    pub id: String,
+    pub key: String,
+    pub value: AllDocsRev,
+    /// With `include_docs`: the document, or none for a deleted one.
+    #[serde(default, deserialize_with = "ejson::value")]
+    pub doc: Value,
+}
+
+/// An `_all_docs` row's value: the winning revision, and whether it is a
+/// deletion (only `keys` lookups list those).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AllDocsRev {
+    pub rev: RevId,
+    #[serde(default)]
+    pub deleted: bool,
+}
+
 /// A JSON object read and written as an ordered list of its members:
 /// `_revs_diff`'s request and answer (keyed by document id) and a
 /// document's `_attachments` (keyed by name). The order is the order on the
@@ -161,17 +185,29 @@ pub struct RevsDiffEntry {
     pub possible_ancestors: Vec<RevId>,
 }
 
-/// One row of a `_bulk_docs` answer: `{"ok":true,"id","rev"}` or
-/// `{"id","error","reason"}` (with `new_edits=false` CouchDB lists only the
-/// refused documents).
+/// The answer of `_missing_revs`, `_revs_diff`'s older form: each
+/// document lacking something, with only what it lacks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingRevsAnswer {
+    pub missing_revs: Entries<String, Vec<RevId>>,
+}
+
+/// One row of a `_bulk_docs` answer: `{"ok":true,"id","rev"}`,
+/// `{"id","error","reason"}`, or with `new_edits=false` (where CouchDB
+/// lists only the refused documents) `{"id","rev","error","reason"}`; the
+/// fields are in that order, which is the order they are written in.
+///
+/// The replicator reads the revision as a [`RevId`]; the server writes the
+/// store's text (`R = String`), since a `_local` document's revision
+/// (`0-N`) is outside [`RevId`]'s range.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BulkDocsRow {
-    #[serde(default)]
-    pub id: Option<String>,
+pub struct BulkDocsRow<R = RevId> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ok: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rev: Option<RevId>,
+    #[serde(default)]
+    pub id: Option<String>,
+    #[serde(default = "none", skip_serializing_if = "Option::is_none")]
+    pub rev: Option<R>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     #[serde(
@@ -234,6 +270,54 @@ pub struct BulkGetError {
     pub reason: String,
 }
 
+/// Writes one result of a `_bulk_get` answer, `{"id","docs":[...]}`, the
+/// way [`BulkGetResult`] reads it: each revision read is stored document
+/// text, already JSON, spliced as `{"ok": doc}` without being parsed; each
+/// revision that could not be read is `{"error": {...}}`.
+pub fn write_bulk_get_result<'a>(
+    out: &mut String,
+    id: &str,
+    docs: impl IntoIterator<Item = Result<&'a str, &'a BulkGetError>>,
+) {
+    out.push_str("{\"id\":");
+    push_string(out, id);
+    out.push_str(",\"docs\":[");
+    for (i, doc) in docs.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        match doc {
+            Ok(doc) => {
+                out.push_str("{\"ok\":");
+                out.push_str(doc);
+                out.push('}');
+            }
+            Err(error) => {
+                out.push_str("{\"error\":");
+                write_bulk_get_error(out, error);
+                out.push('}');
+            }
+        }
+    }
+    out.push_str("]}");
+}
+
+/// `{"id","rev","error","reason"}`, `rev` null when none was asked.
+fn write_bulk_get_error(out: &mut String, error: &BulkGetError) {
+    out.push_str("{\"id\":");
+    push_string(out, &error.id);
+    out.push_str(",\"rev\":");
+    match &error.rev {
+        Some(rev) => push_display(out, rev),
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"error\":");
+    push_string(out, &error.error);
+    out.push_str(",\"reason\":");
+    push_string(out, &error.reason);
+    out.push('}');
+}
+
 /// CouchDB's error body: `{"error": ..., "reason": ...}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorBody {
@@ -242,16 +326,84 @@ pub struct ErrorBody {
     pub reason: String,
 }
 
-/// What the replicator reads of `GET /db`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+/// CouchDB's database information (`GET /db`, `_dbs_info`): the server
+/// writes every member, in CouchDB 3.5's order; the replicator reads only
+/// `update_seq` and `instance_start_time` and needs nothing else from a
+/// peer (PouchDB Server sends less, older CouchDB other shapes), so a
+/// member it does not use that is missing or of another type reads as its
+/// default rather than refusing the peer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DbInfo {
-    /// Opaque, like every sequence.
-    pub update_seq: Value,
     /// Changes when the database is recreated (or restored): CouchDB 2+
     /// always says `"0"`, PouchDB Server may leave it out. A number is kept
     /// as its text.
     #[serde(default = "zero_text", deserialize_with = "text")]
     pub instance_start_time: String,
+    #[serde(default, deserialize_with = "or_default")]
+    pub db_name: String,
+    /// Opaque, like every sequence.
+    #[serde(default)]
+    pub purge_seq: Value,
+    /// Opaque, like every sequence.
+    pub update_seq: Value,
+    #[serde(default, deserialize_with = "or_default")]
+    pub sizes: DbSizes,
+    #[serde(default, deserialize_with = "or_default")]
+    pub props: DbProps,
+    #[serde(default, deserialize_with = "or_default")]
+    pub doc_del_count: u64,
+    #[serde(default, deserialize_with = "or_default")]
+    pub doc_count: u64,
+    #[serde(default, deserialize_with = "or_default")]
+    pub disk_format_version: u64,
+    #[serde(default, deserialize_with = "or_default")]
+    pub compact_running: bool,
+    #[serde(default, deserialize_with = "or_default")]
+    pub cluster: ClusterInfo,
+}
+
+/// A database's sizes in bytes: on disk, its documents' bodies
+/// uncompressed, and the live data in the file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DbSizes {
+    #[serde(default)]
+    pub file: u64,
+    #[serde(default)]
+    pub external: u64,
+    #[serde(default)]
+    pub active: u64,
+}
+
+/// A database's properties: `{"partitioned": true}` or `{}`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DbProps {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partitioned: Option<bool>,
+}
+
+/// A database's sharding and quorums (`q`, `n`, `w`, `r`): all 1 for a
+/// single node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterInfo {
+    #[serde(default)]
+    pub q: u64,
+    #[serde(default)]
+    pub n: u64,
+    #[serde(default)]
+    pub w: u64,
+    #[serde(default)]
+    pub r: u64,
+}
+
+/// A member only informative to its reader: read if it has the expected
+/// type, its default otherwise.
+fn or_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: serde::de::DeserializeOwned + Default,
+{
+    let value = Value::deserialize(deserializer)?;
+    Ok(serde_json::from_value(value).unwrap_or_default())
 }
 
 fn zero_text() -> String {
@@ -277,6 +429,10 @@ fn text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> 
         Value::Null => String::new(),
         other => other.to_string(),
     })
+}
+
+fn none<T>() -> Option<T> {
+    None
 }
 
 fn optional_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {

@@ -390,7 +390,7 @@ async fn read_page(
     database: &Database,
     group: &ViewGroup,
     since: u64,
-) -> Result<store::ChangesPage, ViewError> {
+) -> Result<store::FeedPage, ViewError> {
     Ok(database
         .changes(ChangesQuery {
             since,
@@ -409,7 +409,7 @@ async fn read_page(
 async fn map_page(
     engine: &Engine,
     group: &ViewGroup,
-    page: &store::ChangesPage,
+    page: &store::FeedPage,
 ) -> Result<Vec<IndexedDoc>, ViewError> {
     let mut docs: Vec<IndexedDoc> = Vec::with_capacity(page.rows.len());
     let mut texts = Vec::new();

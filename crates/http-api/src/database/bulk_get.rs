@@ -8,7 +8,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
-use store::{BulkGetRequest, Database};
+use store::{Database, DocJson, RevisionsRequest};
 
 use crate::AppState;
 use crate::base::error::ApiError;
@@ -93,7 +93,7 @@ struct BulkGetOptions {
 /// One entry of a `_bulk_get` request: a read to make, or CouchDB's
 /// answer for an entry it cannot read (the other entries are still read).
 enum BulkGetEntry {
-    Read(BulkGetRequest),
+    Read(RevisionsRequest),
     Refused(Value),
 }
 
@@ -115,7 +115,7 @@ fn bulk_get_entry(entry: &Value) -> BulkGetEntry {
         Some(Ok(revs)) => revs,
         Some(Err(_)) => return refused(&json!(id), &entry["rev"], "Invalid rev format"),
     };
-    BulkGetEntry::Read(BulkGetRequest {
+    BulkGetEntry::Read(RevisionsRequest {
         id: id.to_string(),
         rev,
         atts_since,
@@ -156,25 +156,11 @@ async fn bulk_get_page(
         let Some(result) = results.next() else {
             return Err(ApiError::Internal("_bulk_get lost an answer".into()));
         };
-        out.push_str("{\"id\":");
-        wire::json::push_string(&mut out, &result.id);
-        out.push_str(",\"docs\":[");
-        for (j, doc) in result.docs.iter().enumerate() {
-            if j > 0 {
-                out.push(',');
-            }
-            match doc {
-                Ok(doc) => {
-                    out.push_str("{\"ok\":");
-                    out.push_str(doc.as_str());
-                    out.push('}');
-                }
-                Err(e) => out.push_str(
-                    &ejson::to_string(&json!({"error": {"id": e.id, "rev": e.rev, "error": e.error, "reason": e.reason}})),
-                ),
-            }
-        }
-        out.push_str("]}");
+        let docs = result
+            .docs
+            .iter()
+            .map(|doc| doc.as_ref().map(DocJson::as_str));
+        wire::rows::write_bulk_get_result(&mut out, &result.id, docs);
     }
     Ok(out)
 }

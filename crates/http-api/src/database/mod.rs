@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::AppState;
 use crate::base::access::Writer;
-use crate::base::db_info::info_json;
+use crate::base::db_info::db_info;
 use crate::base::doc_input::parse_doc;
 use crate::base::error::ApiError;
 use crate::base::json_body::require_json_content_type;
@@ -64,7 +64,7 @@ pub(crate) async fn database(
 
 async fn info(state: &AppState, name: &str) -> Result<Response, ApiError> {
     let db = state.store.db(name).await?;
-    Ok(json_response(StatusCode::OK, &info_json(&db).await?))
+    Ok(json_response(StatusCode::OK, &db_info(&db).await?))
 }
 
 /// # POST /{db}

@@ -4,7 +4,7 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::{Map, Value, json};
+use wire::rows::{Entries, MissingRevsAnswer, RevsDiffAnswer, RevsDiffEntry};
 
 use crate::AppState;
 use crate::base::error::ApiError;
@@ -30,29 +30,27 @@ pub(crate) async fn revs_diff(
         asked.push((id, revs));
     }
     let diffs = database.revs_diff(asked).await?;
-    let mut out = Map::new();
-    for (id, diff) in diffs {
-        let missing: Vec<String> = diff.missing.iter().map(ToString::to_string).collect();
-        if missing_revs_shape {
-            out.insert(id, json!(missing));
-        } else {
-            let mut entry = Map::new();
-            entry.insert("missing".into(), json!(missing));
-            if !diff.possible_ancestors.is_empty() {
-                let ancestors: Vec<String> = diff
-                    .possible_ancestors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect();
-                entry.insert("possible_ancestors".into(), json!(ancestors));
-            }
-            out.insert(id, Value::Object(entry));
-        }
+    if missing_revs_shape {
+        let missing_revs = diffs
+            .into_iter()
+            .map(|(id, diff)| (id, diff.missing))
+            .collect();
+        let answer = MissingRevsAnswer {
+            missing_revs: Entries(missing_revs),
+        };
+        return Ok(json_response(StatusCode::OK, &answer));
     }
-    let body = if missing_revs_shape {
-        json!({"missing_revs": out})
-    } else {
-        Value::Object(out)
-    };
-    Ok(json_response(StatusCode::OK, &body))
+    let answer: RevsDiffAnswer = Entries(
+        diffs
+            .into_iter()
+            .map(|(id, diff)| {
+                let entry = RevsDiffEntry {
+                    missing: diff.missing,
+                    possible_ancestors: diff.possible_ancestors,
+                };
+                (id, entry)
+            })
+            .collect(),
+    );
+    Ok(json_response(StatusCode::OK, &answer))
 }

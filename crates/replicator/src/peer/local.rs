@@ -276,8 +276,10 @@ impl LocalPeer {
     pub async fn info(&self) -> Result<DbInfo, EndpointError> {
         let db = self.local().await?;
         Ok(DbInfo {
+            db_name: self.name.clone(),
             update_seq: Value::from(db.seq_string(db.update_seq())),
             instance_start_time: db.instance_start_time().to_string(),
+            ..DbInfo::default()
         })
     }
 
@@ -484,10 +486,10 @@ impl LocalPeer {
         _use_bulk_get: bool,
     ) -> Result<Vec<Value>, EndpointError> {
         let db = self.local_source().await?;
-        let requests: Vec<store::BulkGetRequest> = missing
+        let requests: Vec<store::RevisionsRequest> = missing
             .iter()
             .flat_map(|m| {
-                m.revs.iter().map(move |rev| store::BulkGetRequest {
+                m.revs.iter().map(move |rev| store::RevisionsRequest {
                     id: m.id.clone(),
                     rev: Some(rev.clone()),
                     atts_since: Vec::new(),
@@ -500,7 +502,7 @@ impl LocalPeer {
             for doc in result.docs {
                 match doc {
                     Ok(doc) => fetched.docs.push(doc.to_value()?),
-                    Err(e) => fetched.unreadable(&e.rev.unwrap_or_default(), e.error, &e.reason),
+                    Err(e) => fetched.take(wire::rows::FetchedRev::Error(e)),
                 }
             }
         }

@@ -220,7 +220,7 @@ impl Peer {
             Peer::Local { db, .. } => {
                 let requests = ids
                     .into_iter()
-                    .map(|id| store::BulkGetRequest {
+                    .map(|id| store::RevisionsRequest {
                         id,
                         rev: None,
                         atts_since: Vec::new(),

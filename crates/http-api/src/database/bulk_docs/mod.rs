@@ -122,7 +122,7 @@ impl Pipeline {
             store::BulkError::Input(e) => e,
             store::BulkError::Store(e) => e.into(),
         })?;
-        Ok(render::answer(&gate.splice(written), new_edits))
+        Ok(render::answer(gate.splice(written), new_edits))
     }
 }
 
