@@ -226,3 +226,43 @@ async fn post_all_docs_takes_the_query_string_over_the_body_as_couchdb_does() {
         .json();
     assert_eq!(ids(from_body), ["c"]);
 }
+
+/// Sends raw bytes on one connection and reads until the server closes it.
+async fn raw_exchange(server: &TestServer, request: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = server.plain_url.trim_start_matches("http://").to_string();
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.unwrap();
+    String::from_utf8_lossy(&answer).to_string()
+}
+
+/// curl sends `?key="x"` with the quotes as they are; CouchDB answers it,
+/// and so must we, also after a body on the same connection that holds
+/// the same bytes (which must be stored as sent).
+#[tokio::test]
+async fn raw_quotes_in_the_request_target_are_accepted() {
+    let (_d, server, c) = start().await;
+    let auth = "Authorization: Basic YWRtaW46dGVzdC1zZWNyZXQ=\r\n";
+    let body = r#"{"line": "GET /db/_all_docs?key=\"x\" HTTP/1.1"}"#;
+    let request = format!(
+        "PUT /db/x HTTP/1.1\r\nHost: h\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}\
+         GET /db/_all_docs?key=\"x\"&include_docs=true HTTP/1.1\r\nHost: h\r\n{auth}\r\n\
+         GET /db/_all_docs?startkey=\"a\"&endkey=\"z\" HTTP/1.1\r\nHost: h\r\n{auth}Connection: close\r\n\r\n",
+        body.len()
+    );
+    let answer = raw_exchange(&server, request.as_bytes()).await;
+    let statuses: Vec<&str> = answer
+        .lines()
+        .filter(|l| l.starts_with("HTTP/1.1"))
+        .collect();
+    assert_eq!(
+        statuses,
+        ["HTTP/1.1 201 Created", "HTTP/1.1 200 OK", "HTTP/1.1 200 OK"],
+        "{answer}"
+    );
+    assert!(answer.contains(r#""key":"x""#), "{answer}");
+    let doc = c.get("/db/x").await.json();
+    assert_eq!(doc["line"], r#"GET /db/_all_docs?key="x" HTTP/1.1"#);
+}

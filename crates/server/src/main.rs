@@ -10,6 +10,7 @@ mod logging;
 mod manager;
 mod node_config;
 mod replicate_cmd;
+mod request_target;
 mod security;
 mod shared_admins;
 mod tls;
@@ -442,6 +443,8 @@ async fn serve(
                 .layer(axum::Extension(http_api::Https))
                 .into_make_service_with_connect_info::<SocketAddr>();
             let mut stop = stopping.subscribe();
+            let listener = request_target::LenientListener(listener);
+            // Tapping (doing nothing) gives the connection its address.
             let listener = axum::serve::ListenerExt::tap_io(listener, |_| {});
             let serving = axum::serve(listener, app)
                 .with_graceful_shutdown(async move {
@@ -469,8 +472,9 @@ async fn serve(
     // Streamed answers (feeds, _all_docs) go out in several writes: without
     // TCP_NODELAY, Nagle's algorithm and the client's delayed ACK stall each
     // response by ~40 ms.
+    let listener = request_target::LenientListener(listener);
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
+        if let Err(e) = tcp.inner().set_nodelay(true) {
             tracing::debug!(error = %e, "cannot set TCP_NODELAY");
         }
     });
