@@ -1,5 +1,7 @@
 //! The document and feed parameters not covered elsewhere, over HTTP.
 
+#![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
+
 use recliner_tests::{Client, TempDir, TestServer};
 use serde_json::{Value, json};
 
