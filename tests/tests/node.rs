@@ -475,3 +475,43 @@ async fn the_stores_settings_change_while_the_server_runs_for_open_databases_too
     assert_eq!(anonymous.get("/open").await.status, 200);
     assert_eq!(anonymous.get("/closed").await.status, 401);
 }
+
+/// A database is one shard: resharding answers as a node with nothing to
+/// split, refuses a split of a real database with CouchDB's per-shard
+/// error, and the `q` a database was created with is reported back, also
+/// after a restart.
+#[tokio::test]
+async fn resharding_refuses_to_split_and_q_is_kept() {
+    let data = TempDir::new("reshard");
+    let server = TestServer::start(data.path(), &[]);
+    let admin = Client::new(&server);
+    assert_eq!(admin.put("/parts?q=8", json!({})).await.status, 201);
+    let split = admin
+        .post("/_reshard/jobs", json!({"type": "split", "db": "parts"}))
+        .await;
+    assert_eq!(split.status, 500, "{:?}", split.json());
+    let rows = split.json();
+    assert_eq!(rows[0]["shard"], "shards/00000000-ffffffff/parts");
+    assert!(
+        rows[0]["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("{shard_range_cannot_be_split"),
+        "{rows}"
+    );
+    assert_eq!(
+        admin.get("/_reshard/jobs").await.json(),
+        json!({"total_rows": 0, "offset": 0, "jobs": []})
+    );
+    let anonymous = Client::anonymous(&server);
+    assert_eq!(anonymous.get("/_reshard").await.status, 401);
+    assert_eq!(admin.get("/parts").await.json()["cluster"]["q"], 8);
+    drop(server);
+    let server = TestServer::start(data.path(), &[]);
+    let admin = Client::new(&server);
+    assert_eq!(admin.get("/parts").await.json()["cluster"]["q"], 8);
+    assert_eq!(
+        admin.get("/").await.json()["features"],
+        json!(["quickjs", "partitioned", "scheduler"])
+    );
+}

@@ -281,6 +281,8 @@ pub struct AppState {
     /// This process among the nodes sharing its store: what it publishes
     /// of its replications is filed under this name.
     pub node: std::sync::Arc<str>,
+    /// `PUT /_reshard/state`'s switch.
+    pub(crate) reshard: std::sync::Arc<server::reshard::ReshardSwitch>,
 }
 
 impl AppState {
@@ -305,6 +307,7 @@ impl AppState {
         AppState {
             validators,
             views: Default::default(),
+            reshard: Default::default(),
             auth: std::sync::Arc::new(auth::Authenticator::new(config.auth.clone())),
             started: std::time::Instant::now(),
             stats: std::sync::Arc::new(stats::Stats::new()),

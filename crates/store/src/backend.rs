@@ -321,6 +321,9 @@ pub trait StoreBackend: Send + Sync + std::fmt::Debug {
 #[derive(Debug, Clone, Copy)]
 pub struct NewDb<'a> {
     pub partitioned: bool,
+    /// The shard count asked for (`?q=`): kept and reported, since a
+    /// database here is one shard whatever it says.
+    pub q: u32,
     /// The `_security` object it starts with, as JSON text.
     pub security: &'a str,
 }
@@ -411,6 +414,9 @@ pub fn new_db_meta(setup: &NewDb<'_>) -> Vec<(&'static str, String)> {
     ];
     if setup.partitioned {
         meta.push(("partitioned", "true".to_string()));
+    }
+    if setup.q != 1 {
+        meta.push(("q", setup.q.to_string()));
     }
     meta
 }

@@ -45,6 +45,8 @@ struct DbInner {
     security: Mutex<Option<Arc<Value>>>,
     /// Created with `?partitioned=true`: ids are `partition:id`.
     partitioned: bool,
+    /// The `q` it was created with (see [`Database::q`]).
+    q: u32,
 }
 
 impl std::fmt::Debug for Database {
@@ -87,12 +89,13 @@ impl Database {
             db: name.to_string(),
             detail: format!("no {what}"),
         };
-        let (uuid, instance_start_time, partitioned, update_seq) =
+        let (uuid, instance_start_time, partitioned, q, update_seq) =
             read_with(backend.as_ref(), |rows| {
                 Ok((
                     rows.meta("uuid")?,
                     rows.meta("instance_start_time")?,
                     rows.meta("partitioned")?.as_deref() == Some("true"),
+                    rows.meta("q")?.and_then(|q| q.parse().ok()).unwrap_or(1),
                     rows.counts()?.update_seq,
                 ))
             })?;
@@ -126,6 +129,7 @@ impl Database {
                 pins: Arc::default(),
                 security: Mutex::new(None),
                 partitioned,
+                q,
             }),
         };
         // Weak: the backend holding the listener must not keep the
@@ -151,6 +155,13 @@ impl Database {
 
     pub fn name(&self) -> &str {
         &self.inner.name
+    }
+
+    /// The shard count it was created with (`?q=`), as CouchDB reports it
+    /// in `cluster.q`. The data is one shard whatever it says: `q` only
+    /// tells clients what they asked for.
+    pub fn q(&self) -> u32 {
+        self.inner.q
     }
 
     /// Whether the database was created partitioned (ids `partition:id`).

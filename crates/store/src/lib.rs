@@ -248,6 +248,24 @@ impl Default for StoreOptions {
     }
 }
 
+/// How `PUT /db` asks a database to be made.
+#[derive(Debug, Clone, Copy)]
+pub struct CreateDb {
+    /// `?partitioned=true`: ids are `partition:id`.
+    pub partitioned: bool,
+    /// `?q=`: kept and reported back (see [`Database::q`]).
+    pub q: u32,
+}
+
+impl Default for CreateDb {
+    fn default() -> CreateDb {
+        CreateDb {
+            partitioned: false,
+            q: 1,
+        }
+    }
+}
+
 /// All databases of one Recliner server, rooted in a data folder. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -594,15 +612,12 @@ impl Store {
 
     /// Creates a database; `DbExists` if it is already there.
     pub async fn create_db(&self, name: &str) -> Result<Database, StoreError> {
-        self.create_db_with(name, false).await
+        self.create_db_with(name, CreateDb::default()).await
     }
 
     /// Creates a database, partitioned (`?partitioned=true`) or not.
-    pub async fn create_db_with(
-        &self,
-        name: &str,
-        partitioned: bool,
-    ) -> Result<Database, StoreError> {
+    pub async fn create_db_with(&self, name: &str, how: CreateDb) -> Result<Database, StoreError> {
+        let CreateDb { partitioned, q } = how;
         Store::check_name(name)?;
         if partitioned && name::is_system_db(name) {
             return Err(StoreError::bad_request(
@@ -621,6 +636,7 @@ impl Store {
             };
             let setup = backend::NewDb {
                 partitioned,
+                q,
                 security: store.inner.live.default_security().json(),
             };
             let created = store

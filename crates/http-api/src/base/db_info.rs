@@ -28,7 +28,7 @@ pub(crate) async fn db_info(db: &Database) -> Result<DbInfo, ApiError> {
         disk_format_version: 8,
         compact_running: db.compact_running(),
         cluster: ClusterInfo {
-            q: 1,
+            q: u64::from(db.q()),
             n: 1,
             w: 1,
             r: 1,

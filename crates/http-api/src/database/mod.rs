@@ -42,7 +42,26 @@ pub(crate) async fn database(
                 Some("true") => true,
                 Some(_) => return Err(ApiError::bad_request("Invalid `partitioned` parameter")),
             };
-            state.store.create_db_with(&db, partitioned).await?;
+            let positive = |name: &str| match query.get(name) {
+                None => Ok(None),
+                Some(v) => match v.parse::<u32>() {
+                    Ok(n) if n > 0 => Ok(Some(n)),
+                    _ => Err(ApiError::bad_request(format!(
+                        "The `{name}` value should be a positive integer."
+                    ))),
+                },
+            };
+            let q = positive("q")?.unwrap_or(1);
+            // One node holds one copy, whatever `n` asks (CouchDB reports
+            // n as the nodes it has too).
+            positive("n")?;
+            if query.get("placement").is_some_and(|p| !valid_placement(p)) {
+                return Err(ApiError::bad_request(
+                    "The `placement` value should be in a format `zone:n`.",
+                ));
+            }
+            let how = store::CreateDb { partitioned, q };
+            state.store.create_db_with(&db, how).await?;
             let mut response = json_response(StatusCode::CREATED, &json!({"ok": true}));
             set_location(&mut response, &format!("/{}", encode_segment(&db)));
             Ok(response)
@@ -60,6 +79,14 @@ pub(crate) async fn database(
         // CouchDB's list, which leaves out PUT.
         _ => Err(ApiError::MethodNotAllowed("DELETE,GET,HEAD,POST")),
     }
+}
+
+/// CouchDB's `placement`: `zone:n` pairs separated by commas.
+fn valid_placement(placement: &str) -> bool {
+    placement.split(',').all(|rule| {
+        rule.split_once(':')
+            .is_some_and(|(zone, n)| !zone.is_empty() && n.parse::<u32>().is_ok_and(|n| n > 0))
+    })
 }
 
 async fn info(state: &AppState, name: &str) -> Result<Response, ApiError> {

@@ -54,7 +54,36 @@ pub(crate) async fn versions(
             "recliner": {"version": env!("CARGO_PKG_VERSION")},
             "couchdb_api": {"version": crate::COUCHDB_COMPAT_VERSION},
             "collation_driver": {"name": "recliner"},
+            "javascript_engine": {"name": "quickjs"},
         }),
+    ))
+}
+
+/// # GET /_node/{node}/_smoosh/status
+/// CouchDB's compaction daemon's queues. Recliner's automatic compaction
+/// picks databases as it checks them and keeps no queue: every channel
+/// CouchDB has is shown, empty and idle.
+pub(crate) async fn smoosh_status(
+    State(state): State<AppState>,
+    Path(node): Path<String>,
+) -> Result<Response, ApiError> {
+    this_node(&state, &node)?;
+    let idle = json!({"waiting": {"size": 0, "min": 0, "max": 0}, "starting": 0, "active": 0});
+    let channels: serde_json::Map<String, Value> = [
+        "upgrade_views",
+        "upgrade_dbs",
+        "slack_views",
+        "slack_dbs",
+        "ratio_views",
+        "ratio_dbs",
+        "index_cleanup",
+    ]
+    .into_iter()
+    .map(|name| (name.to_string(), idle.clone()))
+    .collect();
+    Ok(json_response(
+        StatusCode::OK,
+        &json!({"channels": channels}),
     ))
 }
 

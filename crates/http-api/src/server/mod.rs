@@ -1,6 +1,7 @@
 //! Server-level routes: `/`, `/_up`, `/_all_dbs`, `/_dbs_info`, `/_uuids`,
 //! `/_session`, `/_utils`; the table of every server route (`routes`).
 
+pub(crate) mod reshard;
 pub(crate) mod session;
 pub(crate) mod uuids;
 
@@ -18,7 +19,10 @@ use crate::base::response::json_response;
 use crate::{AppState, COUCHDB_COMPAT_VERSION};
 
 /// Optional features we advertise in `GET /`; grows as the API does.
-const FEATURES: &[&str] = &[];
+/// CouchDB's names: the JavaScript engine, partitioned databases, the
+/// replication scheduler. (`reshard` is left out: the endpoints answer,
+/// but nothing can be split.)
+const FEATURES: &[&str] = &["quickjs", "partitioned", "scheduler"];
 
 /// CouchDB's cap on `/_uuids?count=`.
 const MAX_UUIDS: u64 = 1000;
@@ -43,6 +47,14 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/_membership",
             only(get(crate::node::membership), "GET,HEAD"),
+        )
+        .route("/_reshard", only(get(reshard::summary), "GET,HEAD"))
+        .route("/_reshard/state", axum::routing::any(reshard::switch))
+        .route("/_reshard/jobs", axum::routing::any(reshard::jobs))
+        .route("/_reshard/jobs/{*id}", axum::routing::any(reshard::job))
+        .route(
+            "/_node/{node}/_smoosh/status",
+            only(get(crate::node::smoosh_status), "GET,HEAD"),
         )
         .route("/_node/{node}", only(get(crate::node::node), "GET,HEAD"))
         .route(
