@@ -112,6 +112,25 @@ async fn uuids_follow_the_configured_algorithm() {
     let ids = Client::new(&server).get("/_uuids?count=2").await.json()["uuids"].clone();
     let (a, b) = (ids[0].as_str().unwrap(), ids[1].as_str().unwrap());
     assert!(a.ends_with("-east") && a.len() == 19 && a < b, "{a} {b}");
+
+    // CouchDB 3.5.x's uuid_v7, switched on through the configuration API.
+    let c = Client::new(&server);
+    let set = c
+        .put("/_node/_local/_config/uuids/algorithm", json!("uuid_v7"))
+        .await;
+    assert_eq!(set.status, 200, "{:?}", set.json());
+    let ids = c.get("/_uuids?count=3").await.json()["uuids"].clone();
+    let ids: Vec<&str> = ids
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    assert!(ids.windows(2).all(|p| p[0] < p[1]), "{ids:?}");
+    assert!(
+        ids.iter().all(|id| id.len() == 32 && &id[12..13] == "7"),
+        "{ids:?}"
+    );
 }
 
 /// `_scheduler/docs` states of the `_replicator` documents.

@@ -18,6 +18,12 @@ pub enum UuidAlgorithm {
     UtcRandom,
     /// Microseconds since the epoch (14 hex digits), then a fixed suffix.
     UtcId { suffix: String },
+    /// RFC 9562's version 4 (random), as 32 hex digits.
+    UuidV4,
+    /// RFC 9562's version 7: milliseconds since the epoch, then random
+    /// bits; ids made later sort later (CouchDB 3.5.x, and the default of
+    /// its next release).
+    UuidV7,
 }
 
 impl UuidAlgorithm {
@@ -27,6 +33,8 @@ impl UuidAlgorithm {
             "random" => UuidAlgorithm::Random,
             "sequential" => UuidAlgorithm::Sequential,
             "utc_random" => UuidAlgorithm::UtcRandom,
+            "uuid_v4" => UuidAlgorithm::UuidV4,
+            "uuid_v7" => UuidAlgorithm::UuidV7,
             "utc_id" => UuidAlgorithm::UtcId {
                 suffix: utc_id_suffix.to_string(),
             },
@@ -85,7 +93,10 @@ impl Uuids {
 
     pub(crate) fn next(&self) -> String {
         match &self.algorithm {
-            UuidAlgorithm::Random => uuid::Uuid::new_v4().simple().to_string(),
+            UuidAlgorithm::Random | UuidAlgorithm::UuidV4 => {
+                uuid::Uuid::new_v4().simple().to_string()
+            }
+            UuidAlgorithm::UuidV7 => uuid::Uuid::now_v7().simple().to_string(),
             UuidAlgorithm::Sequential => {
                 let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
                 let id = format!("{}{:06x}", state.prefix, state.seq);
@@ -161,5 +172,27 @@ mod tests {
         assert_eq!((c.len(), is_hex(&c)), (32, true));
         assert!(c[..14] < d[..14]);
         assert_eq!(UuidAlgorithm::parse("nope", ""), None);
+    }
+
+    #[test]
+    fn version_7_ids_carry_the_time_and_sort_in_order() {
+        let uuids = Uuids::new(UuidAlgorithm::UuidV7);
+        let ids: Vec<String> = (0..500).map(|_| uuids.next()).collect();
+        let millis = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_millis() as u64;
+        for id in &ids {
+            assert_eq!(id.len(), 32);
+            assert!(is_hex(id), "{id}");
+            assert_eq!(&id[12..13], "7", "{id}");
+            let stamp = u64::from_str_radix(&id[..12], 16).unwrap_or(0);
+            assert!(stamp <= millis && millis - stamp < 60_000, "{id}");
+        }
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, ids);
+        let v4 = Uuids::new(UuidAlgorithm::UuidV4).next();
+        assert_eq!(&v4[12..13], "4", "{v4}");
     }
 }
