@@ -5,6 +5,12 @@
 
 pub mod raw;
 
+/// Which string order this is, as CouchDB names its ICU collator's version
+/// in a view's `_info` (`collator_versions`): the collation library and its
+/// major version, whose root order data changes only with it. An index
+/// built under another name was sorted by another order.
+pub const COLLATOR_VERSION: &str = "icu4x-2";
+
 use std::cmp::Ordering;
 
 use serde_json::{Number, Value};

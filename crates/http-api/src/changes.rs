@@ -288,6 +288,7 @@ pub(crate) async fn changes(
         deleted_conflicts: false,
         local_seq: false,
         attachments: query.flag("attachments")?,
+        att_encoding_info: query.flag("att_encoding_info")?,
         doc_ids,
         count_pending: false,
     };

@@ -272,6 +272,15 @@ async fn endpoint(
             crate::design::views::cleanup(state, database).await
         }
         "_view_cleanup" => Err(ApiError::MethodNotAllowed("POST")),
+        // CouchDB 2 dropped temporary views; it still says so, any method.
+        "_temp_view" => {
+            state.store.db(&db).await?;
+            Err(ApiError::Status {
+                status: axum::http::StatusCode::GONE,
+                error: "gone",
+                reason: "Temporary views are not supported in CouchDB".into(),
+            })
+        }
         "_purge" if is(&Method::POST) => crate::database::purge::purge(state, db, request).await,
         // CouchDB looks for the database before it judges the method.
         "_purge" => {

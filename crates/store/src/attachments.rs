@@ -48,17 +48,22 @@ impl AttachmentMeta {
     }
 
     /// The inline form with the content as base64 `data`: always the
-    /// identity bytes, so no encoding information goes with it, and no
-    /// `length` (CouchDB puts it on stubs and `follows` entries only).
-    pub fn inline_json(&self, data: &[u8]) -> Value {
+    /// identity bytes, and no `length` (CouchDB puts it on stubs and
+    /// `follows` entries only). How the bytes are stored follows the data
+    /// only when asked (`att_encoding_info`), as CouchDB shows it.
+    pub fn inline_json(&self, data: &[u8], encoding_info: bool) -> Value {
         let mut m = self.base_json();
         m.remove("length");
-        m.remove("encoding");
-        m.remove("encoded_length");
+        let encoding = m.remove("encoding");
+        let encoded_length = m.remove("encoded_length");
         m.insert(
             "data".into(),
             Value::String(base64::engine::general_purpose::STANDARD.encode(data)),
         );
+        if encoding_info && let (Some(encoding), Some(length)) = (encoding, encoded_length) {
+            m.insert("encoding".into(), encoding);
+            m.insert("encoded_length".into(), length);
+        }
         Value::Object(m)
     }
 

@@ -26,6 +26,8 @@ pub struct ChangesQuery {
     pub local_seq: bool,
     /// With `include_docs`: attachment bytes inline.
     pub attachments: bool,
+    /// With `include_docs`: how attachments are stored (`encoding`).
+    pub att_encoding_info: bool,
     /// Only these documents (`filter=_doc_ids`).
     pub doc_ids: Option<Vec<String>>,
     /// Count the changes left after this page for `pending` (a scan of the
@@ -45,6 +47,7 @@ impl Default for ChangesQuery {
             deleted_conflicts: false,
             local_seq: false,
             attachments: false,
+            att_encoding_info: false,
             doc_ids: None,
             count_pending: true,
         }
@@ -95,6 +98,7 @@ fn change_row(
             deleted_conflicts: q.deleted_conflicts,
             local_seq: q.local_seq,
             attachments: q.attachments,
+            att_encoding_info: q.att_encoding_info,
             ..Default::default()
         };
         read::doc_at(rows, &id, row, &winner.rev, &opts)?
@@ -176,6 +180,8 @@ pub struct AllDocsQuery {
     pub conflicts: bool,
     /// With `include_docs`: attachment bytes inline, as CouchDB gives them.
     pub attachments: bool,
+    /// With `include_docs`: how attachments are stored (`encoding`).
+    pub att_encoding_info: bool,
     /// Count the rows before the range for `offset` (a scan of the id index
     /// up to the start key): wanted for the first page, wasted on the rest.
     pub count_offset: bool,
@@ -192,6 +198,7 @@ impl Default for AllDocsQuery {
             include_docs: false,
             conflicts: false,
             attachments: false,
+            att_encoding_info: false,
             count_offset: true,
         }
     }
@@ -284,6 +291,7 @@ impl AllDocsQuery {
         self.include_docs.then(|| GetOptions {
             conflicts: self.conflicts,
             attachments: self.attachments,
+            att_encoding_info: self.att_encoding_info,
             ..Default::default()
         })
     }

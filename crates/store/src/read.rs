@@ -256,10 +256,10 @@ pub(crate) fn rev_json(
                 if follows {
                     meta.follows_json()
                 } else {
-                    meta.inline_json(&attachments::identity_bytes(
-                        rows.blob(&meta.digest)?,
-                        meta,
-                    )?)
+                    meta.inline_json(
+                        &attachments::identity_bytes(rows.blob(&meta.digest)?, meta)?,
+                        opts.att_encoding_info,
+                    )
                 }
             } else {
                 meta.stub_json(opts.att_encoding_info)

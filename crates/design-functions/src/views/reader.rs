@@ -76,6 +76,7 @@ impl ViewGroup {
                 "Invalid use of grouping on a map view.".into(),
             ));
         }
+        self.check_range(view, q)?;
         // A partitioned view is read one partition at a time: its keys
         // start with the partition's.
         let prefix = match (self.partitioned, &q.partition) {
@@ -217,6 +218,40 @@ impl ViewGroup {
 }
 
 impl ViewGroup {
+    /// CouchDB's refusal of a range no row can be in: `start_key` after
+    /// `end_key` in the view's order (before it, when descending). Equal
+    /// keys are a range of one key, never refused.
+    fn check_range(&self, view: u32, q: &ViewQuery) -> Result<(), ViewError> {
+        let (Some(start), Some(end)) = (&q.start_key, &q.end_key) else {
+            return Ok(());
+        };
+        if q.keys.is_some() || q.key.is_some() || start == end {
+            return Ok(());
+        }
+        // The document ids a range starts and ends at when none is given.
+        let (low, high) = ("", "\u{10ffff}");
+        let (start_id, end_id) = if q.descending {
+            (high, low)
+        } else {
+            (low, high)
+        };
+        let start = (
+            self.key_bytes(view, start),
+            q.start_docid.as_deref().unwrap_or(start_id),
+        );
+        let end = (
+            self.key_bytes(view, end),
+            q.end_docid.as_deref().unwrap_or(end_id),
+        );
+        let reason = match (q.descending, start < end) {
+            (false, false) => "set descending=true",
+            (true, true) => "set descending=false",
+            _ => return Ok(()),
+        };
+        Err(ViewError::BadRequest(format!(
+            "No rows can match your key range, reverse your start_key and end_key or {reason}"
+        )))
+    }
     /// After an update, computes the block reductions of the views with a
     /// built-in reducer that the update dropped, as CouchDB keeps its
     /// reductions current in its B-tree: a reduction query then combines

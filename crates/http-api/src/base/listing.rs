@@ -100,6 +100,7 @@ pub(crate) fn all_docs_options(
         include_docs: flag("include_docs")?.unwrap_or(false),
         conflicts: flag("conflicts")?.unwrap_or(false),
         attachments: flag("attachments")?.unwrap_or(false),
+        att_encoding_info: flag("att_encoding_info")?.unwrap_or(false),
         ..Default::default()
     };
     let mut empty = false;

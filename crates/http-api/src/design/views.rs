@@ -163,13 +163,15 @@ pub(crate) async fn info(
             "signature": group.signature(),
             "language": doc.get("language").cloned().unwrap_or(json!("javascript")),
             "sizes": {"file": file, "external": 0, "active": file},
-            "update_seq": database.seq_string(indexed),
+            // CouchDB shows the index's own sequence as a number.
+            "update_seq": indexed,
             "purge_seq": 0,
             "updater_running": false,
             "compact_running": false,
             "waiting_clients": 0,
             "waiting_commit": false,
             "updates_pending": {"minimum": pending, "preferred": pending, "total": pending},
+            "collator_versions": [collation::COLLATOR_VERSION],
         }
     });
     Ok(json_response(StatusCode::OK, &out))
@@ -275,7 +277,8 @@ pub(crate) struct OpenedQuery {
     reader: ViewReader,
     first: Option<ViewPage>,
     include_docs: bool,
-    conflicts: bool,
+    /// How each row's document is read with `include_docs`.
+    doc_options: GetOptions,
     update_seq: Option<String>,
 }
 
@@ -303,7 +306,12 @@ pub(crate) async fn open_query(
     let mut q = params.view_query()?;
     q.partition = asked.partition.map(str::to_string);
     let include_docs = params.flag("include_docs")?.unwrap_or(false);
-    let conflicts = params.flag("conflicts")?.unwrap_or(false);
+    let doc_options = GetOptions {
+        conflicts: params.flag("conflicts")?.unwrap_or(false),
+        attachments: params.flag("attachments")?.unwrap_or(false),
+        att_encoding_info: params.flag("att_encoding_info")?.unwrap_or(false),
+        ..Default::default()
+    };
     let update_seq = match params.flag("update_seq")?.unwrap_or(false) {
         true => Some(database.seq_string(index.update_seq().await?)),
         false => None,
@@ -317,7 +325,7 @@ pub(crate) async fn open_query(
         reader,
         first,
         include_docs,
-        conflicts,
+        doc_options,
         update_seq,
     })
 }
@@ -382,9 +390,8 @@ impl OpenedQuery {
             .get(
                 target,
                 GetOptions {
-                    conflicts: self.conflicts,
                     rev,
-                    ..Default::default()
+                    ..self.doc_options.clone()
                 },
             )
             .await;

@@ -53,7 +53,7 @@ pub(crate) async fn versions(
         &json!({
             "recliner": {"version": env!("CARGO_PKG_VERSION")},
             "couchdb_api": {"version": crate::COUCHDB_COMPAT_VERSION},
-            "collation_driver": {"name": "recliner"},
+            "collation_driver": {"name": "icu4x", "collator_version": collation::COLLATOR_VERSION},
             "javascript_engine": {"name": "quickjs"},
         }),
     ))
