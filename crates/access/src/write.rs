@@ -69,17 +69,28 @@ impl Gate {
         if self.unrestricted() && !design {
             return Ok(Ok(()));
         }
+        let local = doc
+            .id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("_local/"));
+        if self.kind == Kind::Users && !local {
+            // As CouchDB's `before_doc_update`, before any other rule: a
+            // user writing another's document (a design document too) is
+            // told it does not exist; anonymous sign-ups go on.
+            let id = doc.id.as_deref().unwrap_or_default();
+            match auth::users::check_writer(id, &self.user, &self.security) {
+                Err(UsersError::NotFound) => return Err(Refusal::NotFound("missing".into())),
+                Err(UsersError::Forbidden(reason)) => return Err(Refusal::Forbidden(reason)),
+                Ok(()) => {}
+            }
+        }
         if let Err(failure) = self.check_design(doc) {
             return Ok(Err(failure));
         }
         if design {
             return self.check_views(doc).await;
         }
-        if doc
-            .id
-            .as_deref()
-            .is_some_and(|id| id.starts_with("_local/"))
-        {
+        if local {
             return Ok(Ok(()));
         }
         let checked = match self.kind {
@@ -169,19 +180,15 @@ impl Gate {
         }
     }
 
-    /// CouchDB's `_users` rules: a user writes their own document only,
-    /// roles are set by admins, and passwords are stored hashed.
+    /// CouchDB's users rules: roles are set by admins, and passwords are
+    /// stored hashed.
     async fn check_user_doc(
         &self,
         database: &Database,
         doc: &mut DocInput,
     ) -> Result<Result<(), DocFailure>, Refusal> {
+        // Who may write it at all was decided first, in `check_doc`.
         let id = doc.id.clone().unwrap_or_default();
-        match auth::users::check_writer(&id, &self.user, &self.security) {
-            Err(UsersError::NotFound) => return Err(Refusal::NotFound("missing".into())),
-            Err(UsersError::Forbidden(reason)) => return Err(Refusal::Forbidden(reason)),
-            Ok(()) => {}
-        }
         let old = match stored_body(database, &id).await? {
             Some(Value::Object(body)) => Some(body),
             _ => None,
