@@ -444,3 +444,42 @@ async fn a_configured_authentication_db_holds_the_logins_and_gets_the_users_rule
         "frank"
     );
 }
+
+#[tokio::test]
+async fn admins_get_the_users_rules_from_design_auth_and_users_always() {
+    let data = TempDir::new("users-admin-rules");
+    let server = start(&data);
+    let admin = Client::new(&server);
+    let db = "/team%2F_users";
+    assert_eq!(admin.put(db, json!(null)).await.status, 201);
+    let open = json!({"members": {"names": []}});
+    assert_eq!(
+        admin.put(&format!("{db}/_security"), open).await.status,
+        200
+    );
+    let untyped = |name: &str| json!({"_id": format!("org.couchdb.user:{name}"), "name": name, "roles": [], "password": "pw"});
+    // No `_design/_auth` here: as on CouchDB, an admin's documents are not
+    // judged, but their passwords are hashed all the same.
+    let reply = admin.post(db, untyped("ann")).await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let stored = admin
+        .get(&format!("{db}/org.couchdb.user:ann"))
+        .await
+        .json();
+    assert!(stored.get("password").is_none() && stored["derived_key"].is_string());
+    // Users are judged whatever the database holds.
+    let reply = Client::anonymous(&server).post(db, untyped("bob")).await;
+    assert_eq!(
+        (reply.status, reply.json()),
+        (
+            403,
+            json!({"error": "forbidden", "reason": "doc.type must be user"})
+        )
+    );
+    // With `_design/_auth`, admins too.
+    let ddoc = json!({"validate_doc_update": auth::users::VALIDATE_FUNCTION});
+    let reply = admin.put(&format!("{db}/_design/_auth"), ddoc).await;
+    assert_eq!(reply.status, 201, "{}", reply.text);
+    let reply = admin.post(db, untyped("cy")).await;
+    assert_eq!(reply.status, 403, "{}", reply.text);
+}

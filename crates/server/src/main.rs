@@ -275,6 +275,10 @@ fn announce(config: &Config, setup: &security::Setup) {
     }
 }
 
+/// How long after `authentication_db` names another database that
+/// database gets `_design/_auth`.
+const AUTH_DB_FOLLOW_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Makes sure the authentication database, if it exists, holds
 /// `_design/_auth`, as CouchDB does when it starts following it (at start,
 /// and when the setting names another database).
@@ -450,9 +454,15 @@ async fn serve(
                 != users_db
             {
                 access::set_authentication_db(&users_db);
+                // Written a moment later, as CouchDB's authentication
+                // cache starts following the database the setting names
+                // (documents an admin writes first are not judged by it).
                 if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                     let store = store.clone();
-                    runtime.spawn(async move { ensure_auth_design_doc(&store).await });
+                    runtime.spawn(async move {
+                        tokio::time::sleep(AUTH_DB_FOLLOW_DELAY).await;
+                        ensure_auth_design_doc(&store).await
+                    });
                 }
             }
             live.reconfigure(api_config_of(next))
