@@ -12,6 +12,7 @@
 
 mod read;
 mod routes;
+mod users_db;
 mod write;
 
 use std::sync::Arc;
@@ -20,16 +21,18 @@ use auth::{SecurityObject, UserCtx};
 use store::{Database, StoreError};
 
 pub use routes::{Need, Route, Status, route_need};
-
-/// The database of users; its documents and design functions are guarded.
-pub const USERS_DB: &str = "_users";
+pub use users_db::{
+    USERS_DB, authentication_db, configured_authentication_db, ensure_auth_design_doc, is_users_db,
+    set_authentication_db,
+};
 
 /// What kind of database a gate guards: the special ones have rules of
 /// their own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Plain,
-    /// `_users`: a user sees and writes only their own document.
+    /// A users database (see [`is_users_db`]): a user sees and writes
+    /// only their own document.
     Users,
     /// `_replicator` (or `prefix/_replicator`): documents have an owner.
     Replicator,
@@ -37,7 +40,7 @@ pub enum Kind {
 
 impl Kind {
     pub fn of(db: &str) -> Kind {
-        if db == USERS_DB {
+        if is_users_db(db) {
             Kind::Users
         } else if store::name::is_replicator_db(db) {
             Kind::Replicator
@@ -159,11 +162,15 @@ impl Gate {
         } else {
             SecurityObject::from_json(&*database.security().await?)
         };
+        let mut validators = match engine {
+            Some(engine) => engine.of(database).await?,
+            None => Arc::default(),
+        };
+        if kind == Kind::Users {
+            validators = without_users_rules(validators);
+        }
         Ok(Gate {
-            validators: match engine {
-                Some(engine) => engine.of(database).await?,
-                None => Arc::default(),
-            },
+            validators,
             engine: engine.cloned(),
             db: database.name().to_string(),
             user,
@@ -200,6 +207,33 @@ impl Gate {
     pub fn check_read_all(&self) -> Result<(), Refusal> {
         self.check(&route_need(self.kind, &Route::changes()))
     }
+}
+
+/// A users database's validation functions but `_design/_auth` while it
+/// holds the users rules' own function: the write gate enforces those
+/// rules itself, so they have one meaning (and no JavaScript runs for
+/// them). A function an admin put there instead is run as any other.
+fn without_users_rules(
+    validators: Arc<Vec<design_functions::DesignDoc>>,
+) -> Arc<Vec<design_functions::DesignDoc>> {
+    let is_rules = |doc: &design_functions::DesignDoc| {
+        doc.id == auth::users::AUTH_DDOC_ID
+            && ejson::from_stored(&doc.json).is_ok_and(|body| {
+                body.get("validate_doc_update")
+                    .and_then(serde_json::Value::as_str)
+                    == Some(auth::users::VALIDATE_FUNCTION)
+            })
+    };
+    if !validators.iter().any(is_rules) {
+        return validators;
+    }
+    Arc::new(
+        validators
+            .iter()
+            .filter(|doc| !is_rules(doc))
+            .cloned()
+            .collect(),
+    )
 }
 
 #[cfg(test)]

@@ -93,6 +93,14 @@ fn special_need(kind: Kind, route: &Route<'_>) -> Need {
     match route.segments.first().copied() {
         None => Need::Member,
         Some("_all_docs" | "_changes") => Need::ServerAdmin,
+        // Writing a design document itself is judged per document by the
+        // write gate, as CouchDB does: a user is told it does not exist,
+        // an anonymous caller that it is for admins.
+        Some("_design")
+            if kind == Kind::Users && route.method == "PUT" && route.segments.len() == 2 =>
+        {
+            Need::Member
+        }
         Some("_design") if kind == Kind::Users => Need::DbAdmin {
             reason: USERS_DESIGN,
             status: Status::Forbidden,

@@ -13,6 +13,46 @@ fn kinds_are_told_by_name() {
 }
 
 #[test]
+fn the_authentication_db_and_prefixed_users_dbs_get_the_users_rules() {
+    assert_eq!(Kind::of("team/_users"), Kind::Users);
+    assert_eq!(Kind::of("team_users"), Kind::Plain);
+    assert_eq!(Kind::of("accounts-for-kinds"), Kind::Plain);
+    crate::set_authentication_db("accounts-for-kinds");
+    assert_eq!(Kind::of("accounts-for-kinds"), Kind::Users);
+    assert_eq!(&*crate::authentication_db(), "accounts-for-kinds");
+    // `_users` keeps its rules when logins are looked up elsewhere.
+    assert_eq!(Kind::of("_users"), Kind::Users);
+    crate::set_authentication_db("");
+    assert_eq!(Kind::of("accounts-for-kinds"), Kind::Plain);
+    assert_eq!(&*crate::authentication_db(), "_users");
+}
+
+#[test]
+fn a_users_design_document_is_written_through_the_gate_but_read_by_admins() {
+    assert_eq!(
+        need(Kind::Users, "PUT", &["_design", "_auth"]),
+        Need::Member,
+        "the write gate answers per document"
+    );
+    for (method, segments) in [
+        ("DELETE", &["_design", "_auth"][..]),
+        ("COPY", &["_design", "_auth"][..]),
+        ("PUT", &["_design", "_auth", "attachment"][..]),
+    ] {
+        assert!(
+            matches!(
+                need(Kind::Users, method, segments),
+                Need::DbAdmin {
+                    status: Status::Forbidden,
+                    ..
+                }
+            ),
+            "{method} {segments:?}"
+        );
+    }
+}
+
+#[test]
 fn plain_databases_are_open_to_members_but_for_admin_routes() {
     assert_eq!(need(Kind::Plain, "GET", &["doc"]), Need::Member);
     assert_eq!(need(Kind::Plain, "GET", &["_changes"]), Need::Member);

@@ -69,17 +69,28 @@ impl Gate {
         if self.unrestricted() && !design {
             return Ok(Ok(()));
         }
+        let local = doc
+            .id
+            .as_deref()
+            .is_some_and(|id| id.starts_with("_local/"));
+        if self.kind == Kind::Users && !local {
+            // As CouchDB's `before_doc_update`, before any other rule: a
+            // user writing another's document (a design document too) is
+            // told it does not exist; anonymous sign-ups go on.
+            let id = doc.id.as_deref().unwrap_or_default();
+            match auth::users::check_writer(id, &self.user, &self.security) {
+                Err(UsersError::NotFound) => return Err(Refusal::NotFound("missing".into())),
+                Err(UsersError::Forbidden(reason)) => return Err(Refusal::Forbidden(reason)),
+                Ok(()) => {}
+            }
+        }
         if let Err(failure) = self.check_design(doc) {
             return Ok(Err(failure));
         }
         if design {
             return self.check_views(doc).await;
         }
-        if doc
-            .id
-            .as_deref()
-            .is_some_and(|id| id.starts_with("_local/"))
-        {
+        if local {
             return Ok(Ok(()));
         }
         let checked = match self.kind {
@@ -169,19 +180,15 @@ impl Gate {
         }
     }
 
-    /// CouchDB's `_users` rules: a user writes their own document only,
-    /// roles are set by admins, and passwords are stored hashed.
+    /// CouchDB's users rules: roles are set by admins, and passwords are
+    /// stored hashed (always, whatever the rules said).
     async fn check_user_doc(
         &self,
         database: &Database,
         doc: &mut DocInput,
     ) -> Result<Result<(), DocFailure>, Refusal> {
+        // Who may write it at all was decided first, in `check_doc`.
         let id = doc.id.clone().unwrap_or_default();
-        match auth::users::check_writer(&id, &self.user, &self.security) {
-            Err(UsersError::NotFound) => return Err(Refusal::NotFound("missing".into())),
-            Err(UsersError::Forbidden(reason)) => return Err(Refusal::Forbidden(reason)),
-            Ok(()) => {}
-        }
         let old = match stored_body(database, &id).await? {
             Some(Value::Object(body)) => Some(body),
             _ => None,
@@ -190,8 +197,20 @@ impl Gate {
         if doc.deleted {
             body.insert("_deleted".into(), Value::Bool(true));
         }
-        let checked = auth::users::validate(&id, &body, old.as_ref(), &self.user, &self.security)
-            .and_then(|()| auth::users::hash_password(&mut doc.body, self.iterations));
+        // Users always get the rules. Admins get them as CouchDB gives
+        // them, from `_design/_auth`: only while the database holds it (a
+        // database just named the authentication database gets it a moment
+        // later, as in CouchDB, and an admin may load documents first).
+        let judged = !self.is_db_admin()
+            || stored_body(database, auth::users::AUTH_DDOC_ID)
+                .await?
+                .is_some();
+        let checked = if judged {
+            auth::users::validate(&id, &body, old.as_ref(), &self.user, &self.security)
+        } else {
+            Ok(())
+        }
+        .and_then(|()| auth::users::hash_password(&mut doc.body, self.iterations));
         Ok(checked.map_err(|e| DocFailure {
             error: ErrorKind::Forbidden,
             reason: match e {

@@ -15,15 +15,19 @@ use serde_json::Value;
 pub struct JwtConfig {
     /// `kty:kid` → key: `hmac:_default` = base64 secret, `rsa:k1` = PEM...
     pub keys: Vec<(String, String)>,
-    /// Claims a token must carry (`exp` by default). `exp` and `nbf` are
-    /// checked against the clock whenever present, required or not.
+    /// Claims a token must carry (`exp` by default), as CouchDB's
+    /// `[jwt_auth] required_claims` lists them: a claim's name, or
+    /// `{name, "value"}` for a claim that must have that value (the list
+    /// may come split at its commas: it is read joined). `exp` and `nbf`
+    /// are checked against the clock whenever present, required or not.
     pub required_claims: Vec<String>,
     /// Clock skew tolerated between the token's issuer and this server:
     /// a token is taken until `exp + leeway` and from `nbf - leeway`.
     pub leeway_seconds: u64,
     /// The claim listing the user's roles (`_couchdb.roles`, one key).
     pub roles_claim_name: String,
-    /// A dotted path to the roles instead (`my.app.roles`), if set.
+    /// A dotted path to the roles instead (`my.app.roles`; `\.` is a dot
+    /// inside a name), if set: then a token without it is refused (404).
     pub roles_claim_path: Option<String>,
 }
 
@@ -42,12 +46,119 @@ impl Default for JwtConfig {
 /// The default [`JwtConfig::leeway_seconds`]: a minute of clock skew.
 pub const DEFAULT_LEEWAY_SECONDS: u64 = 60;
 
-/// A refused token: 401 (expired, no subject) or 400 (malformed, bad key
-/// or signature), with CouchDB's reason.
+/// A refused token: 401 (expired, no subject), 400 (malformed, bad key
+/// or signature) or 404 (no roles at the configured path), with CouchDB's
+/// reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JwtError {
     Unauthorized(String),
     BadRequest(String),
+    NotFound(String),
+}
+
+/// One of [`JwtConfig::required_claims`]: a claim that must be present,
+/// with the value it must have when one is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequiredClaim {
+    pub name: String,
+    pub value: Option<String>,
+}
+
+/// Reads CouchDB's `required_claims` text (`exp, nbf, {iss, "MyCompany"}`)
+/// as CouchDB's pattern finds them: runs of lowercase letters, or
+/// `{name, "value"}`; anything else between them is passed over.
+pub fn parse_required_claims(text: &str) -> Vec<RequiredClaim> {
+    let bytes = text.as_bytes();
+    let letters = |from: usize| {
+        bytes[from..]
+            .iter()
+            .take_while(|b| b.is_ascii_lowercase())
+            .count()
+    };
+    let spaces = |from: usize| bytes[from..].iter().take_while(|b| **b == b' ').count();
+    // `{name, "value"}` starting at `at`, and where it ends.
+    let tuple = |at: usize| -> Option<(RequiredClaim, usize)> {
+        let mut i = at + 1;
+        let n = letters(i);
+        if n == 0 {
+            return None;
+        }
+        let name = &text[i..i + n];
+        i += n;
+        i += spaces(i);
+        (bytes.get(i) == Some(&b',')).then_some(())?;
+        i += 1;
+        i += spaces(i);
+        (bytes.get(i) == Some(&b'"')).then_some(())?;
+        i += 1;
+        let len = bytes[i..].iter().position(|b| *b == b'"')?;
+        if len == 0 || bytes.get(i + len + 1) != Some(&b'}') {
+            return None;
+        }
+        let claim = RequiredClaim {
+            name: name.to_string(),
+            value: Some(text[i..i + len].to_string()),
+        };
+        Some((claim, i + len + 2))
+    };
+    let mut claims = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'{'
+            && let Some((claim, end)) = tuple(i)
+        {
+            claims.push(claim);
+            i = end;
+            continue;
+        }
+        let n = letters(i);
+        if n > 0 {
+            claims.push(RequiredClaim {
+                name: text[i..i + n].to_string(),
+                value: None,
+            });
+            i += n;
+        } else {
+            i += 1;
+        }
+    }
+    claims
+}
+
+/// The segments of a roles claim path: split at dots, but `\.`, which is a
+/// dot inside a name.
+fn path_segments(path: &str) -> Vec<String> {
+    let mut segments = vec![String::new()];
+    let mut chars = path.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'.') => {
+                chars.next();
+                if let Some(last) = segments.last_mut() {
+                    last.push('.');
+                }
+            }
+            '.' => segments.push(String::new()),
+            c => {
+                if let Some(last) = segments.last_mut() {
+                    last.push(c);
+                }
+            }
+        }
+    }
+    segments
+}
+
+/// The value at a roles claim path, or CouchDB's 404.
+fn at_path<'v>(claims: &'v Value, path: &str) -> Result<&'v Value, JwtError> {
+    path_segments(path)
+        .iter()
+        .try_fold(claims, |at, key| match at {
+            Value::Object(members) => members
+                .get(key)
+                .ok_or_else(|| JwtError::NotFound(format!("missing json key: {key}"))),
+            _ => Err(JwtError::NotFound("json_mismatch".into())),
+        })
 }
 
 fn bad(reason: &str) -> JwtError {
@@ -99,10 +210,10 @@ pub fn authenticate(token: &str, config: &JwtConfig) -> Result<(String, Vec<Stri
     // presence of the other claims it knows.
     validation.validate_exp = false;
     validation.validate_nbf = false;
-    let spec_claims: Vec<&str> = config
-        .required_claims
+    let required = parse_required_claims(&config.required_claims.join(","));
+    let spec_claims: Vec<&str> = required
         .iter()
-        .map(String::as_str)
+        .map(|c| c.name.as_str())
         .filter(|c| !matches!(*c, "exp" | "nbf"))
         .collect();
     validation.set_required_spec_claims(&spec_claims);
@@ -126,10 +237,15 @@ pub fn authenticate(token: &str, config: &JwtConfig) -> Result<(String, Vec<Stri
             _ => bad("Malformed authentication token"),
         })?;
     let claims = data.claims;
-    // Claims the library does not know are only required to be present.
-    for claim in &config.required_claims {
-        if claims.get(claim).is_none() {
-            return Err(JwtError::BadRequest(format!("Missing {claim} claim")));
+    // Claims the library does not know are only required to be present,
+    // or to have the value the configuration gives.
+    for RequiredClaim { name, value } in &required {
+        match (claims.get(name), value) {
+            (None, _) => return Err(JwtError::BadRequest(format!("Missing {name} claim"))),
+            (Some(found), Some(value)) if found.as_str() != Some(value.as_str()) => {
+                return Err(JwtError::BadRequest(format!("Invalid {name} claim")));
+            }
+            _ => {}
         }
     }
     check_times(&claims, now_seconds(), config.leeway_seconds)?;
@@ -138,7 +254,7 @@ pub fn authenticate(token: &str, config: &JwtConfig) -> Result<(String, Vec<Stri
         _ => return Err(JwtError::Unauthorized("Token missing sub claim.".into())),
     };
     let roles = match &config.roles_claim_path {
-        Some(path) => path.split('.').try_fold(&claims, |at, key| at.get(key)),
+        Some(path) => Some(at_path(&claims, path)?),
         None => claims.get(&config.roles_claim_name),
     };
     let roles = match roles {
@@ -248,6 +364,71 @@ mod tests {
         assert_eq!(
             authenticate(&t, &nested),
             Ok(("bob".into(), vec!["x".into(), "y".into()]))
+        );
+    }
+
+    #[test]
+    fn required_claims_are_read_as_couchdb_writes_them() {
+        let claim = |name: &str, value: Option<&str>| RequiredClaim {
+            name: name.into(),
+            value: value.map(str::to_string),
+        };
+        assert_eq!(
+            parse_required_claims(r#"exp, nbf, {iss, "My Company"}"#),
+            vec![
+                claim("exp", None),
+                claim("nbf", None),
+                claim("iss", Some("My Company"))
+            ]
+        );
+        // The same list split at its commas, as a list setting keeps it.
+        let split = ["{iss", " \"hello\"}"].join(",");
+        assert_eq!(
+            parse_required_claims(&split),
+            vec![claim("iss", Some("hello"))]
+        );
+        assert_eq!(parse_required_claims(""), vec![]);
+    }
+
+    #[test]
+    fn a_required_value_must_match() {
+        let config = JwtConfig {
+            required_claims: vec!["{iss".into(), " \"hello\"}".into()],
+            ..config()
+        };
+        let good = token(json!({"sub": "bob", "iss": "hello"}), SECRET);
+        assert_eq!(authenticate(&good, &config), Ok(("bob".into(), vec![])));
+        let bad = token(json!({"sub": "bob", "iss": "goodbye"}), SECRET);
+        assert_eq!(
+            authenticate(&bad, &config),
+            Err(JwtError::BadRequest("Invalid iss claim".into()))
+        );
+        let none = token(json!({"sub": "bob"}), SECRET);
+        assert_eq!(
+            authenticate(&none, &config),
+            Err(JwtError::BadRequest("Missing iss claim".into()))
+        );
+    }
+
+    #[test]
+    fn a_roles_path_escapes_dots_and_must_lead_somewhere() {
+        assert_eq!(path_segments(r"a.b\.c.d"), vec!["a", "b.c", "d"]);
+        let config = JwtConfig {
+            roles_claim_path: Some(r"foo.bar\.zonk.roles".into()),
+            ..config()
+        };
+        let t = token(
+            json!({"sub": "bob", "exp": now() + 60, "foo": {"bar.zonk": {"roles": ["r"]}}}),
+            SECRET,
+        );
+        assert_eq!(
+            authenticate(&t, &config),
+            Ok(("bob".into(), vec!["r".into()]))
+        );
+        let t = token(json!({"sub": "bob", "exp": now() + 60}), SECRET);
+        assert_eq!(
+            authenticate(&t, &config),
+            Err(JwtError::NotFound("missing json key: foo".into()))
         );
     }
 

@@ -24,6 +24,26 @@ const PASSWORD_FIELDS: [&str; 8] = [
     "salt",
 ];
 
+/// The design document every users database holds, as in CouchDB, whose
+/// `validate_doc_update` ([`VALIDATE_FUNCTION`]) states the rules of
+/// [`validate`] for clients that read it.
+pub const AUTH_DDOC_ID: &str = "_design/_auth";
+
+/// The function of [`AUTH_DDOC_ID`]: the rules of [`validate`], in
+/// JavaScript. The server does not run it while it is this text (the rules
+/// are enforced in Rust before any function runs); an end-to-end test
+/// checks that both refuse the same writes with the same reasons.
+pub const VALIDATE_FUNCTION: &str = include_str!("users_validate.js");
+
+/// [`AUTH_DDOC_ID`] as it is written into a new users database.
+pub fn auth_design_doc() -> Map<String, Value> {
+    let mut doc = Map::new();
+    doc.insert("_id".into(), AUTH_DDOC_ID.into());
+    doc.insert("language".into(), "javascript".into());
+    doc.insert("validate_doc_update".into(), VALIDATE_FUNCTION.into());
+    doc
+}
+
 /// A refusal, with CouchDB's reason.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UsersError {

@@ -276,6 +276,25 @@ fn announce(config: &Config, setup: &security::Setup) {
     }
 }
 
+/// How long after `authentication_db` names another database that
+/// database gets `_design/_auth`.
+const AUTH_DB_FOLLOW_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Makes sure the authentication database, if it exists, holds
+/// `_design/_auth`, as CouchDB does when it starts following it (at start,
+/// and when the setting names another database).
+async fn ensure_auth_design_doc(store: &store::Store) {
+    let name = access::authentication_db();
+    let result = match store.db(&name).await {
+        Ok(db) => access::ensure_auth_design_doc(&db).await,
+        Err(store::StoreError::DbNotFound(_)) => Ok(()),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = result {
+        tracing::warn!(db = %name, error = %e, "cannot write _design/_auth");
+    }
+}
+
 /// The configuration as TOML, with the store's password hidden.
 fn toml_string(config: &Config) -> anyhow::Result<String> {
     let mut shown = config.clone();
@@ -307,6 +326,8 @@ async fn serve(
             Err(e) => return Err(e.into()),
         }
     }
+    access::set_authentication_db(&config.users_db());
+    ensure_auth_design_doc(&store).await;
     let validators = design_functions::Validators::new(design_functions::Engine::new(
         config.query_server_limits(),
     ));
@@ -337,7 +358,11 @@ async fn serve(
         move |config: &Config| {
             let mut api = config.api_config();
             api.auth.admins = security::admins_of(config, explicit.as_ref());
-            api.auth.secret = secret.clone();
+            // A secret set through the configuration API applies at once.
+            api.auth.secret = match &config.secret {
+                Some(own) if !own.is_empty() => own.clone(),
+                _ => secret.clone(),
+            };
             api
         }
     };
@@ -423,6 +448,24 @@ async fn serve(
         let store = store.clone();
         node_config::OnChange(Box::new(move |next: &Config| {
             store.apply_options(&next.store_options());
+            let users_db = next.users_db();
+            if access::configured_authentication_db()
+                .as_deref()
+                .unwrap_or_default()
+                != users_db
+            {
+                access::set_authentication_db(&users_db);
+                // Written a moment later, as CouchDB's authentication
+                // cache starts following the database the setting names
+                // (documents an admin writes first are not judged by it).
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    let store = store.clone();
+                    runtime.spawn(async move {
+                        tokio::time::sleep(AUTH_DB_FOLLOW_DELAY).await;
+                        ensure_auth_design_doc(&store).await
+                    });
+                }
+            }
             live.reconfigure(api_config_of(next))
         }))
     });

@@ -83,6 +83,15 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
     ("chttpd_auth", "users_db_public", "users_db_public"),
     ("chttpd_auth", "public_fields", "public_fields"),
     ("chttpd_auth", "proxy_use_secret", "proxy_use_secret"),
+    ("chttpd_auth", "x_auth_username", "proxy_username_header"),
+    ("chttpd_auth", "x_auth_roles", "proxy_roles_header"),
+    ("chttpd_auth", "x_auth_token", "proxy_token_header"),
+    ("chttpd_auth", "authentication_db", "authentication_db"),
+    (
+        "chttpd",
+        "authentication_handlers",
+        "authentication_handlers",
+    ),
     ("httpd", "enable_cors", "cors_enabled"),
     ("cors", "origins", "cors_origins"),
     ("cors", "credentials", "cors_credentials"),
@@ -118,6 +127,17 @@ const BLACKLISTED_SECTIONS: &[&str] = &[
     "query_servers",
     "feature_flags",
 ];
+
+/// CouchDB's section of JWT keys, which is also the configuration file's
+/// table of them.
+const JWT_KEYS: &str = "jwt_keys";
+
+/// Whether a (section, key) holds a secret: the JWT keys and the cookie
+/// and proxy secret. They are set and removed through the API but never
+/// shown, not even as the old value a change answers with.
+fn is_secret(section: &str, key: &str) -> bool {
+    section == JWT_KEYS || (section == "chttpd_auth" && key == "secret")
+}
 
 /// CouchDB's section of replicator databases' shares, and the table
 /// that holds them in the configuration file.
@@ -449,6 +469,41 @@ impl ServerConfig {
         Ok(old.map(|n| n.to_string()).unwrap_or_default())
     }
 
+    /// `PUT`/`DELETE` of a secret (see [`is_secret`]), `None` removing it:
+    /// applied at once, as CouchDB applies a new key, and answered with an
+    /// empty old value.
+    fn set_secret(
+        &self,
+        section: &str,
+        key: &str,
+        value: Option<&str>,
+        persist: bool,
+    ) -> Result<String, ConfigError> {
+        let mut next = self.current().clone();
+        let existed = if section == JWT_KEYS {
+            match value {
+                Some(value) => next.jwt_keys.insert(key.into(), value.into()),
+                None => next.jwt_keys.remove(key),
+            }
+            .is_some()
+        } else {
+            std::mem::replace(&mut next.secret, value.map(str::to_string)).is_some()
+        };
+        if value.is_none() && !existed {
+            return Err(ConfigError::Unknown);
+        }
+        if persist {
+            if section == JWT_KEYS {
+                self.persist_table_entry(JWT_KEYS, key, value)?;
+            } else {
+                self.persist("secret", value.map(Value::from).as_ref())?;
+            }
+        }
+        self.replace(next)?;
+        tracing::info!(section, key, persist, "secret configuration changed");
+        Ok(String::new())
+    }
+
     /// A CouchDB setting Recliner has no use for: kept (and shown) as set,
     /// as CouchDB keeps any key; `None` removes it.
     fn set_other(
@@ -591,6 +646,9 @@ impl NodeConfig for ServerConfig {
         if section == SHARES_SECTION {
             return self.set_shares(key, Some(value), persist);
         }
+        if is_secret(section, key) {
+            return self.set_secret(section, key, Some(value), persist);
+        }
         let fields = match serde_json::to_value(&*self.current()) {
             Ok(Value::Object(fields)) => fields,
             _ => return Err(ConfigError::Unknown),
@@ -622,6 +680,9 @@ impl NodeConfig for ServerConfig {
         }
         if section == SHARES_SECTION {
             return self.set_shares(key, None, persist);
+        }
+        if is_secret(section, key) {
+            return self.set_secret(section, key, None, persist);
         }
         let fields = match serde_json::to_value(&*self.current()) {
             Ok(Value::Object(fields)) => fields,

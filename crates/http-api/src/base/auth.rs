@@ -2,7 +2,8 @@
 //! an `AuthSession` cookie, then HTTP basic auth; without either the
 //! request is anonymous (or a server admin, in an admin party the operator
 //! opted into). Server admins come from the configuration, users from the
-//! `_users` database. Checked passwords are remembered (as a keyed digest,
+//! authentication database (`_users` unless configured, see
+//! [`access::authentication_db`]). Checked passwords are remembered (as a keyed digest,
 //! never in clear) so basic auth on every request does not cost a PBKDF2
 //! run each time, until the user's document changes.
 
@@ -22,9 +23,6 @@ use subtle::ConstantTimeEq;
 
 use crate::AppState;
 use crate::base::error::ApiError;
-
-/// The users database's name, as CouchDB's `authentication_db`.
-pub use access::USERS_DB;
 
 /// How the server authenticates, from its configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,7 +127,9 @@ impl Default for AuthConfig {
 /// A user's stored credentials as last read.
 #[derive(Debug, Clone)]
 struct CachedUser {
-    /// `_users`' update sequence when read: any later write there rereads.
+    /// The authentication database read, and its update sequence then:
+    /// any later write there, or another database, rereads.
+    users_db: std::sync::Arc<str>,
     users_seq: u64,
     found: Option<(Credentials, Vec<String>)>,
 }
@@ -166,7 +166,8 @@ impl Authenticator {
     }
 
     /// A user's credentials and roles: a configured admin, else the
-    /// `_users` document (read at most once per change of `_users`).
+    /// user's document in the authentication database (read at most once
+    /// per change of that database).
     pub(crate) async fn credentials(
         &self,
         store: &store::Store,
@@ -178,7 +179,8 @@ impl Authenticator {
                 vec![auth::security::ADMIN_ROLE.into()],
             )));
         }
-        let users = match store.db(USERS_DB).await {
+        let users_db = access::authentication_db();
+        let users = match store.db(&users_db).await {
             Ok(db) => db,
             Err(store::StoreError::DbNotFound(_)) => return Ok(None),
             Err(e) => return Err(e.into()),
@@ -186,6 +188,7 @@ impl Authenticator {
         let seq = users.update_seq();
         if let Some(hit) = self.users.lock().ok().and_then(|c| c.get(name).cloned())
             && hit.users_seq == seq
+            && hit.users_db == users_db
         {
             return Ok(hit.found);
         }
@@ -205,6 +208,7 @@ impl Authenticator {
             cache.insert(
                 name.to_string(),
                 CachedUser {
+                    users_db,
                     users_seq: seq,
                     found: found.clone(),
                 },
@@ -310,6 +314,7 @@ impl Authenticator {
             })),
             Err(auth::jwt::JwtError::Unauthorized(reason)) => Err(ApiError::Unauthorized(reason)),
             Err(auth::jwt::JwtError::BadRequest(reason)) => Err(ApiError::bad_request(reason)),
+            Err(auth::jwt::JwtError::NotFound(reason)) => Err(ApiError::not_found(reason)),
         }
     }
 

@@ -73,7 +73,7 @@ pub(crate) async fn security(
     if !current.is_admin(&user) {
         return Err(crate::base::access::not_db_admin(&user));
     }
-    if db == crate::base::auth::USERS_DB && !state.auth.config.users_db_security_editable {
+    if *db == *access::authentication_db() && !state.auth.config.users_db_security_editable {
         return Err(ApiError::Forbidden(
             "You can't edit the security object of the user database.".into(),
         ));

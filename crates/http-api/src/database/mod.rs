@@ -61,7 +61,14 @@ pub(crate) async fn database(
                 ));
             }
             let how = store::CreateDb { partitioned, q };
-            state.store.create_db_with(&db, how).await?;
+            let created = state.store.create_db_with(&db, how).await?;
+            if *db == *access::authentication_db() {
+                // A new authentication database holds `_design/_auth` from
+                // the start, as CouchDB's does (clients wait for it).
+                if let Err(e) = access::ensure_auth_design_doc(&created).await {
+                    tracing::warn!(db = %db, error = %e, "cannot write _design/_auth");
+                }
+            }
             let mut response = json_response(StatusCode::CREATED, &json!({"ok": true}));
             set_location(&mut response, &format!("/{}", encode_segment(&db)));
             Ok(response)

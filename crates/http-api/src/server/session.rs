@@ -34,6 +34,9 @@ fn whoami(state: &AppState, request: &Request<Body>) -> Result<Response, ApiErro
     if let Some(handler) = user.handler {
         info["authenticated"] = Value::from(handler);
     }
+    if let Some(db) = access::configured_authentication_db() {
+        info["authentication_db"] = Value::from(&*db);
+    }
     Ok(json_response(
         StatusCode::OK,
         &json!({"ok": true, "userCtx": user.to_json(), "info": info}),

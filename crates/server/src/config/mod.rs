@@ -9,6 +9,8 @@ use figment::Figment;
 use figment::providers::{Format, Serialized, Toml};
 use serde::{Deserialize, Serialize};
 
+mod couchdb_auth;
+
 /// The configuration file looked for in the data folder when `--config` is not given.
 pub const CONFIG_FILE_NAME: &str = "recliner.toml";
 
@@ -206,6 +208,18 @@ pub struct Config {
     pub proxy_auth_enabled: bool,
     /// Require `X-Auth-CouchDB-Token`, the HMAC of the name with `secret`.
     pub proxy_use_secret: bool,
+    /// The headers a proxy names the user, the roles and the token in
+    /// (CouchDB's `[chttpd_auth] x_auth_username`, `x_auth_roles`, `x_auth_token`).
+    pub proxy_username_header: String,
+    pub proxy_roles_header: String,
+    pub proxy_token_header: String,
+    /// CouchDB's `[chttpd] authentication_handlers`: naming
+    /// `jwt_authentication_handler` or `proxy_authentication_handler` turns
+    /// that way of logging in on, as `jwt_enabled`/`proxy_auth_enabled` do.
+    pub authentication_handlers: String,
+    /// The database logins are looked up in (CouchDB's `[chttpd_auth]
+    /// authentication_db`); empty for `[couch_httpd_auth]`'s, else `_users`.
+    pub authentication_db: String,
     /// Pause logins for a name from an address after repeated failures.
     pub lockout_enabled: bool,
     /// Failures before the pause.
@@ -313,7 +327,7 @@ impl Config {
                 users_db_security_editable: self.users_db_security_editable,
                 public_fields: self.public_fields.clone(),
                 users_db_public: self.users_db_public,
-                jwt: self.jwt_enabled.then(|| auth::jwt::JwtConfig {
+                jwt: self.jwt_on().then(|| auth::jwt::JwtConfig {
                     keys: self
                         .jwt_keys
                         .iter()
@@ -325,9 +339,11 @@ impl Config {
                     roles_claim_path: Some(self.jwt_roles_claim_path.clone())
                         .filter(|p| !p.is_empty()),
                 }),
-                proxy: self.proxy_auth_enabled.then(|| http_api::ProxyConfig {
+                proxy: self.proxy_on().then(|| http_api::ProxyConfig {
                     use_secret: self.proxy_use_secret,
-                    ..Default::default()
+                    username_header: self.proxy_username_header.clone(),
+                    roles_header: self.proxy_roles_header.clone(),
+                    token_header: self.proxy_token_header.clone(),
                 }),
                 lockout: self.lockout_enabled.then(|| http_api::LockoutConfig {
                     threshold: self.lockout_threshold.max(1),
@@ -487,6 +503,7 @@ impl Config {
 
     /// Checks what the type system cannot: one line naming the setting.
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_auth()?;
         if !self.store.is_empty() && self.postgres_url().is_none() {
             return Err(format!(
                 "invalid configuration: setting `store`: a postgres://user:password@host/dbname URL, or empty for SQLite in the data folder; got {:?}",
@@ -509,6 +526,9 @@ impl Config {
             ("x_forwarded_host", &self.x_forwarded_host),
             ("x_forwarded_proto", &self.x_forwarded_proto),
             ("x_forwarded_ssl", &self.x_forwarded_ssl),
+            ("proxy_username_header", &self.proxy_username_header),
+            ("proxy_roles_header", &self.proxy_roles_header),
+            ("proxy_token_header", &self.proxy_token_header),
         ] {
             if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
                 return Err(format!(
@@ -689,6 +709,11 @@ impl Default for Config {
             jwt_roles_claim_path: String::new(),
             proxy_auth_enabled: false,
             proxy_use_secret: false,
+            proxy_username_header: "X-Auth-CouchDB-UserName".into(),
+            proxy_roles_header: "X-Auth-CouchDB-Roles".into(),
+            proxy_token_header: "X-Auth-CouchDB-Token".into(),
+            authentication_handlers: String::new(),
+            authentication_db: String::new(),
             lockout_enabled: true,
             lockout_threshold: 5,
             lockout_max_lifetime_ms: 300_000,
