@@ -21,11 +21,16 @@ use std::time::{Duration, Instant};
 /// The workspace builds rustls with the `ring` provider, which reqwest needs
 /// installed once per process before a client exists.
 pub fn http_client() -> reqwest::Client {
+    http_client_builder().build().expect("an HTTP client")
+}
+
+/// A builder for clients with their own settings, the provider installed.
+pub fn http_client_builder() -> reqwest::ClientBuilder {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
-    reqwest::Client::builder().build().expect("an HTTP client")
+    reqwest::Client::builder()
 }
 
 /// The server admin every test server gets (through `RECLINER_ADMIN`),

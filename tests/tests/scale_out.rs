@@ -50,7 +50,7 @@ async fn writer(
     acked: Arc<Mutex<BTreeMap<String, String>>>,
     stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let http = reqwest::Client::builder()
+    let http = recliner_tests::http_client_builder()
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap();

@@ -162,7 +162,7 @@ async fn repeated_failures_lock_a_name_out_from_that_address_only() {
         &[TEST_ADMIN, ("RECLINER_LOCKOUT_THRESHOLD", "3")],
     );
     let from = |ip: [u8; 4]| {
-        reqwest::Client::builder()
+        recliner_tests::http_client_builder()
             .local_address(std::net::IpAddr::from(ip))
             .build()
             .unwrap()
@@ -277,7 +277,7 @@ async fn https_is_served_and_replicated_to_with_a_trusted_ca_only() {
     );
     let base = https_url(&secure).await;
     let _ = recliner_tests::http_client(); // installs the TLS provider
-    let trusting = reqwest::Client::builder()
+    let trusting = recliner_tests::http_client_builder()
         .tls_certs_only([reqwest::Certificate::from_pem(&std::fs::read(&ca).unwrap()).unwrap()])
         .build()
         .unwrap();

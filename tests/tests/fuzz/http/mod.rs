@@ -224,7 +224,7 @@ impl Harness {
                 .enable_all()
                 .build()
                 .expect("a tokio runtime"),
-            http: reqwest::Client::builder()
+            http: recliner_tests::http_client_builder()
                 .timeout(REQUEST_TIMEOUT)
                 .build()
                 .expect("an HTTP client"),
