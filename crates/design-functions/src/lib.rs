@@ -221,6 +221,22 @@ impl Engine {
         }
     }
 
+    /// Runs the design document's `rewrites` function on the request
+    /// object: its answer (`{path, query, method, headers, body}`, or
+    /// `{code, ...}`; a string is the path), `None` when it gives none.
+    pub async fn rewrite(
+        &self,
+        ddoc: DesignDoc,
+        req: String,
+    ) -> Result<Option<serde_json::Value>, JsError> {
+        match self.pool.call(ddoc, "rewrite", vec![req]).await? {
+            Answer::Ok(serde_json::Value::Null) => Ok(None),
+            Answer::Ok(value) => Ok(Some(value)),
+            Answer::Error(error, reason) => Err(JsError::Runtime { error, reason }),
+            Answer::Thrown(thrown) => Err(thrown_error(thrown)),
+        }
+    }
+
     /// Runs list function `name` with its head (`total_rows`, `offset`):
     /// its rows arrive on `io.rows` as it asks for them, and what it sends
     /// goes out on `io.out` at each row (its head first). Answers the text

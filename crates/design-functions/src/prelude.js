@@ -472,6 +472,37 @@ var __couch = (function () {
       });
     },
 
+    // rewrites(req), the function form of `rewrites`: null when it gives
+    // nothing, a string as {path, method}, else what it returned. What it
+    // throws is CouchDB's rewrite_error, unless it names its own error.
+    rewrite: function (req) {
+      return answer(function () {
+        var fun = lookup(["rewrites"]);
+        var request = JSON.parse(req);
+        var result;
+        try {
+          result = fun.call(ddoc, request);
+        } catch (e) {
+          var named = e !== null && typeof e === "object" && ((e.error && e.reason) ||
+            (Array.isArray(e) && (e[0] === "error" || e[0] === "fatal")));
+          if (named) {
+            throw e;
+          }
+          var message = "function raised error: " + String(e) + " \nstacktrace: " +
+            (e !== null && typeof e === "object" ? e.stack : undefined);
+          __couch_log(message);
+          throw ["error", "rewrite_error", message];
+        }
+        if (!result) {
+          return null;
+        }
+        if (typeof result === "string") {
+          return { path: result, method: request.method };
+        }
+        return result;
+      });
+    },
+
     // lists.name(head, req) over a view's rows, which getRow() reads one
     // at a time from the host; what send() gathered goes out at each row.
     list: function (name, head, req) {

@@ -155,13 +155,17 @@ impl Sandbox {
             })
         });
         // Memory running out inside a function reaches the prelude's
-        // handler as an ordinary error: it is the runtime's failure all the same.
+        // handler as an ordinary error: it is the runtime's failure all the
+        // same. When not even the error could be made, QuickJS throws
+        // `null` instead; a function's own `throw null` (or `undefined`)
+        // is read the same way (CouchDB's engine fails on it too, a 500).
         let outcome = outcome.and_then(|text| match parse_answer(&text)? {
             Answer::Error(name, reason)
                 if name == "InternalError" && reason.contains("out of memory") =>
             {
                 Err(JsError::OutOfMemory)
             }
+            Answer::Thrown(serde_json::Value::Null) => Err(JsError::OutOfMemory),
             answer => Ok(answer),
         });
         match outcome {

@@ -304,3 +304,76 @@ async fn one_databases_looping_calls_never_hold_up_another_database() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_rewrites_function_answers_a_path_an_object_nothing_or_its_error() {
+    let e = engine();
+    let source = r#"function (req) {
+        var p = req.path[4];
+        if (p === "text") return "_show/s/" + req.query.id;
+        if (p === "object") return {path: "x", query: {a: "b"}, headers: {"X-A": "1"}};
+        if (p === "throw") throw new TypeError("broken " + this._id);
+        if (p === "named") throw {error: "forbidden_here", reason: "no"};
+        return null;
+    }"#;
+    let d = ddoc("db", json!({"_id": "_design/r", "rewrites": source}));
+    let req = |p: &str| {
+        json!({"method": "PUT", "path": ["db", "_design", "r", "_rewrite", p], "query": {"id": "7"}})
+            .to_string()
+    };
+    assert_eq!(
+        e.rewrite(d.clone(), req("text")).await,
+        Ok(Some(json!({"path": "_show/s/7", "method": "PUT"})))
+    );
+    assert_eq!(
+        e.rewrite(d.clone(), req("object")).await,
+        Ok(Some(
+            json!({"path": "x", "query": {"a": "b"}, "headers": {"X-A": "1"}})
+        ))
+    );
+    assert_eq!(e.rewrite(d.clone(), req("none")).await, Ok(None));
+    match e.rewrite(d.clone(), req("throw")).await {
+        Err(JsError::Runtime { error, reason }) => {
+            assert_eq!(error, "rewrite_error");
+            assert!(
+                reason.starts_with(
+                    "function raised error: TypeError: broken _design/r \nstacktrace: "
+                ),
+                "{reason}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        e.rewrite(d, req("named")).await,
+        Err(JsError::Runtime {
+            error: "forbidden_here".into(),
+            reason: "no".into()
+        })
+    );
+}
+
+#[tokio::test]
+async fn rewrites_must_be_rules_or_a_function() {
+    let e = engine();
+    let doc = |rewrites: Value| store::DocInput {
+        id: Some("_design/r".into()),
+        rev: None,
+        local_rev: None,
+        revisions: None,
+        deleted: false,
+        body: json!({ "rewrites": rewrites }).as_object().unwrap().clone(),
+        attachments: Vec::new(),
+    };
+    for good in [json!([]), json!("function(req) {}")] {
+        assert_eq!(check_design_doc(&e, &doc(good)).await, Ok(Ok(())));
+    }
+    for bad in [json!({}), json!(null), json!(1)] {
+        assert_eq!(
+            check_design_doc(&e, &doc(bad)).await,
+            Ok(Err(DesignRefusal::Invalid(
+                "`rewrites` field must have array or string type".into()
+            )))
+        );
+    }
+}

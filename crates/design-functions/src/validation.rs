@@ -159,14 +159,24 @@ pub enum DesignRefusal {
 }
 
 /// CouchDB's checks of a design document's views when it is written (by a
-/// client or a replication): `views` an object, each view with a map
-/// function that compiles, and only the built-in reducers that exist.
+/// client or a replication): `rewrites` an array or a function's source,
+/// `views` an object, each view with a map function that compiles, and
+/// only the built-in reducers that exist.
 pub async fn check_design_doc(
     engine: &Engine,
     doc: &DocInput,
 ) -> Result<Result<(), DesignRefusal>, JsError> {
     if doc.deleted {
         return Ok(Ok(()));
+    }
+    if doc
+        .body
+        .get("rewrites")
+        .is_some_and(|r| !r.is_array() && !r.is_string())
+    {
+        return Ok(Err(DesignRefusal::Invalid(
+            "`rewrites` field must have array or string type".into(),
+        )));
     }
     let Some(views) = doc.body.get("views") else {
         return Ok(Ok(()));

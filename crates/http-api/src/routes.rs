@@ -175,6 +175,15 @@ async fn serve(
             ddoc,
             kind,
             rest,
+        } if kind == "_rewrite" => {
+            let database = state.store.db(&db).await?;
+            crate::design::rewrite::rewrite(state, database, ddoc, rest, query, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
         } if kind == "_info" && rest.is_empty() => {
             let database = state.store.db(&db).await?;
             crate::design::views::info(state, database, ddoc, request).await

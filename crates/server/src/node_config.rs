@@ -112,6 +112,8 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
     ("chttpd", "x_forwarded_host", "x_forwarded_host"),
     ("chttpd", "x_forwarded_proto", "x_forwarded_proto"),
     ("chttpd", "x_forwarded_ssl", "x_forwarded_ssl"),
+    ("chttpd", "rewrite_limit", "rewrite_limit"),
+    ("chttpd", "secure_rewrites", "secure_rewrites"),
     ("chttpd", "config_whitelist", "config_whitelist"),
 ];
 

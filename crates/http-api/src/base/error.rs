@@ -262,6 +262,7 @@ fn static_error_name(name: &str) -> &'static str {
         "invalid_require_path",
         "unnamed_error",
         "render_error",
+        "rewrite_error",
         "reduce_overflow_error",
         "builtin_reduce_error",
         "unknown_builtin_reduce",

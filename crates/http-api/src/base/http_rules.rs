@@ -34,6 +34,12 @@ pub struct HttpRules {
     pub x_forwarded_proto: String,
     /// The header a proxy sets to `on` for HTTPS clients.
     pub x_forwarded_ssl: String,
+    /// How many times one request may be rewritten by `_rewrite` into
+    /// `_rewrite` again (CouchDB's `rewrite_limit`, 100).
+    pub rewrite_limit: u32,
+    /// Refuse `rewrites` rules whose paths climb more than two levels,
+    /// out of the database (CouchDB's `secure_rewrites`, on).
+    pub secure_rewrites: bool,
 }
 
 impl Default for HttpRules {
@@ -44,6 +50,8 @@ impl Default for HttpRules {
             x_forwarded_host: "X-Forwarded-Host".into(),
             x_forwarded_proto: "X-Forwarded-Proto".into(),
             x_forwarded_ssl: "X-Forwarded-Ssl".into(),
+            rewrite_limit: 100,
+            secure_rewrites: true,
         }
     }
 }

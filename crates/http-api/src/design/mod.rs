@@ -1,11 +1,13 @@
 //! Design documents' functions over HTTP: finding them with CouchDB's
 //! reasons when they are missing, the request object functions receive,
 //! and what a function sees of the database. Filters, views, shows,
-//! lists and updates run (`changes`, `views`, `render`); a request for an
-//! unknown kind of function is answered as CouchDB answers when the design
-//! document is missing (404), and with 501 when it exists.
+//! lists, updates and rewrites run (`changes`, `views`, `render`,
+//! `rewrite`); a request for an unknown kind of function is answered as
+//! CouchDB answers when the design document is missing (404), and with
+//! 501 when it exists.
 
 pub(crate) mod render;
+pub(crate) mod rewrite;
 pub(crate) mod views;
 
 use serde_json::Value;
@@ -116,13 +118,18 @@ pub(crate) async fn runnable(
     if !functions.contains_key(name) {
         return Err(ApiError::not_found(format!("missing json key: {name}")));
     }
+    Ok(runnable_doc(database, &doc))
+}
+
+/// A loaded design document, ready to run its functions.
+pub(crate) fn runnable_doc(database: &Database, doc: &Value) -> design_functions::DesignDoc {
     let text = |k: &str| doc.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    Ok(design_functions::DesignDoc {
+    design_functions::DesignDoc {
         db: database.name().to_string(),
         id: text("_id"),
         rev: text("_rev"),
-        json: ejson::to_string(&doc).into(),
-    })
+        json: ejson::to_string(doc).into(),
+    }
 }
 
 /// What CouchDB's request object is made of.
@@ -144,6 +151,16 @@ pub(crate) struct RequestParts<'a> {
 /// it: `info`, `method`, `path`, `query`, `headers`, `body`, `userCtx`,
 /// `secObj` and the rest, as JSON text.
 pub(crate) async fn request_object(parts: RequestParts<'_>) -> Result<String, ApiError> {
+    build_request_object(parts, true).await
+}
+
+/// The request object a `rewrites` function receives: CouchDB's without
+/// `info`, `uuid`, `id` and `form`.
+pub(crate) async fn rewrite_request_object(parts: RequestParts<'_>) -> Result<String, ApiError> {
+    build_request_object(parts, false).await
+}
+
+async fn build_request_object(parts: RequestParts<'_>, full: bool) -> Result<String, ApiError> {
     let RequestParts {
         database,
         user,
@@ -165,11 +182,15 @@ pub(crate) async fn request_object(parts: RequestParts<'_>) -> Result<String, Ap
             )
         })
         .collect();
-    let query_object: serde_json::Map<String, Value> = query
+    // As CouchDB: these parameters are JSON to functions (400 when not).
+    let query_object = query
         .pairs()
         .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
+        .map(|(k, v)| match k.as_str() {
+            "startkey" | "endkey" | "key" | "descending" => Ok((k.clone(), ejson::from_str(v)?)),
+            _ => Ok((k.clone(), Value::String(v.clone()))),
+        })
+        .collect::<Result<serde_json::Map<String, Value>, ApiError>>()?;
     let header_object: serde_json::Map<String, Value> = headers
         .iter()
         .filter(|(name, _)| {
@@ -190,26 +211,42 @@ pub(crate) async fn request_object(parts: RequestParts<'_>) -> Result<String, Ap
                 .finish()
         ),
     };
-    let form = form_of(headers, body.as_deref());
     let security = database.security().await?;
-    let req = serde_json::json!({
-        "info": crate::base::db_info::info_json(database).await?,
-        "id": id,
-        "uuid": uuid::Uuid::new_v4().simple().to_string(),
-        "method": method.as_str(),
-        "requested_path": segments,
-        "path": segments,
-        "raw_path": raw_path,
-        "query": query_object,
-        "headers": header_object,
-        "body": body.unwrap_or_else(|| "undefined".into()),
-        "peer": "127.0.0.1",
-        "form": form,
-        "cookie": {},
-        "userCtx": {"db": database.name(), "name": user.name, "roles": user.roles},
-        "secObj": *security,
-    });
-    Ok(ejson::to_string(&req))
+    let mut req = serde_json::Map::new();
+    if full {
+        req.insert(
+            "info".into(),
+            crate::base::db_info::info_json(database).await?,
+        );
+        req.insert("id".into(), serde_json::json!(id));
+        let uuid = uuid::Uuid::new_v4().simple().to_string();
+        req.insert("uuid".into(), Value::String(uuid));
+    }
+    let form = full.then(|| form_of(headers, body.as_deref()));
+    let fields = [
+        ("method", Value::String(method.as_str().into())),
+        ("requested_path", Value::Array(segments.clone())),
+        ("path", Value::Array(segments)),
+        ("raw_path", Value::String(raw_path)),
+        ("query", Value::Object(query_object)),
+        ("headers", Value::Object(header_object)),
+        (
+            "body",
+            Value::String(body.unwrap_or_else(|| "undefined".into())),
+        ),
+        ("peer", Value::String("127.0.0.1".into())),
+    ];
+    req.extend(fields.into_iter().map(|(k, v)| (k.to_string(), v)));
+    if let Some(form) = form {
+        req.insert("form".into(), form);
+    }
+    req.insert("cookie".into(), serde_json::json!({}));
+    req.insert(
+        "userCtx".into(),
+        serde_json::json!({"db": database.name(), "name": user.name, "roles": user.roles}),
+    );
+    req.insert("secObj".into(), (*security).clone());
+    Ok(ejson::to_string(&Value::Object(req)))
 }
 
 /// A form body (`application/x-www-form-urlencoded`) as `req.form`.

@@ -20,7 +20,7 @@ use crate::base::streamed::{BodyWriter, Gone};
 use crate::design::{RequestParts, Section};
 
 /// Largest request body a show or update function receives.
-const MAX_BODY: usize = 64 << 20;
+pub(crate) const MAX_BODY: usize = 64 << 20;
 
 /// # GET|POST /{db}/_design/{ddoc}/_show/{name}[/{docid}]
 pub(crate) async fn show(
@@ -436,7 +436,7 @@ const FRAMING_HEADERS: &[&str] = &[
 /// framing header, a name or value no HTTP message can carry (spaces or
 /// line breaks in a name, a line break in a value), or a value that is
 /// not a string.
-fn function_header(name: &str, value: &Value) -> Option<(HeaderName, HeaderValue)> {
+pub(crate) fn function_header(name: &str, value: &Value) -> Option<(HeaderName, HeaderValue)> {
     if FRAMING_HEADERS
         .iter()
         .any(|framing| name.eq_ignore_ascii_case(framing))

@@ -257,6 +257,12 @@ pub struct Config {
     pub x_forwarded_proto: String,
     /// The header a proxy sets to `on` for HTTPS clients.
     pub x_forwarded_ssl: String,
+    /// How many times `_rewrite` may lead to `_rewrite` again in one
+    /// request (CouchDB's `rewrite_limit`).
+    pub rewrite_limit: u32,
+    /// Refuse `rewrites` rules that climb out of their database with a
+    /// third `..` (CouchDB's `secure_rewrites`, on by default).
+    pub secure_rewrites: bool,
     /// CouchDB 3.5 keeps this list but its `/_node/{node}/_config` does not
     /// apply it; kept and shown the same way.
     pub config_whitelist: String,
@@ -358,6 +364,8 @@ impl Config {
                 x_forwarded_host: self.x_forwarded_host.clone(),
                 x_forwarded_proto: self.x_forwarded_proto.clone(),
                 x_forwarded_ssl: self.x_forwarded_ssl.clone(),
+                rewrite_limit: self.rewrite_limit,
+                secure_rewrites: self.secure_rewrites,
             },
             uuids: http_api::UuidAlgorithm::parse(&self.uuids_algorithm, &self.utc_id_suffix)
                 .unwrap_or_default(),
@@ -730,6 +738,8 @@ impl Default for Config {
             x_forwarded_host: "X-Forwarded-Host".into(),
             x_forwarded_proto: "X-Forwarded-Proto".into(),
             x_forwarded_ssl: "X-Forwarded-Ssl".into(),
+            rewrite_limit: 100,
+            secure_rewrites: true,
             config_whitelist: String::new(),
             other: Default::default(),
         }
