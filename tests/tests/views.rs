@@ -833,3 +833,31 @@ async fn an_index_built_over_many_pages_holds_every_row_once() {
         (0..DOCS).filter(|i| i % 3 == 1).count()
     );
 }
+
+/// Only JavaScript (and Mango's `query`) runs here: a design document in
+/// another language is stored, and its functions answer CouchDB's
+/// `unknown_query_language` instead of being run as JavaScript.
+#[tokio::test]
+async fn other_query_languages_are_refused_when_run() {
+    let data = recliner_tests::TempDir::new("languages");
+    let server = recliner_tests::TestServer::start(data.path(), &[]);
+    let c = recliner_tests::Client::new(&server);
+    assert_eq!(c.put("/db", serde_json::json!({})).await.status, 201);
+    for (language, map) in [
+        ("erlang", "fun({Doc}) -> Emit(1, null) end."),
+        ("coffeescript", "(doc) -> emit(1, null)"),
+    ] {
+        let ddoc = serde_json::json!({"language": language, "views": {"v": {"map": map}},
+            "shows": {"s": "function(doc) { return 'ran'; }"}});
+        let put = c.put(&format!("/db/_design/{language}"), ddoc).await;
+        assert_eq!(put.status, 201, "{:?}", put.json());
+        for path in ["_view/v", "_show/s"] {
+            let reply = c.get(&format!("/db/_design/{language}/{path}")).await;
+            assert_eq!(reply.status, 500, "{path}");
+            assert_eq!(
+                reply.json(),
+                serde_json::json!({"error": "unknown_query_language", "reason": language})
+            );
+        }
+    }
+}

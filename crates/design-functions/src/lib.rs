@@ -61,6 +61,24 @@ pub struct DesignDoc {
     pub json: Arc<str>,
 }
 
+/// Only JavaScript runs here (and Mango's `query` indexes, which run no
+/// function): CouchDB's Erlang query server and others are not part of
+/// this server, and their sources are not JavaScript. Checked wherever a
+/// design document's functions or views are about to run, as CouchDB
+/// refuses them when it looks for the language's query server.
+pub fn check_language(ddoc: &serde_json::Value) -> Result<(), JsError> {
+    match ddoc.get("language") {
+        None => Ok(()),
+        Some(serde_json::Value::String(l)) if l == "javascript" || l == "query" => Ok(()),
+        Some(other) => Err(JsError::Runtime {
+            error: "unknown_query_language".into(),
+            reason: other
+                .as_str()
+                .map_or_else(|| other.to_string(), str::to_string),
+        }),
+    }
+}
+
 /// Why a function gave no answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JsError {

@@ -183,6 +183,9 @@ impl Sandbox {
 
     /// A new context for a design document, with the prelude and the document.
     fn open(&mut self, ddoc: &DesignDoc) -> Result<Context, JsError> {
+        if let Ok(doc) = serde_json::from_str::<serde_json::Value>(&ddoc.json) {
+            crate::check_language(&doc)?;
+        }
         let context = Context::full(&self.runtime).map_err(internal)?;
         let loaded = self.timed(|| {
             context.with(|ctx| -> Result<String, JsError> {

@@ -139,6 +139,7 @@ impl ViewGroup {
         let Some(views) = ddoc.get("views").and_then(Value::as_object) else {
             return Err(ViewError::NotFound("missing_named_view".into()));
         };
+        crate::check_language(ddoc)?;
         let query = ddoc.get("language").and_then(Value::as_str) == Some("query");
         let mut names: Vec<String> = views
             .iter()

@@ -266,6 +266,7 @@ fn static_error_name(name: &str) -> &'static str {
         "reduce_overflow_error",
         "builtin_reduce_error",
         "unknown_builtin_reduce",
+        "unknown_query_language",
         "Error",
         "TypeError",
         "ReferenceError",
