@@ -80,7 +80,10 @@ pub(crate) async fn apply(
     let unconfirmed = asks_more_copies_than_exist(&request);
     let body_time = time_body(&mut request);
     let mut response = next.run(request).await;
-    if unconfirmed && matches!(response.status(), StatusCode::OK | StatusCode::CREATED) {
+    if unconfirmed
+        && matches!(response.status(), StatusCode::OK | StatusCode::CREATED)
+        && response.extensions().get::<ConfirmedWrite>().is_none()
+    {
         *response.status_mut() = StatusCode::ACCEPTED;
     }
     make_location_absolute(&mut response, &origin);
@@ -111,6 +114,11 @@ fn override_method(request: &mut Request) {
         *request.method_mut() = method;
     }
 }
+
+/// Marks an answer CouchDB gives as it is whatever `w` asks: deleting an
+/// attachment answers 200 even with `w=3`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConfirmedWrite;
 
 /// A write with `w` over 1: this one node holds the only copy, so, as a
 /// single-node CouchDB, the write is accepted (202) rather than confirmed

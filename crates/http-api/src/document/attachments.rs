@@ -450,10 +450,14 @@ async fn delete(
         return Err(ApiError::not_found("Document is missing attachment"));
     }
     let new_rev = write(database, writer, doc).await?;
-    Ok(json_response(
+    let mut response = json_response(
         StatusCode::OK,
         &json!({"ok": true, "id": id, "rev": new_rev}),
-    ))
+    );
+    response
+        .extensions_mut()
+        .insert(crate::base::http_rules::ConfirmedWrite);
+    Ok(response)
 }
 
 #[cfg(test)]

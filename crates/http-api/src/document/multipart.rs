@@ -207,13 +207,22 @@ pub(crate) async fn read_related(
     boundary: String,
 ) -> Result<DocInput, ApiError> {
     let bad = |e: multer::Error| ApiError::bad_request(format!("invalid multipart body: {e}"));
-    let mut multipart = multer::Multipart::new(body.into_data_stream(), boundary);
+    let parts = with_part_headers(body.into_data_stream(), &boundary);
+    let mut multipart = multer::Multipart::new(parts, boundary);
     let mut first = multipart
         .next_field()
         .await
         .map_err(bad)?
         .ok_or_else(|| ApiError::bad_request("multipart body has no document part"))?;
-    refuse_headerless(&first)?;
+    // CouchDB reads the document part only as JSON said to be JSON.
+    let json_part = first
+        .content_type()
+        .is_some_and(|t| t.essence_str().eq_ignore_ascii_case("application/json"));
+    if !json_part {
+        return Err(ApiError::BadContentType(
+            "Content-Type must be application/json".into(),
+        ));
+    }
     // Scanned like any document body: bounded by `max_document_size`, with
     // large inline data (rare in this part) streamed into the store.
     let body = crate::base::body::read_doc_stream(state, database, &mut first, false).await?;
@@ -231,7 +240,6 @@ pub(crate) async fn read_related(
         if waiting.is_empty() {
             break;
         }
-        refuse_headerless(&field)?;
         let by_name = field
             .file_name()
             .and_then(|f| waiting.iter().position(|&i| doc.attachments[i].0 == f));
@@ -276,23 +284,126 @@ pub(crate) async fn read_related(
     Ok(doc)
 }
 
-/// A part with no headers (`--B\r\n\r\nbytes`) is refused: the
-/// multipart reader would take everything up to the next blank line, in
-/// whatever part it falls, for that part's headers, and store other bytes
-/// than the ones sent. Every client we know of (CouchDB's replicator,
-/// nano, PouchDB) names at least the part's type or file.
-fn refuse_headerless(field: &multer::Field<'_>) -> Result<(), ApiError> {
-    if field.headers().is_empty() {
-        return Err(ApiError::bad_request(
-            "invalid multipart body: every part needs at least one header",
-        ));
-    }
-    Ok(())
+/// The header given to a part sent with none.
+const NO_HEADERS: &[u8] = b"X-Part-Had-No-Headers: true\r\n";
+
+/// Gives every part at least one header. CouchDB takes a part with none
+/// (`--B\r\n\r\nbytes`: the bytes start right after the blank line);
+/// the multipart reader would instead take everything up to the next blank
+/// line, in whatever part it falls, for that part's headers, and store
+/// other bytes than the ones sent. A delimiter followed at once by the
+/// blank line can only be such a part (the delimiter never occurs inside
+/// a part's bytes), so a header is put between them.
+fn with_part_headers<S, E>(
+    body: S,
+    boundary: &str,
+) -> impl futures_util::Stream<Item = Result<Bytes, E>> + use<S, E>
+where
+    S: futures_util::Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    use futures_util::StreamExt;
+    // The body is read as if it began with a line end, so its first
+    // delimiter looks like every other.
+    let pattern: Vec<u8> = format!("\r\n--{boundary}\r\n\r\n").into_bytes();
+    let keep = pattern.len() - 1;
+    // The line end put in front, still to be taken out of the output.
+    let state = (body, b"\r\n".to_vec(), 2usize, false);
+    stream::unfold(state, move |(mut body, mut carry, mut unsent, done)| {
+        let pattern = pattern.clone();
+        async move {
+            if done {
+                return None;
+            }
+            let (chunk, ended) = match body.next().await {
+                Some(Ok(chunk)) => (chunk, false),
+                Some(Err(e)) => return Some((Err(e), (body, carry, unsent, true))),
+                None => (Bytes::new(), true),
+            };
+            carry.extend_from_slice(&chunk);
+            let mut out = Vec::with_capacity(carry.len() + NO_HEADERS.len());
+            let mut at = 0;
+            while let Some(found) = carry[at..]
+                .windows(pattern.len())
+                .position(|w| w == pattern.as_slice())
+            {
+                let end_of_delimiter = at + found + pattern.len() - 2;
+                out.extend_from_slice(&carry[at..end_of_delimiter]);
+                out.extend_from_slice(NO_HEADERS);
+                at = end_of_delimiter;
+            }
+            // What may be the start of a delimiter waits for the next chunk.
+            let hold = if ended { 0 } else { keep.min(carry.len() - at) };
+            out.extend_from_slice(&carry[at..carry.len() - hold]);
+            carry.drain(..carry.len() - hold);
+            let drop = unsent.min(out.len());
+            out.drain(..drop);
+            unsent -= drop;
+            Some((Ok(Bytes::from(out)), (body, carry, unsent, ended)))
+        }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Runs a body, cut into chunks of the given sizes, through
+    /// [`with_part_headers`].
+    fn through(body: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut chunks = Vec::new();
+        let mut rest = body;
+        for &cut in cuts.iter().cycle().take(body.len() + 1) {
+            if rest.is_empty() {
+                break;
+            }
+            let n = cut.clamp(1, rest.len());
+            chunks.push(Ok::<_, std::convert::Infallible>(Bytes::copy_from_slice(
+                &rest[..n],
+            )));
+            rest = &rest[n..];
+        }
+        let out = with_part_headers(stream::iter(chunks), "B");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime");
+        let pieces: Vec<Result<Bytes, _>> = runtime.block_on(futures_util::StreamExt::collect(out));
+        pieces.into_iter().flatten().flatten().collect()
+    }
+
+    proptest! {
+        /// Parts with and without headers, cut anywhere: only headerless
+        /// parts change, by the one header they get.
+        #[test]
+        fn only_headerless_parts_gain_a_header(
+            parts in proptest::collection::vec(
+                (any::<bool>(), proptest::collection::vec(any::<u8>(), 0..40)), 1..5),
+            cuts in proptest::collection::vec(1usize..30, 1..20),
+        ) {
+            let mut body = Vec::new();
+            let mut expected = Vec::new();
+            for (headed, bytes) in &parts {
+                // Part bytes never hold the delimiter, as in any valid body.
+                let bytes: Vec<u8> = bytes.iter().map(|&b| if b == b'-' { b'x' } else { b }).collect();
+                body.extend_from_slice(b"--B\r\n");
+                expected.extend_from_slice(b"--B\r\n");
+                if *headed {
+                    body.extend_from_slice(b"Content-Type: a/b\r\n");
+                    expected.extend_from_slice(b"Content-Type: a/b\r\n");
+                } else {
+                    expected.extend_from_slice(NO_HEADERS);
+                }
+                for out in [&mut body, &mut expected] {
+                    out.extend_from_slice(b"\r\n");
+                    out.extend_from_slice(&bytes);
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+            body.extend_from_slice(b"--B--");
+            expected.extend_from_slice(b"--B--");
+            prop_assert_eq!(through(&body, &cuts), expected);
+        }
+    }
 
     #[test]
     fn accept_headers_are_matched_by_type() {

@@ -525,7 +525,7 @@ impl Target {
                 }
                 if expected.headerless {
                     v.add(
-                        "an upload with a headerless part was accepted",
+                        "an upload whose document part is not JSON was accepted",
                         format!("{shown}\n-> {json}"),
                     );
                 }

@@ -21,9 +21,9 @@ pub(super) struct Expected {
     /// is written, so a `new_edits=false` upload of a revision the
     /// database already has (a no-op, as in CouchDB) may pass.
     pub(super) lying_gzip: Vec<String>,
-    /// A part the server reads has no headers (`--B\r\n\r\n...`): the
-    /// upload must be refused, since the multipart reader cannot tell where
-    /// such a part starts.
+    /// The document part is not said to be JSON (no headers, or another
+    /// type): the upload must be refused, as CouchDB refuses it (415).
+    /// Attachment parts without headers are read as CouchDB reads them.
     pub(super) headerless: bool,
 }
 
@@ -78,7 +78,11 @@ pub(super) fn model(content_type: &str, body: &[u8]) -> Option<Expected> {
         return None;
     }
     let mut expected = Expected {
-        headerless: first.headers.is_empty(),
+        headerless: !first.header("content-type").is_some_and(|t| {
+            t.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        }),
         ..Expected::default()
     };
     let Some(atts) = doc.get("_attachments") else {
@@ -116,9 +120,6 @@ pub(super) fn model(content_type: &str, body: &[u8]) -> Option<Expected> {
     for part in rest {
         if waiting.is_empty() {
             break;
-        }
-        if part.headers.is_empty() {
-            expected.headerless = true;
         }
         let filename = plain_filename(part).ok()?;
         let at = filename
