@@ -112,6 +112,10 @@ async fn serve(
             let database = state.store.db(&db).await?;
             crate::design::views::compact(state, database, name).await
         }
+        Target::Attachment { db, id, name } if id == "_partition" && name.is_empty() => {
+            state.store.db(&db).await?;
+            Err(ApiError::bad_request("invalid_partition_req"))
+        }
         Target::Attachment { db, id, name } if id == "_partition" => {
             crate::database::partition::partition(state, db, name, query, request).await
         }
@@ -281,6 +285,11 @@ async fn endpoint(
             crate::design::views::cleanup(state, database).await
         }
         "_view_cleanup" => Err(ApiError::MethodNotAllowed("POST")),
+        // A partition path without the partition's name.
+        "_partition" => {
+            state.store.db(&db).await?;
+            Err(ApiError::bad_request("invalid_partition_req"))
+        }
         // CouchDB 2 dropped temporary views; it still says so, any method.
         "_temp_view" => {
             state.store.db(&db).await?;

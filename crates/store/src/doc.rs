@@ -193,8 +193,19 @@ pub fn validate_partitioned_id(id: &str) -> Result<(), StoreError> {
             ErrorKind::IllegalPartition,
             "Partition must not be empty",
         )),
-        Some((partition, rest)) if !rest.is_empty() => validate_partition(partition),
-        _ => Err(invalid(
+        Some((partition, rest)) => {
+            validate_partition(partition)?;
+            // The id within the partition is held to a document id's rules:
+            // not empty, no reserved underscore.
+            if rest.starts_with('_') {
+                return Err(invalid(
+                    ErrorKind::IllegalDocId,
+                    "Only reserved document ids may start with underscore.",
+                ));
+            }
+            validate_doc_id(rest)
+        }
+        None => Err(invalid(
             ErrorKind::IllegalDocId,
             "Doc id must be of form partition:id",
         )),

@@ -28,7 +28,11 @@ pub(crate) async fn bulk_get(
         return Err(ApiError::bad_request("Missing JSON list of 'docs'."));
     };
     state.config.limits.check_items(docs.len(), "documents")?;
-    let requests: Vec<BulkGetEntry> = docs.iter().map(bulk_get_entry).collect();
+    let partitioned = database.is_partitioned();
+    let requests: Vec<BulkGetEntry> = docs
+        .iter()
+        .map(|entry| bulk_get_entry(entry, partitioned))
+        .collect();
     let options = BulkGetOptions {
         revs: query.flag("revs")?,
         latest: query.flag("latest")?,
@@ -97,14 +101,28 @@ enum BulkGetEntry {
     Refused(Value),
 }
 
-fn bulk_get_entry(entry: &Value) -> BulkGetEntry {
-    let refused = |id: &Value, rev: &Value, reason: &str| {
+fn bulk_get_entry(entry: &Value, partitioned: bool) -> BulkGetEntry {
+    let refused_as = |id: &Value, rev: &Value, error: &str, reason: &str| {
         BulkGetEntry::Refused(json!({"id": id, "docs": [{"error": {
-            "id": id, "rev": rev, "error": "bad_request", "reason": reason}}]}))
+            "id": id, "rev": rev, "error": error, "reason": reason}}]}))
     };
+    let refused =
+        |id: &Value, rev: &Value, reason: &str| refused_as(id, rev, "bad_request", reason);
     let Some(id) = entry.get("id").and_then(Value::as_str) else {
         return refused(&Value::Null, &Value::Null, "document id missed");
     };
+    // An id no document can have is refused as a write of it would be.
+    let valid = store::validate_doc_id(id).and_then(|()| {
+        if partitioned {
+            store::validate_partitioned_id(id)
+        } else {
+            Ok(())
+        }
+    });
+    if let Err(e) = valid {
+        let (_, error, reason) = ApiError::from(e).error_info();
+        return refused_as(&json!(id), &Value::Null, error, &reason);
+    }
     let rev = match entry.get("rev").and_then(Value::as_str).map(parse_rev) {
         None => None,
         Some(Ok(rev)) => Some(rev),
