@@ -525,6 +525,12 @@ async fn resharding_refuses_to_split_and_q_is_kept() {
     let anonymous = Client::anonymous(&server);
     assert_eq!(anonymous.get("/_reshard").await.status, 401);
     assert_eq!(admin.get("/parts").await.json()["cluster"]["q"], 8);
+    // CouchDB's name for where the databases are.
+    let dir = admin
+        .get("/_node/_local/_config/couchdb/database_dir")
+        .await
+        .json();
+    assert_eq!(dir, json!(data.path().display().to_string()));
     drop(server);
     let server = TestServer::start(data.path(), &[]);
     let admin = Client::new(&server);

@@ -177,14 +177,23 @@ pub(crate) async fn changes(
     let heartbeat = match query.get("heartbeat") {
         None | Some("false") => None,
         Some("true") => Some(DEFAULT_HEARTBEAT),
-        // CouchDB's reason, word for word.
-        Some(_) => duration_ms(&query, "heartbeat")
-            .map_err(|_| {
-                ApiError::bad_request(
+        // CouchDB's reasons, word for word: one for what is no integer,
+        // one for an integer that is not positive.
+        Some(text) => match text.parse::<i128>() {
+            Ok(n) if n <= 0 => {
+                return Err(ApiError::bad_request(
+                    "The heartbeat value should be a positive integer (in milliseconds).",
+                ));
+            }
+            Ok(n) => Some(Duration::from_millis(
+                u64::try_from(n).unwrap_or(u64::MAX).max(10),
+            )),
+            Err(_) => {
+                return Err(ApiError::bad_request(
                     "Invalid heartbeat value. Expecting a positive integer value (in milliseconds).",
-                )
-            })?
-            .map(|d| d.max(Duration::from_millis(10))),
+                ));
+            }
+        },
     };
     let include_docs = query.flag("include_docs")?;
     let mut filter = Filter::All;

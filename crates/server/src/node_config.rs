@@ -604,10 +604,13 @@ impl NodeConfig for ServerConfig {
                 sections.entry(section).or_default().insert(key, text);
             }
         }
-        sections
-            .entry("couchdb".into())
-            .or_default()
-            .insert("uuid".into(), self.server_uuid.clone());
+        let couchdb = sections.entry("couchdb".into()).or_default();
+        couchdb.insert("uuid".into(), self.server_uuid.clone());
+        // Where the databases are, under CouchDB's name (shown, not set:
+        // the data folder is chosen at start).
+        couchdb
+            .entry("database_dir".into())
+            .or_insert_with(|| current.data_dir.display().to_string());
         if !current.replicator_shares.is_empty() {
             sections.insert(
                 SHARES_SECTION.into(),
