@@ -228,6 +228,13 @@ async fn scheduler_docs_show_each_state_in_couchdbs_shape() {
         .map(|t| t["doc_id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["live"]);
+    // A running job's sequences are never null: a client reads them back
+    // as `since`, and CouchDB refuses `since=null`.
+    for task in tasks.as_array().unwrap() {
+        for field in ["through_seq", "checkpointed_source_seq", "source_seq"] {
+            assert!(!task[field].is_null(), "{field} in {task}");
+        }
+    }
 
     // Editing the continuous document restarts its job with the new spec.
     let rev = c.get("/_replicator/live").await.json()["_rev"].clone();

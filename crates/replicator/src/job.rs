@@ -280,6 +280,15 @@ pub async fn run_parking(
     // `since` is how far changes were read, `written` how far every change
     // is written (what checkpoints record).
     let mut written = since.clone();
+    // Until the first batch, the job is through where it starts: clients
+    // read these sequences back as `since` (never `null`).
+    progress.update(|p| {
+        for seq in [&mut p.through_seq, &mut p.checkpointed_source_seq] {
+            if seq.is_null() {
+                *seq = since.clone();
+            }
+        }
+    });
     // Up to `worker_processes` (at most 4) writes run while the next batch
     // is prepared; they are settled in order, so `written` only ever moves
     // past batches whose every predecessor is written too.
