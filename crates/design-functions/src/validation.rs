@@ -203,11 +203,9 @@ pub async fn check_design_doc(
         };
         if let Some(reduce) = view.get("reduce").and_then(Value::as_str)
             && reduce.starts_with('_')
-            && !["_sum", "_count", "_stats", "_approx_count_distinct"].contains(&reduce.trim())
+            && let Err(reason) = crate::views::reduce::check_builtin(reduce.trim())
         {
-            return Ok(Err(DesignRefusal::Invalid(format!(
-                "`{reduce}` is not a supported reduce function."
-            ))));
+            return Ok(Err(DesignRefusal::Invalid(reason)));
         }
         if !javascript {
             continue;

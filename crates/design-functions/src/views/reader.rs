@@ -152,7 +152,7 @@ impl ViewGroup {
                 ready: None,
                 engine: engine.clone(),
             };
-            if level.is_none() && reducer.trim() != "_approx_count_distinct" {
+            if level.is_none() && super::reduce::merges(reducer) {
                 // One row of the whole range: from the blocks' reductions.
                 let Some(range) = reader.pager.ranges.pop_front() else {
                     return Ok(reader);
@@ -264,7 +264,7 @@ impl ViewGroup {
         for (view, reducer) in self.reduces.iter().enumerate() {
             let Some(reducer) = reducer else { continue };
             let name = reducer.trim();
-            if !name.starts_with('_') || name == "_approx_count_distinct" {
+            if !name.starts_with('_') || !super::reduce::merges(name) {
                 continue;
             }
             let whole = IndexRange {

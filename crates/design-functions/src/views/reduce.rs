@@ -1,7 +1,8 @@
 //! Reductions of view rows, fed one row at a time so a group of any size
 //! is reduced in bounded memory: CouchDB's built-in reducers (`_count`,
-//! `_sum`, `_stats`, `_approx_count_distinct`) in Rust, and JavaScript
-//! reduce functions in chunks whose results are re-reduced.
+//! `_sum`, `_stats`, `_approx_count_distinct`, and 3.5's `_top_N`,
+//! `_bottom_N`, `_first`, `_last`) in Rust, and JavaScript reduce
+//! functions in chunks whose results are re-reduced.
 
 use serde_json::{Map, Value, json};
 use store::IndexEntry;
@@ -26,6 +27,19 @@ pub(crate) enum Reduction {
     Distinct {
         count: u64,
         last: Option<Vec<u8>>,
+    },
+    /// `_top_N` (`top`) or `_bottom_N`: the N greatest (smallest) values in
+    /// view collation, greatest (smallest) first.
+    Rank {
+        top: bool,
+        n: usize,
+        values: Vec<Value>,
+    },
+    /// `_first` (`first`) or `_last`: the value of the group's first (last)
+    /// row in key order, then document id, whichever way rows are read.
+    Edge {
+        first: bool,
+        row: Option<(Vec<u8>, String, Value)>,
     },
     Js(JsReduction),
     /// A built-in reducer met a value it cannot take: the group's value is
@@ -66,6 +80,63 @@ pub(crate) struct Stats {
     integral: bool,
 }
 
+/// Checks a built-in reducer's name as a design document is saved: `Err`
+/// is CouchDB's reason for refusing it.
+pub(crate) fn check_builtin(name: &str) -> Result<(), String> {
+    if matches!(
+        name,
+        "_sum" | "_count" | "_stats" | "_approx_count_distinct" | "_first" | "_last"
+    ) {
+        return Ok(());
+    }
+    match rank_size(name) {
+        Some(Ok(_)) => Ok(()),
+        Some(Err(reason)) => Err(reason),
+        None => Err(format!("`{name}` is not a supported reduce function.")),
+    }
+}
+
+/// `_top_N` or `_bottom_N` with N in 1..=100: whether it is top, and N.
+fn rank_of(name: &str) -> Option<(bool, usize)> {
+    match rank_size(name)? {
+        Ok((top, n)) => Some((top, n)),
+        Err(_) => None,
+    }
+}
+
+/// What a `_top_`/`_bottom_` name asks, or CouchDB's reason for refusing
+/// it; `None` for names that are not rank reducers at all.
+fn rank_size(name: &str) -> Option<Result<(bool, usize), String>> {
+    let (top, digits) = match (name.strip_prefix("_top_"), name.strip_prefix("_bottom_")) {
+        (Some(d), _) => (true, d),
+        (_, Some(d)) => (false, d),
+        _ => return None,
+    };
+    Some(match digits.parse::<i64>() {
+        Ok(n) if (1..=100).contains(&n) && digits.bytes().all(|b| b.is_ascii_digit()) => {
+            Ok((top, n as usize))
+        }
+        Ok(_)
+            if digits
+                .trim_start_matches('-')
+                .bytes()
+                .all(|b| b.is_ascii_digit()) =>
+        {
+            Err("rank value must be between 1 and 100".into())
+        }
+        _ => Err("invalid rank reducer".into()),
+    })
+}
+
+/// Whether a reducer's results over separate runs of rows combine into the
+/// result over all of them (JavaScript ones by re-reducing). Counts of
+/// distinct keys do not; nor do the built-ins that keep some of the values
+/// (their results are read from the rows).
+pub(crate) fn merges(reducer: &str) -> bool {
+    let name = reducer.trim();
+    !name.starts_with('_') || matches!(name, "_count" | "_sum" | "_stats")
+}
+
 impl Reduction {
     /// An empty reduction by the view's reduce function (its source).
     pub(crate) fn new(ddoc: &DesignDoc, source: &str) -> Result<Reduction, ViewError> {
@@ -92,6 +163,18 @@ impl Reduction {
                 count: 0,
                 last: None,
             },
+            "_first" | "_last" => Reduction::Edge {
+                first: trimmed == "_first",
+                row: None,
+            },
+            other if rank_of(other).is_some() => {
+                let (top, n) = rank_of(other).unwrap_or((true, 1));
+                Reduction::Rank {
+                    top,
+                    n,
+                    values: Vec::with_capacity(n + 1),
+                }
+            }
             other => {
                 return Err(ViewError::Script(JsError::Runtime {
                     error: "unknown_builtin_reduce".into(),
@@ -119,6 +202,30 @@ impl Reduction {
                 }
             }
             Reduction::Failed(_) => {}
+            Reduction::Rank { top, n, values } => {
+                let value = parse(&row.value);
+                // Kept greatest (smallest) first: the new value goes after
+                // every value that ranks before it.
+                let ranks_before = |kept: &Value| {
+                    let order = collation::collate(kept, &value);
+                    if *top { order.is_ge() } else { order.is_le() }
+                };
+                let at = values.partition_point(ranks_before);
+                if at < *n {
+                    values.insert(at, value);
+                    values.truncate(*n);
+                }
+            }
+            Reduction::Edge { first, row: kept } => {
+                let replaces = kept.as_ref().is_none_or(|(key, id, _)| {
+                    let order = (row.sort_key.as_slice(), row.id.as_str())
+                        .cmp(&(key.as_slice(), id.as_str()));
+                    if *first { order.is_lt() } else { order.is_gt() }
+                });
+                if replaces {
+                    *kept = Some((row.sort_key.clone(), row.id.clone(), parse(&row.value)));
+                }
+            }
             Reduction::Distinct { count, last } => {
                 if last.as_deref() != Some(row.sort_key.as_slice()) {
                     *count += 1;
@@ -149,9 +256,9 @@ impl Reduction {
                 None => *self = Reduction::Failed(reduce_failure(SUM_REASON, &other)),
             },
             Reduction::Stats(stats) => stats.merge(&other),
-            Reduction::Distinct { .. } => {
+            Reduction::Distinct { .. } | Reduction::Rank { .. } | Reduction::Edge { .. } => {
                 return Err(ViewError::Script(JsError::Internal(
-                    "distinct counts do not merge".into(),
+                    "this reduction does not merge".into(),
                 )));
             }
             Reduction::Js(js) => {
@@ -174,6 +281,8 @@ impl Reduction {
             Reduction::Failed(error) => Ok(error),
             Reduction::Stats(stats) => Ok(stats.value()),
             Reduction::Distinct { count, .. } => Ok(json!(count)),
+            Reduction::Rank { values, .. } => Ok(Value::Array(values)),
+            Reduction::Edge { row, .. } => Ok(row.map_or(Value::Null, |(_, _, value)| value)),
             Reduction::Js(mut js) => {
                 if !js.values.is_empty() {
                     js.reduce_pending(engine).await?;
@@ -340,5 +449,29 @@ fn number(f: f64, integral: bool) -> Value {
         json!(f as i64)
     } else {
         json!(f)
+    }
+}
+
+#[cfg(test)]
+mod rank_tests {
+    use super::*;
+
+    #[test]
+    fn rank_reducers_are_named_as_couchdb_names_them() {
+        assert_eq!(check_builtin("_top_1"), Ok(()));
+        assert_eq!(check_builtin("_bottom_100"), Ok(()));
+        assert_eq!(check_builtin("_first"), Ok(()));
+        let rank = Err("rank value must be between 1 and 100".to_string());
+        assert_eq!(check_builtin("_top_0"), rank);
+        assert_eq!(check_builtin("_top_101"), rank);
+        let invalid = Err("invalid rank reducer".to_string());
+        for name in ["_top_x", "_bottom_", "_top_1_", "_top_+5"] {
+            assert_eq!(check_builtin(name), invalid, "{name}");
+        }
+        assert_eq!(
+            check_builtin("_median"),
+            Err("`_median` is not a supported reduce function.".to_string())
+        );
+        assert!(!merges("_top_3") && !merges("_first") && merges("_sum") && merges("function(){}"));
     }
 }
