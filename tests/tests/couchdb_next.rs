@@ -236,3 +236,135 @@ async fn deleted_documents_past_their_ttl_are_purged_as_purge_does() {
     assert_eq!(c.get("/kept").await.json()["doc_del_count"], 1);
     assert_eq!(seq_num(&c.get("/kept").await.json()["purge_seq"]), 0);
 }
+
+/// CouchDB's reason for a document a selector refuses.
+fn not_valid() -> Value {
+    json!({"error": "forbidden", "reason": "document is not valid"})
+}
+
+#[tokio::test]
+async fn a_mango_validate_doc_update_judges_every_way_a_write_comes_in() {
+    let dir = TempDir::new("next-mango-vdu");
+    let server = TestServer::start(dir.path(), &[]);
+    let c = Client::new(&server);
+    create_db(&c, "v").await;
+    let typed = json!({
+        "language": "query",
+        "validate_doc_update": {"newDoc": {"type": {"$type": "string"}, "year": {"$lt": 2026}}}
+    });
+    let ddoc = c.put("/v/_design/mango", typed).await;
+    assert_eq!(ddoc.status, 201, "{}", ddoc.text);
+    let ddoc_rev = ddoc.json()["rev"].as_str().unwrap().to_string();
+
+    // Single writes, admins included.
+    let ok = c
+        .put("/v/doc1", json!({"type": "movie", "year": 1994}))
+        .await;
+    assert_eq!(ok.status, 201, "{}", ok.text);
+    for bad in [
+        json!({"type": 42, "year": 1994}),
+        json!({"type": "movie", "year": 2094}),
+    ] {
+        let refused = c.put("/v/doc2", bad.clone()).await;
+        assert_eq!(
+            (refused.status, refused.json()),
+            (403, not_valid()),
+            "{bad}"
+        );
+    }
+    assert_eq!(c.post("/v", json!({"no": "type"})).await.status, 403);
+
+    // `_bulk_docs`: a row per refusal, the others written.
+    let bulk = c
+        .post(
+            "/v/_bulk_docs",
+            json!({"docs": [{"_id": "b1", "type": "x", "year": 1}, {"_id": "b2"}]}),
+        )
+        .await;
+    assert_eq!(bulk.status, 201, "{}", bulk.text);
+    let rows = bulk.json();
+    assert_eq!(rows[0]["ok"], true);
+    assert_eq!(rows[1]["error"], "forbidden");
+    assert_eq!(rows[1]["reason"], "document is not valid");
+
+    // Replicated writes: `new_edits=false` and a replication.
+    let replicated = c
+        .post(
+            "/v/_bulk_docs",
+            json!({"new_edits": false, "docs": [{"_id": "r1", "_rev": "1-abc"}]}),
+        )
+        .await;
+    assert_eq!(
+        replicated.json()[0]["error"],
+        "forbidden",
+        "{}",
+        replicated.text
+    );
+    create_db(&c, "src").await;
+    for (id, body) in [
+        ("good", json!({"type": "a", "year": 2000})),
+        ("bad", json!({})),
+    ] {
+        assert_eq!(c.put(&format!("/src/{id}"), body).await.status, 201);
+    }
+    let url = |db: &str| format!("{}/{db}", server.url);
+    let rep = c
+        .post(
+            "/_replicate",
+            json!({"source": url("src"), "target": url("v")}),
+        )
+        .await;
+    assert_eq!(rep.status, 200, "{}", rep.text);
+    assert_eq!(
+        rep.json()["history"][0]["doc_write_failures"],
+        1,
+        "{}",
+        rep.text
+    );
+    assert_eq!(c.get("/v/good").await.status, 200);
+    assert_eq!(c.get("/v/bad").await.status, 404);
+
+    // `oldDoc`: the revision the write replaces (null for a new document).
+    let keep_type = json!({
+        "language": "query",
+        "validate_doc_update": {"$or": [{"oldDoc": null}, {"newDoc.type": {"$exists": true}}]}
+    });
+    assert_eq!(c.put("/v/_design/keep", keep_type).await.status, 201);
+    let doc1 = c.get("/v/doc1").await.json();
+    let mut untyped = doc1.clone();
+    untyped.as_object_mut().unwrap().remove("type");
+    // Refused by `mango` too (no type), so check `keep` alone below.
+    assert_eq!(c.put("/v/doc1", untyped).await.status, 403);
+
+    // Replacing the selector with JavaScript changes the rule at once;
+    // deleting the design documents lifts it.
+    let js = json!({
+        "language": "javascript",
+        "validate_doc_update": "function(newDoc) { if (typeof newDoc.year !== 'number') { throw({forbidden: 'needs a year'}); } }"
+    });
+    let replaced = c.put(&format!("/v/_design/mango?rev={ddoc_rev}"), js).await;
+    assert_eq!(replaced.status, 201, "{}", replaced.text);
+    let js_rev = replaced.json()["rev"].as_str().unwrap().to_string();
+    assert_eq!(
+        c.put("/v/y1", json!({"type": 5, "year": 3000}))
+            .await
+            .status,
+        201
+    );
+    let refused = c.put("/v/y2", json!({"type": "t", "year": "1994"})).await;
+    assert_eq!(refused.json()["reason"], "needs a year");
+    assert_eq!(
+        c.delete(&format!("/v/_design/mango?rev={js_rev}"))
+            .await
+            .status,
+        200
+    );
+    // Only `keep` is left: a new document passes, an edit must keep a type.
+    assert_eq!(c.put("/v/free", json!({})).await.status, 201);
+    let free = c.get("/v/free").await.json();
+    let edit = c.put("/v/free", free.clone()).await;
+    assert_eq!((edit.status, edit.json()), (403, not_valid()));
+    let mut typed_edit = free;
+    typed_edit["type"] = json!("now");
+    assert_eq!(c.put("/v/free", typed_edit).await.status, 201);
+}
