@@ -167,10 +167,12 @@ impl Validators {
                 let old_value = old
                     .as_deref()
                     .and_then(|text| ejson::from_stored(text).ok());
-                match crate::query_validation::judge(&selector, &new_value, old_value.as_ref()) {
-                    Ok(()) => continue,
-                    Err(refusal) => return Ok(Err(refusal)),
+                if crate::query_validation::accepts(&selector, &new_value, old_value.as_ref()) {
+                    continue;
                 }
+                return Ok(Err(Refusal::Forbidden(
+                    crate::query_validation::NOT_VALID.into(),
+                )));
             }
             let verdict = self
                 .engine
