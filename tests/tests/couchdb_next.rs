@@ -87,8 +87,8 @@ async fn changes_since_a_time_and_the_time_seq_survive_a_restart() {
     }
     assert_eq!(c.post("/ts/_time_seq", json!({})).await.status, 405);
 
-    // Kept across a restart.
-    server.stop();
+    // Kept across a restart, even after SIGKILL (dropping the server).
+    drop(server);
     let server = TestServer::start(dir.path(), &[]);
     let c = Client::new(&server);
     assert_eq!(histogram(&c, "ts").await, bins);
@@ -235,6 +235,19 @@ async fn deleted_documents_past_their_ttl_are_purged_as_purge_does() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(c.get("/kept").await.json()["doc_del_count"], 1);
     assert_eq!(seq_num(&c.get("/kept").await.json()["purge_seq"]), 0);
+
+    // The settings survive SIGKILL (dropping the server).
+    drop(server);
+    let server = TestServer::start(dir.path(), &[]);
+    let c = Client::new(&server);
+    assert_eq!(
+        c.get("/own/_auto_purge").await.json(),
+        json!({"deleted_document_ttl": "1_sec"})
+    );
+    assert_eq!(
+        c.get("/kept/_auto_purge").await.json(),
+        json!({"deleted_document_ttl": "infinity"})
+    );
 }
 
 /// CouchDB's reason for a document a selector refuses.

@@ -438,7 +438,8 @@ async fn serve(
         let store = store.clone();
         let stop = shutdown_rx.clone();
         let interval = std::time::Duration::from_millis(config.auto_purge_interval_ms);
-        async move { store.purge_automatically(interval, stop).await }
+        let node = state.node.to_string();
+        async move { store.purge_automatically(interval, &node, stop).await }
     });
     let db_events = tokio::spawn({
         let store = store.clone();

@@ -152,16 +152,29 @@ impl Database {
 
 impl Store {
     /// Purges old deleted documents of every database, each interval,
-    /// until `stop` turns true.
+    /// until `stop` turns true. Among nodes sharing the databases, the
+    /// node (`node`) holding the `auto_purge` lease does it.
     pub async fn purge_automatically(
         &self,
         interval: Duration,
+        node: &str,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
                 _ = async { stop.wait_for(|s| *s).await.is_ok() } => return,
+            }
+            // Held past the next round, so the same node keeps it while
+            // it lives and another takes over when it stops.
+            let lease = interval.saturating_mul(2).max(Duration::from_secs(15));
+            match self.lease("auto_purge", node, lease).await {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "automatic purge could not take its lease");
+                    continue;
+                }
             }
             let names = match self.all_dbs().await {
                 Ok(names) => names,
