@@ -72,6 +72,16 @@ pub fn route_need(kind: Kind, route: &Route<'_>) -> Need {
         // Mango's indexes are design documents: written by database admins.
         Some("_index") if !route.reads() => return index_admin,
         Some("_compact" | "_view_cleanup") => return index_admin,
+        // Forgetting the time bins is a database admin's (CouchDB's
+        // `check_is_admin`); reading them a member's.
+        // Changing when deleted documents are purged is a database
+        // admin's, as `_revs_limit` (CouchDB checks only membership here).
+        Some("_time_seq" | "_auto_purge") if !route.reads() => {
+            return Need::DbAdmin {
+                reason: NOT_DB_ADMIN,
+                status: Status::ByCaller,
+            };
+        }
         Some("_revs_limit") if !route.reads() => {
             return Need::DbAdmin {
                 reason: NOT_DB_ADMIN,

@@ -5,6 +5,7 @@
 //! loops or exhausts memory becomes an error, never a crash.
 
 mod pool;
+pub mod query_validation;
 mod sandbox;
 mod source;
 mod validation;

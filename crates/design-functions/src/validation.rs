@@ -2,7 +2,9 @@
 //! document of the database that has one judges every document written
 //! (interactive or replicated, by anyone, admins included), except design
 //! and local documents, with the revision the write replaces, the writer's
-//! user context and the database's security object.
+//! user context and the database's security object. A design document
+//! of `"language": "query"` judges with a Mango selector instead
+//! ([`crate::query_validation`]).
 
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -21,8 +23,20 @@ pub struct Validators {
     cache: Arc<Mutex<FunctionsByDb>>,
 }
 
-/// Per database name: the design generation read, and what was found.
-type FunctionsByDb = HashMap<String, (u64, Arc<Vec<DesignDoc>>)>;
+/// Per database name: the design generation read, what was found, and
+/// the selectors of those that validate with one (by id and revision).
+type FunctionsByDb = HashMap<String, (u64, Arc<Vec<DesignDoc>>, Arc<Selectors>)>;
+
+/// A selector `validate_doc_update`, or why it could not be read.
+type QueryRule = Arc<Result<mango::selector::Selector, mango::selector::SelectorError>>;
+
+/// Of each design document found, by `id\0rev`: its selector when it is a
+/// `"language": "query"` one, `None` for a JavaScript function.
+type Selectors = HashMap<String, Option<QueryRule>>;
+
+fn selector_key(ddoc: &DesignDoc) -> String {
+    format!("{}\0{}", ddoc.id, ddoc.rev)
+}
 
 /// Why a write was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,7 +78,7 @@ impl Validators {
     pub async fn of(&self, database: &Database) -> Result<Arc<Vec<DesignDoc>>, StoreError> {
         let generation = database.design_generation();
         // Every write request comes here: no allocation while cached.
-        if let Some((seen, found)) = self.lock().get(database.name())
+        if let Some((seen, found, _)) = self.lock().get(database.name())
             && *seen == generation
         {
             return Ok(found.clone());
@@ -79,24 +93,41 @@ impl Validators {
             })
             .await?;
         let mut found = Vec::new();
+        let mut selectors = Selectors::new();
         for row in page.rows {
             let Some(doc) = row.doc else { continue };
             let text = doc.into_string();
-            let has_function = ejson::from_stored(&text)
-                .ok()
+            let body = ejson::from_stored(&text).ok();
+            let selector = body.as_ref().and_then(crate::query_validation::selector_of);
+            let has_function = body
+                .as_ref()
                 .is_some_and(|v| v.get("validate_doc_update").is_some_and(Value::is_string));
-            if has_function {
-                found.push(DesignDoc {
+            if has_function || selector.is_some() {
+                let ddoc = DesignDoc {
                     db: name.clone(),
                     id: row.id,
                     rev: row.rev.to_string(),
                     json: text.into(),
-                });
+                };
+                selectors.insert(selector_key(&ddoc), selector.map(Arc::new));
+                found.push(ddoc);
             }
         }
         let found = Arc::new(found);
-        self.lock().insert(name, (generation, found.clone()));
+        self.lock()
+            .insert(name, (generation, found.clone(), Arc::new(selectors)));
         Ok(found)
+    }
+
+    /// The selector `ddoc` validates with, if it is a `"language":
+    /// "query"` one: from the cache, or read from the document when the
+    /// cache moved on since the caller's list was made.
+    fn selector(&self, cached: &Selectors, ddoc: &DesignDoc) -> Option<QueryRule> {
+        if let Some(selector) = cached.get(&selector_key(ddoc)) {
+            return selector.clone();
+        }
+        let body = ejson::from_stored(&ddoc.json).ok()?;
+        crate::query_validation::selector_of(&body).map(Arc::new)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, FunctionsByDb> {
@@ -124,8 +155,25 @@ impl Validators {
             Replaced::Nothing => None,
             Replaced::Doc(json) => Some(json.into_string()),
         };
-        let new_doc = ejson::to_string(&new_doc_json(doc));
+        let new_value = new_doc_json(doc);
+        let new_doc = ejson::to_string(&new_value);
+        let selectors = self
+            .lock()
+            .get(database.name())
+            .map(|(_, _, selectors)| selectors.clone())
+            .unwrap_or_default();
         for ddoc in functions {
+            if let Some(selector) = self.selector(&selectors, ddoc) {
+                let old_value = old
+                    .as_deref()
+                    .and_then(|text| ejson::from_stored(text).ok());
+                if crate::query_validation::accepts(&selector, &new_value, old_value.as_ref()) {
+                    continue;
+                }
+                return Ok(Err(Refusal::Forbidden(
+                    crate::query_validation::NOT_VALID.into(),
+                )));
+            }
             let verdict = self
                 .engine
                 .validate(

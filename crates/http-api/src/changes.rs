@@ -86,9 +86,17 @@ struct FeedRun {
     shutdown: watch::Receiver<bool>,
 }
 
-fn parse_since(text: &str, db: &Database) -> Result<u64, ApiError> {
-    db.parse_seq(text)
-        .map_err(|e| ApiError::bad_request(e.to_string()))
+/// A sequence, or (CouchDB's next release) a time `YYYY-MM-DDTHH:MM:SSZ`:
+/// the feed then starts before the time bin holding it, so no change made
+/// since that time is missed (some older ones may come too).
+async fn parse_since(text: &str, db: &Database) -> Result<u64, ApiError> {
+    match store::time_seq::parse_time(text) {
+        Some(Ok(time)) => Ok(db.seq_since_time(time).await?),
+        Some(Err(_)) => Err(ApiError::bad_request("invalid_time_format")),
+        None => db
+            .parse_seq(text)
+            .map_err(|e| ApiError::bad_request(e.to_string())),
+    }
 }
 
 /// The quoted ETag of a normal feed: the database instance, its latest
@@ -161,8 +169,8 @@ pub(crate) async fn changes(
         query.get("since"),
         query.get("last-event-id"),
     ) {
-        (Some(id), _, _) => parse_since(&id, &database)?,
-        (None, Some(s), _) | (None, None, Some(s)) => parse_since(s, &database)?,
+        (Some(id), _, _) => parse_since(&id, &database).await?,
+        (None, Some(s), _) | (None, None, Some(s)) => parse_since(s, &database).await?,
         (None, None, None) => 0,
     };
     let style_all = match query.get("style") {
@@ -703,7 +711,7 @@ pub(crate) async fn db_updates(
     };
     let since = match query.get("since") {
         None => 0,
-        Some(text) => parse_since(text, &database)?,
+        Some(text) => parse_since(text, &database).await?,
     };
     let descending = query.get("descending") == Some("true");
     let run = FeedRun {

@@ -316,6 +316,14 @@ async fn endpoint(
             crate::database::purge::purged_infos(state, db).await
         }
         "_purged_infos" => Err(ApiError::MethodNotAllowed("GET")),
+        "_time_seq" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::DELETE) => {
+            crate::database::time_seq::time_seq(state, db, &method).await
+        }
+        "_time_seq" => Err(ApiError::MethodNotAllowed("GET,DELETE")),
+        "_auto_purge" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::PUT) => {
+            crate::database::auto_purge::auto_purge(state, db, request).await
+        }
+        "_auto_purge" => Err(ApiError::MethodNotAllowed("GET,PUT,HEAD")),
         "_find" | "_explain" => {
             let database = state.store.db(&db).await?;
             crate::find::find(state, database, request, name == "_explain").await

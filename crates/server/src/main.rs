@@ -434,6 +434,13 @@ async fn serve(
         let stop = shutdown_rx.clone();
         tokio::spawn(async move { store.compact_automatically(settings, stop).await })
     });
+    let auto_purge = tokio::spawn({
+        let store = store.clone();
+        let stop = shutdown_rx.clone();
+        let interval = std::time::Duration::from_millis(config.auto_purge_interval_ms);
+        let node = state.node.to_string();
+        async move { store.purge_automatically(interval, &node, stop).await }
+    });
     let db_events = tokio::spawn({
         let store = store.clone();
         let stop = shutdown_rx.clone();
@@ -560,6 +567,9 @@ async fn serve(
     if let Some(publisher) = publisher {
         publisher.abort();
     }
+    // A purge in flight ends with its write; the rest waits for the next
+    // round.
+    auto_purge.abort();
     if let Some(compaction) = auto_compaction {
         // A compaction step in flight ends with its write; the rest waits
         // for the next start.

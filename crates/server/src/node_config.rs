@@ -115,6 +115,11 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
     ("chttpd", "rewrite_limit", "rewrite_limit"),
     ("chttpd", "secure_rewrites", "secure_rewrites"),
     ("chttpd", "config_whitelist", "config_whitelist"),
+    (
+        "couch_auto_purge_plugin",
+        "deleted_document_ttl",
+        "auto_purge_deleted_document_ttl",
+    ),
 ];
 
 /// Sections CouchDB refuses to change over HTTP (they name code to run).

@@ -20,6 +20,7 @@ pub mod index;
 pub mod local_docs;
 pub mod many_databases;
 pub mod purge;
+pub mod time_seq;
 pub mod writer;
 
 use std::path::Path;
@@ -41,7 +42,7 @@ pub trait Place: std::fmt::Debug {
     fn keeps_db_files(&self) -> bool;
 }
 
-/// One test per case of the suite (49 of them, in modules named after
+/// One test per case of the suite (51 of them, in modules named after
 /// their groups), on the backend `$open()` returns (`Option<impl Backend>`:
 /// `None` skips every test). The calling crate needs `tokio` (with
 /// `macros` and `rt-multi-thread`) among its dev-dependencies.
@@ -265,6 +266,20 @@ macro_rules! conformance_tests {
             async fn a_writable_data_folder_is_healthy_and_a_missing_one_is_not() {
                 let Some(backend) = $open() else { return };
                 $crate::health::a_writable_data_folder_is_healthy_and_a_missing_one_is_not(&backend).await;
+            }
+        }
+        pub mod time_seq {
+            #[allow(unused_imports)]
+            use super::*;
+            #[tokio::test(flavor = "multi_thread")]
+            async fn commits_are_dated_in_bins_that_survive_a_reopen() {
+                let Some(backend) = $open() else { return };
+                $crate::time_seq::commits_are_dated_in_bins_that_survive_a_reopen(&backend).await;
+            }
+            #[tokio::test(flavor = "multi_thread")]
+            async fn deleted_documents_past_a_ttl_are_purged() {
+                let Some(backend) = $open() else { return };
+                $crate::time_seq::deleted_documents_past_a_ttl_are_purged(&backend).await;
             }
         }
         pub mod purge {

@@ -175,6 +175,11 @@ impl Database {
         self.inner.live.max_attachment_size()
     }
 
+    /// The settings a running server may change.
+    pub(crate) fn live_settings(&self) -> &crate::LiveSettings {
+        &self.inner.live
+    }
+
     /// The gzip level new attachments of this media type are stored at
     /// (`[attachments]`), or `None` when they are stored as sent.
     pub fn compression_level(&self, content_type: &str) -> Option<u32> {

@@ -27,6 +27,7 @@
 
 mod attachments;
 mod auto_compaction;
+pub mod auto_purge;
 pub mod backend;
 mod body;
 mod compaction;
@@ -52,6 +53,7 @@ mod replaced;
 
 mod seq;
 mod server_uuid;
+pub mod time_seq;
 mod update;
 mod writer;
 #[cfg(feature = "test-hooks")]
@@ -119,6 +121,15 @@ pub struct StoreOptions {
     /// Which new attachments are stored gzip-compressed (CouchDB's
     /// `[attachments]`).
     pub attachment_compression: AttachmentCompression,
+    /// The finest interval of the time bins behind `_changes?since=<time>`
+    /// and automatic purging, in seconds (CouchDB's fixed 3 hours; shorter
+    /// only to test them).
+    pub time_seq_resolution: u64,
+    /// How long deleted documents are kept before they are purged
+    /// automatically, unless a database sets its own (CouchDB's
+    /// `[couch_auto_purge_plugin] deleted_document_ttl`, `3_mon`,
+    /// `infinity`); `None`: not purged.
+    pub auto_purge_ttl: Option<String>,
 }
 
 /// CouchDB 3's `default_security`: who may use a database nobody has set
@@ -153,6 +164,10 @@ pub(crate) struct LiveSettings {
     max_dbs_open: std::sync::atomic::AtomicUsize,
     admin_only: std::sync::atomic::AtomicBool,
     compression: std::sync::RwLock<Arc<compression::CompressionRule>>,
+    /// The finest interval of the time bins (`time_seq`), in seconds.
+    pub(crate) time_seq_resolution: std::sync::atomic::AtomicU64,
+    /// The server-wide `deleted_document_ttl` of automatic purging.
+    pub(crate) auto_purge_ttl: std::sync::RwLock<Option<String>>,
     /// Not a setting, but shared the same way: the events every database
     /// reports for `_db_updates`.
     pub(crate) events: db_events::DbEvents,
@@ -168,6 +183,8 @@ impl LiveSettings {
             compression: std::sync::RwLock::new(Arc::new(compression::CompressionRule::new(
                 &options.attachment_compression,
             ))),
+            time_seq_resolution: Default::default(),
+            auto_purge_ttl: Default::default(),
             events: db_events::DbEvents::default(),
         };
         live.update(options);
@@ -181,6 +198,12 @@ impl LiveSettings {
         self.max_partition_size
             .store(options.max_partition_size, Relaxed);
         self.max_dbs_open.store(options.max_dbs_open, Relaxed);
+        self.time_seq_resolution
+            .store(options.time_seq_resolution, Relaxed);
+        *self
+            .auto_purge_ttl
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = options.auto_purge_ttl.clone();
         self.admin_only.store(
             options.default_security == DefaultSecurity::AdminOnly,
             Relaxed,
@@ -244,6 +267,8 @@ impl Default for StoreOptions {
             writer_idle_timeout: Duration::from_secs(2),
             default_security: DefaultSecurity::default(),
             attachment_compression: AttachmentCompression::default(),
+            time_seq_resolution: time_seq::DEFAULT_RESOLUTION,
+            auto_purge_ttl: None,
         }
     }
 }

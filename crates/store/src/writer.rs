@@ -57,6 +57,8 @@ impl<'a> WriteCtx<'a> {
 struct WriteLimits {
     max_attachment_size: u64,
     max_partition_size: u64,
+    /// The finest interval of the time bins each commit is recorded in.
+    time_seq_resolution: u64,
 }
 
 /// A write waiting for the writer thread.
@@ -614,6 +616,7 @@ fn serve_group(
         } else {
             0
         },
+        time_seq_resolution: shared.config.live.time_seq_resolution(),
     };
     let commit_error = run_group(
         session.writes.as_mut(),
@@ -713,6 +716,15 @@ fn run_group(
                 for job in jobs.iter_mut() {
                     run_in_savepoint(tx, job.as_mut(), &mut working, limits);
                 }
+            }
+            if working.update_seq != start.update_seq {
+                // Dated in the same transaction: a commit and its place
+                // in time are kept together or not at all.
+                crate::time_seq::record_commit(
+                    tx.rows(),
+                    start.update_seq,
+                    limits.time_seq_resolution,
+                )?;
             }
             if working != start {
                 tx.save_state(&working)?;

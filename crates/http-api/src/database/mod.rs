@@ -3,6 +3,7 @@
 //! `_revs_diff`, `_purge`, `_partition`, ...) in a module of its own.
 
 pub(crate) mod all_docs;
+pub(crate) mod auto_purge;
 pub(crate) mod bulk_docs;
 pub(crate) mod bulk_get;
 pub(crate) mod design_docs;
@@ -11,6 +12,7 @@ pub(crate) mod maintenance;
 pub(crate) mod partition;
 pub(crate) mod purge;
 pub(crate) mod revs_diff;
+pub(crate) mod time_seq;
 
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};

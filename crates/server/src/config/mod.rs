@@ -266,6 +266,18 @@ pub struct Config {
     /// CouchDB 3.5 keeps this list but its `/_node/{node}/_config` does not
     /// apply it; kept and shown the same way.
     pub config_whitelist: String,
+    /// The finest interval of the time bins behind `_changes?since=<time>`
+    /// and automatic purging, in seconds: CouchDB's 3 hours (10800). A
+    /// shorter one only serves tests.
+    pub time_seq_resolution: u64,
+    /// How long deleted documents are kept before they are purged
+    /// automatically, for databases that set none themselves (CouchDB's
+    /// `[couch_auto_purge_plugin] deleted_document_ttl`: `3_mon`,
+    /// `30_days`, `infinity`; empty: never).
+    pub auto_purge_deleted_document_ttl: String,
+    /// How often databases are looked at for deleted documents to purge
+    /// automatically, in milliseconds.
+    pub auto_purge_interval_ms: u64,
     /// Settings of CouchDB's that Recliner has no use for, kept as set
     /// through the configuration API (`[other.SECTION]` in this file) so
     /// scripts written for CouchDB can set and read them back.
@@ -404,6 +416,9 @@ impl Config {
                 DefaultSecurityMode::AdminOnly => store::DefaultSecurity::AdminOnly,
                 DefaultSecurityMode::Everyone => store::DefaultSecurity::Everyone,
             },
+            time_seq_resolution: self.time_seq_resolution,
+            auto_purge_ttl: Some(self.auto_purge_deleted_document_ttl.clone())
+                .filter(|ttl| !ttl.is_empty()),
             ..store::StoreOptions::default()
         }
     }
@@ -523,6 +538,20 @@ impl Config {
                 "invalid configuration: setting `compaction_min_garbage`: a share of the file, above 0 and at most 1"
                     .into(),
             );
+        }
+        if self.time_seq_resolution == 0 || self.auto_purge_interval_ms == 0 {
+            return Err(
+                "invalid configuration: settings `time_seq_resolution` and `auto_purge_interval_ms`: must be positive"
+                    .into(),
+            );
+        }
+        if !self.auto_purge_deleted_document_ttl.is_empty()
+            && store::auto_purge::parse_ttl(&self.auto_purge_deleted_document_ttl).is_none()
+        {
+            return Err(format!(
+                "invalid configuration: setting `deleted_document_ttl`: a period such as `3_mon`, `30_days` or `8_hours`, or `infinity`; got {:?}",
+                self.auto_purge_deleted_document_ttl
+            ));
         }
         if self.compaction_check_interval_ms == 0 {
             return Err(
@@ -741,6 +770,9 @@ impl Default for Config {
             rewrite_limit: 100,
             secure_rewrites: true,
             config_whitelist: String::new(),
+            time_seq_resolution: store::time_seq::DEFAULT_RESOLUTION,
+            auto_purge_deleted_document_ttl: String::new(),
+            auto_purge_interval_ms: 3_600_000,
             other: Default::default(),
         }
     }
