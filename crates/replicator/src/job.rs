@@ -471,13 +471,29 @@ pub async fn run_parking(
         target.ensure_full_commit().await?;
         vec![checkpointer.entry(&since, &stats)]
     };
-    Ok(RunEnd::Log(json!({
+    let mut answer = json!({
         "ok": true,
         "session_id": checkpointer.session_id,
         "source_last_seq": since,
         "replication_id_version": REP_ID_VERSION,
-        "history": history,
-    })))
+    });
+    // A `doc_ids` replication's answer also carries its session's figures
+    // at the top, as CouchDB's does.
+    if matches!(spec.filter, crate::spec::ChangesFilter::DocIds(_))
+        && let Some(session) = history.first().and_then(|h| serde_json::to_value(h).ok())
+    {
+        for field in [
+            "start_time",
+            "end_time",
+            "docs_read",
+            "docs_written",
+            "doc_write_failures",
+        ] {
+            answer[field] = session[field].clone();
+        }
+    }
+    answer["history"] = serde_json::to_value(&history).unwrap_or_default();
+    Ok(RunEnd::Log(answer))
 }
 
 /// Runs `work` unless `stop` turns true first (then `None`, and the work is
