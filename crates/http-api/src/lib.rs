@@ -544,6 +544,12 @@ async fn conditional(request: Request, next: Next) -> Response {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RenderedByFunction;
 
+/// What every answer's `Server` header says: CouchDB's product token
+/// first (clients check that it starts with `CouchDB/`, as CouchDB's own
+/// suite does), then ours.
+pub(crate) const SERVER_HEADER: &str =
+    concat!("CouchDB/3.5.0 Recliner/", env!("CARGO_PKG_VERSION"));
+
 /// Headers CouchDB puts on every answer: clients and caches rely on
 /// `Cache-Control: must-revalidate` (unless a handler set its own, and
 /// never on a 304, as CouchDB), and `Server` names who answered.
@@ -557,13 +563,6 @@ async fn couchdb_headers(mut response: Response) -> Response {
             HeaderValue::from_static("must-revalidate"),
         );
     }
-    headers.insert(
-        header::SERVER,
-        HeaderValue::from_static(concat!(
-            "Recliner/",
-            env!("CARGO_PKG_VERSION"),
-            " (CouchDB/3.5.0 compatible)"
-        )),
-    );
+    headers.insert(header::SERVER, HeaderValue::from_static(SERVER_HEADER));
     response
 }

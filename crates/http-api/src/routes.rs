@@ -148,7 +148,7 @@ async fn serve(
             ddoc,
             kind,
             rest,
-        } if kind == "_show" && !rest.is_empty() => {
+        } if kind == "_show" => {
             let database = state.store.db(&db).await?;
             crate::design::render::show(state, database, ddoc, rest, query, request).await
         }
@@ -157,7 +157,7 @@ async fn serve(
             ddoc,
             kind,
             rest,
-        } if kind == "_list" && (rest.len() == 2 || rest.len() == 3) => {
+        } if kind == "_list" => {
             let database = state.store.db(&db).await?;
             crate::design::render::list(state, database, ddoc, rest, query, request).await
         }
@@ -166,7 +166,7 @@ async fn serve(
             ddoc,
             kind,
             rest,
-        } if kind == "_update" && !rest.is_empty() => {
+        } if kind == "_update" => {
             let database = state.store.db(&db).await?;
             crate::design::render::update(state, database, ddoc, rest, query, request).await
         }

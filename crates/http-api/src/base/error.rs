@@ -239,6 +239,20 @@ pub(crate) fn script_error(e: design_functions::JsError) -> ApiError {
     use design_functions::JsError;
     match e {
         JsError::Runtime { error, reason } if error == "not_found" => ApiError::NotFound(reason),
+        // CouchDB answers these two names of a function's error with
+        // their own statuses: no `provides` matches the `Accept` header,
+        // and an update function asked with GET (no `Allow`: the function
+        // decides, not the route).
+        JsError::Runtime { error, reason } if error == "not_acceptable" => ApiError::Status {
+            status: StatusCode::NOT_ACCEPTABLE,
+            error: "not_acceptable",
+            reason,
+        },
+        JsError::Runtime { error, reason } if error == "method_not_allowed" => ApiError::Status {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            error: "method_not_allowed",
+            reason,
+        },
         JsError::Runtime { error, reason } => ApiError::Failed {
             error: static_error_name(&error),
             reason,
