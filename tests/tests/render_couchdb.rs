@@ -341,3 +341,53 @@ async fn options_runs_shows_lists_and_updates() {
         (200, "up null OPTIONS")
     );
 }
+
+#[tokio::test]
+async fn updates_write_and_answer_as_couchdb() {
+    let data = TempDir::new("render-updates");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let ddoc = c
+        .put(
+            "/db/_design/u",
+            json!({"updates": {
+                "create": "function (doc, req) { return [{_id: req.id}, 'made']; }",
+                "empty": "function (doc, req) { return [{}, 'oops']; }",
+                "code": "function (doc, req) { return [null, {code: 302}]; }",
+                "uuid": "function (doc, req) { return [null, req.uuid]; }"
+            }}),
+        )
+        .await;
+    assert_eq!(ddoc.status, 201, "{}", ddoc.text);
+    // The new document's id, percent-encoded as CouchDB writes it.
+    let made = c
+        .send("PUT", "/db/_design/u/_update/create/x/y%20z", None, &[])
+        .await;
+    assert_eq!(made.status, 201, "{}", made.text);
+    assert_eq!(made.header("x-couch-id"), Some("x%2Fy%20z"));
+    assert_eq!(c.get("/db/x%2Fy%20z").await.status, 200);
+    let empty = c
+        .send("PUT", "/db/_design/u/_update/empty/foo", None, &[])
+        .await;
+    assert_eq!(empty.status, 400);
+    assert_eq!(
+        empty.json(),
+        json!({"error": "illegal_docid", "reason": "Document id must not be empty"})
+    );
+    // A response without a body is CouchDB's empty JSON answer.
+    let code = c
+        .send("PUT", "/db/_design/u/_update/code/", None, &[])
+        .await;
+    assert_eq!(code.status, 302);
+    assert_eq!(code.header("content-type"), Some("application/json"));
+    assert_eq!(code.text, "");
+    let uuid = c.send("PUT", "/db/_design/u/_update/uuid", None, &[]).await;
+    assert_eq!((uuid.status, uuid.text.len()), (200, 32));
+    // A trailing slash names no document.
+    let create = c
+        .send("PUT", "/db/_design/u/_update/create/", None, &[])
+        .await;
+    assert_eq!(create.status, 400, "{}", create.text);
+    assert_eq!(create.json()["reason"], "Document id must be a string");
+}

@@ -248,10 +248,11 @@ var __couch = (function () {
     throw ["error", "render_error", message];
   }
 
-  // A show or update result as a response object.
+  // A show or update result as a response object (nothing: one without
+  // a body, which CouchDB answers as JSON).
   function response(result) {
     if (result === undefined || result === null) {
-      return { body: "" };
+      return {};
     }
     if (typeof result === "string") {
       return { body: result };

@@ -119,19 +119,30 @@ pub(crate) async fn update(
     }
     let mut input = crate::base::doc_input::parse_doc(&state, new_doc)?;
     if input.id.is_none() {
-        return Err(ApiError::bad_request(
-            "Document id must be a string: an update function must give the document an _id",
-        ));
+        return Err(ApiError::Invalid {
+            error: "illegal_docid",
+            reason: "Document id must not be empty".into(),
+        });
     }
     writer.check_one(&database, &mut input, true).await?;
     let saved_id = input.id.clone().unwrap_or_default();
     let rev = database.put_doc(input, true).await?;
+    // The id as CouchDB writes it in this header: percent-encoded but
+    // for letters, digits and `_.-:`.
+    let encoded_id = percent_encoding::utf8_percent_encode(&saved_id, COUCH_ID_KEPT).to_string();
     respond(
         &answer,
         StatusCode::CREATED,
-        &[("x-couch-id", &saved_id), ("x-couch-update-newrev", &rev)],
+        &[("x-couch-id", &encoded_id), ("x-couch-update-newrev", &rev)],
     )
 }
+
+/// What `X-Couch-Id` leaves as it is.
+const COUCH_ID_KEPT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'-')
+    .remove(b':');
 
 /// # GET|POST /{db}/_design/{ddoc}/_list/{list}/[{other ddoc}/]{view}
 /// A list function over a view's rows (or `_all_docs`'), with the view's
@@ -484,8 +495,9 @@ async fn invalid_path(database: &Database, ddoc: &str, error: &'static str) -> A
 fn name_and_id(rest: Vec<String>) -> (String, Option<String>) {
     let mut rest = rest.into_iter();
     let name = rest.next().unwrap_or_default();
-    let id: Vec<String> = rest.collect();
-    (name, (!id.is_empty()).then(|| id.join("/")))
+    let id = rest.collect::<Vec<String>>().join("/");
+    // A trailing slash names no document, as in CouchDB.
+    (name, (!id.is_empty()).then_some(id))
 }
 
 /// The stored document, or `null` for one that is missing (the function decides).
@@ -529,15 +541,18 @@ fn respond(
                 reason: "the response's base64 is not valid".into(),
             })?;
         (bytes, "application/binary")
-    } else {
-        let text = match answer.get("body") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
+    } else if let Some(body) = answer.get("body") {
+        let text = match body {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
         };
         (text.into_bytes(), "text/html; charset=utf-8")
+    } else {
+        // No body at all: CouchDB's default type, for an empty body.
+        (Vec::new(), "application/json")
     };
-    let json = content_type == "application/json";
+    let json = answer.get("json").is_some();
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     if !json {
