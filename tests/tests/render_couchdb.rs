@@ -305,6 +305,50 @@ async fn lists_read_all_docs_and_other_design_documents_views() {
         keyed["rows"][1],
         json!({"id": "error", "key": "zz", "value": "not_found"})
     );
+    // A POST's body is read as CouchDB reads it.
+    let keys = c
+        .send(
+            "POST",
+            "/db/_design/t/_list/rows/v",
+            Some(json!({"keys": [1, 2]})),
+            &[],
+        )
+        .await
+        .json();
+    assert_eq!(
+        keys["rows"],
+        json!([{"id": "doc1", "key": 1, "value": null}])
+    );
+    let plain = c
+        .send(
+            "POST",
+            "/db/_design/t/_list/rows/v",
+            None,
+            &[("content-type", "text/plain")],
+        )
+        .await;
+    assert_eq!(
+        (plain.status, plain.json()),
+        (
+            415,
+            json!({"error": "bad_content_type", "reason": "Content-Type must be application/json"})
+        )
+    );
+    let empty = c
+        .send(
+            "POST",
+            "/db/_design/t/_list/rows/v",
+            None,
+            &[("content-type", "application/json")],
+        )
+        .await;
+    assert_eq!(
+        (empty.status, empty.json()),
+        (
+            400,
+            json!({"error": "bad_request", "reason": "Missing request body"})
+        )
+    );
     let other = c.get("/db/_design/t/_list/rows/o/ov").await.json();
     assert_eq!(
         other["rows"],

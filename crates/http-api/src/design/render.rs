@@ -174,12 +174,14 @@ pub(crate) async fn list(
     let user = crate::base::auth::user_of(&request);
     let path = path_as_sent(&request);
     let (headers, body) = parts(request).await?;
-    let params = match (&body, method == Method::POST) {
-        (Some(text), true) => match ejson::from_str(text) {
-            Ok(Value::Object(map)) => map,
-            _ => Default::default(),
-        },
-        _ => Default::default(),
+    // A POST's body is the view's parameters (`keys`...), read as
+    // CouchDB reads it: JSON, an object, of that content type.
+    let params = if method == Method::POST {
+        crate::base::json_body::require_json_content_type(&headers.headers)?;
+        let text = body.clone().unwrap_or_default();
+        crate::base::json_body::read_json_object(Body::from(text), &state.config).await?
+    } else {
+        Default::default()
     };
     let (head, rows) = if view == "_all_docs" {
         all_docs_rows(&state, &database, &query, method == Method::POST, &body).await?
@@ -285,11 +287,12 @@ pub(crate) async fn list(
         let tail = match run.await {
             Ok(Ok(tail)) => tail,
             Ok(Err(e)) => {
-                // After the head, CouchDB ends the body with the error object.
+                // After the head, CouchDB ends the body with the error
+                // object, on a line of its own.
                 let (status, error, reason) = crate::base::error::script_error(e).error_info();
                 let text =
                     serde_json::json!({"code": status.as_u16(), "error": error, "reason": reason});
-                if writer.write(text.to_string().as_bytes()).await.is_ok() {
+                if writer.write(format!("\n{text}\n").as_bytes()).await.is_ok() {
                     let _ = writer.finish().await;
                 }
                 return;
