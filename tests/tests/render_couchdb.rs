@@ -435,3 +435,49 @@ async fn updates_write_and_answer_as_couchdb() {
     assert_eq!(create.status, 400, "{}", create.text);
     assert_eq!(create.json()["reason"], "Document id must be a string");
 }
+
+#[tokio::test]
+async fn with_cors_a_preflight_is_answered_before_any_function() {
+    let data = TempDir::new("render-cors");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_CORS_ENABLED", "true"),
+            ("RECLINER_CORS_ORIGINS", "https://app.example"),
+        ],
+    );
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    c.put(
+        "/db/_design/t",
+        json!({"shows": {"hello": "function (doc, req) { return 'Hello World'; }"}}),
+    )
+    .await;
+    let preflight = c
+        .send(
+            "OPTIONS",
+            "/db/_design/t/_show/hello",
+            None,
+            &[
+                ("origin", "https://app.example"),
+                ("access-control-request-method", "GET"),
+            ],
+        )
+        .await;
+    assert!(preflight.status < 300, "{}", preflight.status);
+    assert_ne!(preflight.text, "Hello World");
+    assert!(
+        preflight
+            .header("access-control-allow-methods")
+            .unwrap()
+            .contains("GET")
+    );
+    // Answers the CORS layer gives name their server too.
+    assert!(
+        preflight
+            .header("server")
+            .unwrap()
+            .starts_with("CouchDB/3.5.0 Recliner/")
+    );
+}
