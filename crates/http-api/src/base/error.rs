@@ -302,6 +302,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn functions_errors_keep_couchdbs_statuses() {
+        let runtime = |error: &str| design_functions::JsError::Runtime {
+            error: error.into(),
+            reason: "why".into(),
+        };
+        let cases = [
+            ("not_found", 404, "not_found"),
+            ("not_acceptable", 406, "not_acceptable"),
+            ("method_not_allowed", 405, "method_not_allowed"),
+            ("render_error", 500, "render_error"),
+        ];
+        for (error, status, name) in cases {
+            let e = script_error(runtime(error));
+            let (got, got_name, reason) = e.error_info();
+            assert_eq!(
+                (got.as_u16(), got_name, reason.as_str()),
+                (status, name, "why")
+            );
+            // The function refused the method, not the route: no `Allow`.
+            assert!(e.into_response().headers().get(header::ALLOW).is_none());
+        }
+    }
+
+    #[test]
     fn store_errors_map_to_couchdbs_statuses() {
         let cases = [
             (

@@ -665,6 +665,36 @@ mod tests {
     }
 
     #[test]
+    fn new_ids_are_written_as_couchdb_writes_them() {
+        let encode =
+            |id: &str| percent_encoding::utf8_percent_encode(id, COUCH_ID_KEPT).to_string();
+        assert_eq!(encode("a/b c"), "a%2Fb%20c");
+        assert_eq!(encode("_design/x.y-z:1"), "_design%2Fx.y-z:1");
+        assert_eq!(encode("é~"), "%C3%A9%7E");
+    }
+
+    #[test]
+    fn a_missing_keys_row_reaches_a_list_as_couchdb_hands_it() {
+        assert_eq!(
+            list_row(json!({"key": "zz", "error": "not_found"})),
+            json!({"id": "error", "key": "zz", "value": "not_found"})
+        );
+        let found = json!({"id": "a", "key": "a", "value": {"rev": "1-x"}});
+        assert_eq!(list_row(found.clone()), found);
+    }
+
+    #[test]
+    fn an_answer_without_a_body_is_empty_json() {
+        let response = respond(&json!({"code": 302}), StatusCode::OK, &[]).unwrap();
+        assert_eq!(response.status(), StatusCode::FOUND);
+        let headers = response.headers();
+        assert_eq!(headers.get("content-type").unwrap(), "application/json");
+        assert_eq!(headers.get("content-security-policy").unwrap(), "sandbox");
+        let json = respond(&json!({"json": {"ok": true}}), StatusCode::OK, &[]).unwrap();
+        assert!(json.headers().get("content-security-policy").is_none());
+    }
+
+    #[test]
     fn an_answer_is_framed_by_its_own_body() {
         let answer = json!({
             "body": "hello world",
