@@ -71,59 +71,142 @@ var __couch = (function () {
 
   var providers = [];
   // A list function's state: text sent since the last row, the head given
-  // to start(), the provider's content type, whether rows were asked for.
+  // to start() (and whether it is still to go out), the provider's content
+  // type, whether rows were asked for.
   var chunks = [];
   var started = null;
+  var newHead = false;
   var responseType = null;
   var inList = false;
   var gotRow = false;
   var lastRow = false;
-  var mimeTypes = {
-    all: "*/*", text: "text/plain; charset=utf-8", html: "text/html; charset=utf-8",
-    xhtml: "application/xhtml+xml", xml: "application/xml", js: "text/javascript",
-    css: "text/css", ics: "text/calendar", csv: "text/csv", rss: "application/rss+xml",
-    atom: "application/atom+xml", yaml: "application/x-yaml",
-    multipart_form: "multipart/form-data", url_encoded_form: "application/x-www-form-urlencoded",
-    json: "application/json"
-  };
 
-  // The provider the request asks for: `?format=`, else the first whose
-  // type its Accept header names, else the first registered.
-  function chooseProvider(request) {
-    var chosen = null;
-    var format = request.query && request.query.format;
-    var accept = (request.headers && (request.headers.Accept || request.headers.accept)) || "";
-    var named = function (types) {
-      for (var t = 0; t < types.length; t++) {
-        if (accept.indexOf(types[t].split(";")[0]) >= 0) {
-          return true;
-        }
+  // The names `provides` and `registerType` know, each with its MIME types
+  // (the first is the one answered), and back from each type to its name.
+  // As in CouchDB, a registration lasts as long as the sandbox, and the
+  // last one of a type wins.
+  var typesByName = {};
+  var nameByType = {};
+  function register(name, types) {
+    typesByName[name] = types;
+    for (var i = 0; i < types.length; i++) {
+      nameByType[types[i]] = name;
+    }
+  }
+  register("all", ["*/*"]);
+  register("text", ["text/plain; charset=utf-8", "txt"]);
+  register("html", ["text/html; charset=utf-8"]);
+  register("xhtml", ["application/xhtml+xml", "xhtml"]);
+  register("xml", ["application/xml", "text/xml", "application/x-xml"]);
+  register("js", ["text/javascript", "application/javascript", "application/x-javascript"]);
+  register("css", ["text/css"]);
+  register("ics", ["text/calendar"]);
+  register("csv", ["text/csv"]);
+  register("rss", ["application/rss+xml"]);
+  register("atom", ["application/atom+xml"]);
+  register("yaml", ["application/x-yaml", "text/yaml"]);
+  register("multipart_form", ["multipart/form-data"]);
+  register("url_encoded_form", ["application/x-www-form-urlencoded"]);
+  register("json", ["application/json", "text/x-json"]);
+
+  // A media type or range: [type, subtype, parameters]; a range's `q` is
+  // 1 unless it is a number from 0 to 1.
+  function mediaRange(text) {
+    var parts = text.split(";");
+    var params = {};
+    for (var i = 1; i < parts.length; i++) {
+      var pair = parts[i].split("=");
+      if (pair.length === 2) {
+        params[pair[0].trim()] = pair[1].trim();
       }
-      return false;
-    };
-    for (var i = 0; i < providers.length && chosen === null; i++) {
-      if (format ? providers[i][0] === format : named(typesOf(providers[i][0]))) {
-        chosen = providers[i];
-      }
     }
-    if (chosen === null && !format) {
-      chosen = providers[0];
+    var full = parts[0].trim();
+    if (full === "*") {
+      full = "*/*";
     }
-    if (chosen === null) {
-      throw ["error", "not_acceptable", "Content-Type " + format + " not supported, try one of: " +
-        providers.map(function (p) { return p[0]; }).join(", ")];
-    }
-    responseType = typesOf(chosen[0])[0];
-    return chosen;
+    var q = params.q === undefined ? NaN : parseFloat(params.q);
+    params.q = isNaN(q) || q < 0 || q > 1 ? "1" : params.q;
+    var kinds = full.split("/");
+    return [kinds[0], kinds[1], params];
   }
 
-  // The MIME types a provider's name stands for (registerType adds names).
-  function typesOf(name) {
-    var types = mimeTypes[name];
-    if (types === undefined) {
-      return [name];
+  // How well the ranges of an Accept header take a type: [fitness, q]
+  // of the range that fits it best (a type, subtype and each parameter
+  // in common add to the fitness), [-1, 0] when none does.
+  function fitness(type, ranges) {
+    var target = mediaRange(type);
+    var best = -1;
+    var bestQ = 0;
+    for (var i = 0; i < ranges.length; i++) {
+      var range = ranges[i];
+      var typeFits = range[0] === target[0] || range[0] === "*" || target[0] === "*";
+      var subFits = range[1] === target[1] || range[1] === "*" || target[1] === "*";
+      if (!typeFits || !subFits) {
+        continue;
+      }
+      var score = (range[0] === target[0] ? 100 : 0) + (range[1] === target[1] ? 10 : 0);
+      for (var p in target[2]) {
+        if (p !== "q" && range[2][p] && range[2][p] === target[2][p]) {
+          score += 1;
+        }
+      }
+      if (score > best) {
+        best = score;
+        bestQ = range[2].q;
+      }
     }
-    return Array.isArray(types) ? types : [types];
+    return [best, parseFloat(bestQ)];
+  }
+
+  // The type of `types` an Accept header takes best, "" when it takes
+  // none. Candidates are ordered as CouchDB orders them (JavaScript's
+  // default sort, which compares their texts), the last one wins.
+  function bestType(types, accept) {
+    var ranges = accept.split(",").map(mediaRange);
+    var scored = [];
+    for (var i = 0; i < types.length; i++) {
+      scored.push([fitness(types[i], ranges), i, types[i]]);
+    }
+    scored.sort();
+    var top = scored[scored.length - 1];
+    return top && top[0][1] ? top[2] : "";
+  }
+
+  // The provider the request asks for: `?format=` by name, else the best
+  // type for its Accept header, else the first registered; the answer's
+  // type goes to responseType. None: CouchDB's 406 `not_acceptable`.
+  function chooseProvider(request) {
+    var name = null;
+    var accept = request.headers && request.headers.Accept;
+    if (request.query && request.query.format) {
+      name = request.query.format;
+      if (typesByName[name] === undefined) {
+        throw new TypeError("cannot read property of undefined");
+      }
+      responseType = typesByName[name][0];
+    } else if (accept) {
+      // Later providers first, as in CouchDB (and the list stays so).
+      providers.reverse();
+      var supported = [];
+      for (var i = 0; i < providers.length; i++) {
+        supported = supported.concat(typesByName[providers[i][0]] || []);
+      }
+      responseType = bestType(supported, accept);
+      name = nameByType[responseType];
+    } else {
+      name = providers[0][0];
+      responseType = (typesByName[name] || [name])[0];
+    }
+    for (var j = 0; j < providers.length; j++) {
+      if (name !== undefined && providers[j][0] === name) {
+        return providers[j];
+      }
+    }
+    var offered = providers.map(function (p) {
+      return (typesByName[p[0]] || []).join(", ") || p[0];
+    });
+    throw ["error", "not_acceptable",
+      "Content-Type " + (accept || name) + " not supported, try one of: " + offered.join(", ")];
   }
 
   // A list's head goes out with its first row (or at its end), the
@@ -137,12 +220,39 @@ var __couch = (function () {
     __couch_list_send("start", JSON.stringify(head), chunks.join(""));
     chunks = [];
     started = null;
+    newHead = false;
   }
 
-  // A show or update result as a response object.
+  // Text sent since the last row, with the head start() gave since, if
+  // any: the answer takes it if it has not begun (CouchDB's way to set
+  // a list's status and headers after reading rows).
+  function sendChunks(text) {
+    if (newHead) {
+      __couch_list_send("start", JSON.stringify(started || {}), text);
+      newHead = false;
+    } else {
+      __couch_list_send("chunks", "", text);
+    }
+  }
+
+  // What a render function threw, as CouchDB reports it: its own error
+  // as it is, anything else as a `render_error`.
+  function renderError(e) {
+    if ((e !== null && typeof e === "object" && e.error && e.reason) ||
+      (Array.isArray(e) && (e[0] === "error" || e[0] === "fatal"))) {
+      throw e;
+    }
+    var message = "function raised error: " + String(e) + " \nstacktrace: " +
+      (e !== null && typeof e === "object" ? e.stack : undefined);
+    __couch_log(message);
+    throw ["error", "render_error", message];
+  }
+
+  // A show or update result as a response object (nothing: one without
+  // a body, which CouchDB answers as JSON).
   function response(result) {
     if (result === undefined || result === null) {
-      return { body: "" };
+      return {};
     }
     if (typeof result === "string") {
       return { body: result };
@@ -158,7 +268,7 @@ var __couch = (function () {
       gotRow = true;
       sendStart();
     } else {
-      __couch_list_send("chunks", "", chunks.join(""));
+      sendChunks(chunks.join(""));
       chunks = [];
     }
     var row = __couch_list_row();
@@ -425,34 +535,44 @@ var __couch = (function () {
       return answer(function () {
         var fun = lookup(["shows", name]);
         var request = JSON.parse(req);
+        var subject = JSON.parse(doc);
         providers = [];
         chunks = [];
         started = null;
         responseType = null;
         try {
-          var resp = response(fun.call(ddoc, JSON.parse(doc), request) || {});
-          // send() and start() work in a show too, as in CouchDB.
+          var resp = response(fun.call(ddoc, subject, request) || {});
+          // send() and start() work in a show too, as in CouchDB: what
+          // was sent comes first, and each member given to start() is a
+          // header.
           if (chunks.length > 0) {
             resp.headers = resp.headers || {};
-            var given = (started && started.headers) || {};
-            for (var h in given) {
-              resp.headers[h] = given[h];
+            for (var h in started || {}) {
+              resp.headers[h] = started[h];
             }
             resp.body = chunks.join("") + (resp.body || "");
             chunks = [];
+            started = null;
           }
           if (providers.length > 0) {
-            var out = response(chooseProvider(request)[1]());
+            var out = response(chooseProvider(request)[1].call(ddoc) || {});
             resp.body = (resp.body || "") + chunks.join("") + (out.body || "");
             resp.headers = resp.headers || {};
-            for (var k in out.headers || {}) {
-              resp.headers[k] = out.headers[k];
-            }
-            if (!resp.headers["Content-Type"]) {
+            if (responseType && !resp.headers["Content-Type"]) {
               resp.headers["Content-Type"] = responseType;
             }
           }
+          if (resp === null || Array.isArray(resp) || (typeof resp !== "object" && typeof resp !== "string")) {
+            throw ["error", "render_error", "undefined response from show function"];
+          }
           return resp;
+        } catch (e) {
+          // A show of a document that does not exist, which the function
+          // could not render: 404, as CouchDB answers.
+          if (subject === null && request.path && request.path.length > 5) {
+            throw ["error", "not_found", "document not found"];
+          }
+          renderError(e);
         } finally {
           chunks = [];
           started = null;
@@ -461,14 +581,24 @@ var __couch = (function () {
     },
 
     // updates.name(doc, req): [the document to save or null, the response].
+    // GET is refused by the function's side, as CouchDB's.
     update: function (name, doc, req) {
       return answer(function () {
         var fun = lookup(["updates", name]);
-        var result = fun.call(ddoc, JSON.parse(doc), JSON.parse(req));
-        if (!Array.isArray(result) || result.length !== 2) {
-          throw ["error", "render_error", "undefined response from update function"];
+        var request = JSON.parse(req);
+        try {
+          if (request.method === "GET" || request.method === "HEAD") {
+            throw ["error", "method_not_allowed", "Update functions do not allow GET"];
+          }
+          var result = fun.call(ddoc, JSON.parse(doc), request);
+          var resp = result[1];
+          if (resp === null || Array.isArray(resp) || (typeof resp !== "object" && typeof resp !== "string")) {
+            throw ["error", "render_error", "undefined response from update function"];
+          }
+          return [result[0] === undefined ? null : result[0], response(resp)];
+        } catch (e) {
+          renderError(e);
         }
-        return [result[0] === undefined ? null : result[0], response(result[1])];
       });
     },
 
@@ -511,6 +641,7 @@ var __couch = (function () {
         var request = JSON.parse(req);
         chunks = [];
         started = null;
+        newHead = false;
         providers = [];
         responseType = null;
         gotRow = false;
@@ -519,7 +650,7 @@ var __couch = (function () {
         try {
           var tail = fun.call(ddoc, JSON.parse(head), request);
           if (providers.length > 0) {
-            tail = chooseProvider(request)[1]();
+            tail = chooseProvider(request)[1].call(ddoc);
           }
           if (!gotRow) {
             getRowOfList();
@@ -527,10 +658,18 @@ var __couch = (function () {
           if (tail !== undefined && tail !== null) {
             chunks.push(String(tail));
           }
+          // A head given after the last row goes out with the tail.
+          if (newHead) {
+            sendChunks(chunks.join(""));
+            return "";
+          }
           return chunks.join("");
+        } catch (e) {
+          renderError(e);
         } finally {
           inList = false;
           chunks = [];
+          newHead = false;
         }
       });
     },
@@ -548,10 +687,11 @@ var __couch = (function () {
 
     start: function (head) {
       started = head || {};
+      newHead = true;
     },
 
     registerType: function (name, types) {
-      mimeTypes[name] = types;
+      register(name, types);
     },
 
     provides: function (type, fun) {

@@ -377,3 +377,75 @@ async fn rewrites_must_be_rules_or_a_function() {
         );
     }
 }
+
+#[tokio::test]
+async fn providers_are_chosen_as_couchdbs_mime_matcher_chooses() {
+    let e = engine();
+    let source = r#"function (doc, req) {
+        registerType("foo", "application/foo", "application/x-foo");
+        provides("html", function () { return "html"; });
+        provides("foo", function () { return "foo"; });
+        provides("json", function () { return "json"; });
+    }"#;
+    let d = ddoc("db", json!({"_id": "_design/p", "shows": {"p": source}}));
+    let show = |accept: Option<&str>, format: Option<&str>| {
+        let mut req = json!({"method": "GET", "path": ["db", "_design", "p", "_show", "p"], "headers": {}, "query": {}});
+        if let Some(accept) = accept {
+            req["headers"]["Accept"] = json!(accept);
+        }
+        if let Some(format) = format {
+            req["query"]["format"] = json!(format);
+        }
+        e.show(d.clone(), "p", "null".into(), req.to_string())
+    };
+    let answer = |value: Value| {
+        (
+            value["body"].clone(),
+            value["headers"]["Content-Type"].clone(),
+        )
+    };
+    // The type the Accept header matched is answered, not the name's first.
+    assert_eq!(
+        answer(show(Some("application/x-foo"), None).await.unwrap()),
+        (json!("foo"), json!("application/x-foo"))
+    );
+    // Quality and specificity decide; among equals, CouchDB's order (a
+    // sort of the candidates' texts) picks.
+    assert_eq!(
+        answer(
+            show(Some("text/html;q=0.5, application/json"), None)
+                .await
+                .unwrap()
+        ),
+        (json!("json"), json!("application/json"))
+    );
+    assert_eq!(
+        answer(
+            show(Some("text/html,application/atom+xml; q=0.9"), None)
+                .await
+                .unwrap()
+        ),
+        (json!("html"), json!("text/html; charset=utf-8"))
+    );
+    assert_eq!(
+        answer(show(Some("*/*"), None).await.unwrap()).1,
+        json!("text/html; charset=utf-8")
+    );
+    // No Accept header: the first provider; `format` names one.
+    assert_eq!(
+        answer(show(None, None).await.unwrap()),
+        (json!("html"), json!("text/html; charset=utf-8"))
+    );
+    assert_eq!(
+        answer(show(Some("text/html"), Some("foo")).await.unwrap()),
+        (json!("foo"), json!("application/foo"))
+    );
+    // None fits: CouchDB's 406 and its list of what would.
+    assert_eq!(
+        show(Some("image/png"), None).await,
+        Err(JsError::Runtime {
+            error: "not_acceptable".into(),
+            reason: "Content-Type image/png not supported, try one of: application/json, text/x-json, application/foo, application/x-foo, text/html; charset=utf-8".into(),
+        })
+    );
+}

@@ -362,8 +362,12 @@ pub fn router(state: AppState) -> Router {
         Some(layer) => router.layer(layer),
         None => router,
     };
-    // Outermost: every answer counts, CORS preflights and refusals too.
-    router.layer(counting).with_state(state)
+    // Outermost: every answer counts and names its server, CORS
+    // preflights and refusals too.
+    router
+        .layer(axum::middleware::map_response(server_header))
+        .layer(counting)
+        .with_state(state)
 }
 
 /// The API with a configuration that can change while it serves: a
@@ -544,9 +548,23 @@ async fn conditional(request: Request, next: Next) -> Response {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RenderedByFunction;
 
-/// Headers CouchDB puts on every answer: clients and caches rely on
-/// `Cache-Control: must-revalidate` (unless a handler set its own, and
-/// never on a 304, as CouchDB), and `Server` names who answered.
+/// What every answer's `Server` header says: CouchDB's product token
+/// first (clients check that it starts with `CouchDB/`, as CouchDB's own
+/// suite does), then ours.
+pub(crate) const SERVER_HEADER: &str =
+    concat!("CouchDB/3.5.0 Recliner/", env!("CARGO_PKG_VERSION"));
+
+/// `Server` on every answer, whichever layer gave it.
+async fn server_header(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::SERVER, HeaderValue::from_static(SERVER_HEADER));
+    response
+}
+
+/// Headers CouchDB puts on the answers of its handlers: clients and
+/// caches rely on `Cache-Control: must-revalidate` (unless a handler set
+/// its own, and never on a 304, as CouchDB).
 async fn couchdb_headers(mut response: Response) -> Response {
     let not_modified = response.status() == axum::http::StatusCode::NOT_MODIFIED;
     let rendered = response.extensions().get::<RenderedByFunction>().is_some();
@@ -557,13 +575,5 @@ async fn couchdb_headers(mut response: Response) -> Response {
             HeaderValue::from_static("must-revalidate"),
         );
     }
-    headers.insert(
-        header::SERVER,
-        HeaderValue::from_static(concat!(
-            "Recliner/",
-            env!("CARGO_PKG_VERSION"),
-            " (CouchDB/3.5.0 compatible)"
-        )),
-    );
     response
 }

@@ -152,7 +152,7 @@ async fn serve(
             ddoc,
             kind,
             rest,
-        } if kind == "_show" && !rest.is_empty() => {
+        } if kind == "_show" => {
             let database = state.store.db(&db).await?;
             crate::design::render::show(state, database, ddoc, rest, query, request).await
         }
@@ -161,7 +161,7 @@ async fn serve(
             ddoc,
             kind,
             rest,
-        } if kind == "_list" && (rest.len() == 2 || rest.len() == 3) => {
+        } if kind == "_list" => {
             let database = state.store.db(&db).await?;
             crate::design::render::list(state, database, ddoc, rest, query, request).await
         }
@@ -170,7 +170,7 @@ async fn serve(
             ddoc,
             kind,
             rest,
-        } if kind == "_update" && !rest.is_empty() => {
+        } if kind == "_update" => {
             let database = state.store.db(&db).await?;
             crate::design::render::update(state, database, ddoc, rest, query, request).await
         }

@@ -239,6 +239,20 @@ pub(crate) fn script_error(e: design_functions::JsError) -> ApiError {
     use design_functions::JsError;
     match e {
         JsError::Runtime { error, reason } if error == "not_found" => ApiError::NotFound(reason),
+        // CouchDB answers these two names of a function's error with
+        // their own statuses: no `provides` matches the `Accept` header,
+        // and an update function asked with GET (no `Allow`: the function
+        // decides, not the route).
+        JsError::Runtime { error, reason } if error == "not_acceptable" => ApiError::Status {
+            status: StatusCode::NOT_ACCEPTABLE,
+            error: "not_acceptable",
+            reason,
+        },
+        JsError::Runtime { error, reason } if error == "method_not_allowed" => ApiError::Status {
+            status: StatusCode::METHOD_NOT_ALLOWED,
+            error: "method_not_allowed",
+            reason,
+        },
         JsError::Runtime { error, reason } => ApiError::Failed {
             error: static_error_name(&error),
             reason,
@@ -287,6 +301,30 @@ fn static_error_name(name: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn functions_errors_keep_couchdbs_statuses() {
+        let runtime = |error: &str| design_functions::JsError::Runtime {
+            error: error.into(),
+            reason: "why".into(),
+        };
+        let cases = [
+            ("not_found", 404, "not_found"),
+            ("not_acceptable", 406, "not_acceptable"),
+            ("method_not_allowed", 405, "method_not_allowed"),
+            ("render_error", 500, "render_error"),
+        ];
+        for (error, status, name) in cases {
+            let e = script_error(runtime(error));
+            let (got, got_name, reason) = e.error_info();
+            assert_eq!(
+                (got.as_u16(), got_name, reason.as_str()),
+                (status, name, "why")
+            );
+            // The function refused the method, not the route: no `Allow`.
+            assert!(e.into_response().headers().get(header::ALLOW).is_none());
+        }
+    }
 
     #[test]
     fn store_errors_map_to_couchdbs_statuses() {

@@ -137,7 +137,11 @@ pub(crate) struct RequestParts<'a> {
     pub database: &'a Database,
     pub user: &'a auth::UserCtx,
     pub method: &'a axum::http::Method,
-    /// The request's path, as sent (`/db/_changes`).
+    /// The request's path, as sent (`/db/_changes`), followed by its
+    /// query string as sent (`?a=%22x%22`) when the caller has it: then
+    /// `raw_path` is exactly what the client sent, and `requested_path`
+    /// is split as CouchDB splits it (the query stays in the last
+    /// segment); else the query is written from `query`.
     pub path: &'a str,
     pub query: &'a crate::base::params::Query,
     pub headers: &'a axum::http::HeaderMap,
@@ -171,17 +175,23 @@ async fn build_request_object(parts: RequestParts<'_>, full: bool) -> Result<Str
         body,
         id,
     } = parts;
-    let segments: Vec<Value> = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(|s| {
-            Value::String(
-                percent_encoding::percent_decode_str(s)
-                    .decode_utf8_lossy()
-                    .into_owned(),
-            )
-        })
-        .collect();
+    let (path, raw_query) = match path.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (path, None),
+    };
+    let split = |text: &str| -> Vec<Value> {
+        text.split('/')
+            .filter(|s| !s.is_empty())
+            .map(|s| {
+                Value::String(
+                    percent_encoding::percent_decode_str(s)
+                        .decode_utf8_lossy()
+                        .into_owned(),
+                )
+            })
+            .collect()
+    };
+    let segments = split(path);
     // As CouchDB: these parameters are JSON to functions (400 when not).
     let query_object = query
         .pairs()
@@ -191,24 +201,39 @@ async fn build_request_object(parts: RequestParts<'_>, full: bool) -> Result<Str
             _ => Ok((k.clone(), Value::String(v.clone()))),
         })
         .collect::<Result<serde_json::Map<String, Value>, ApiError>>()?;
-    let header_object: serde_json::Map<String, Value> = headers
-        .iter()
-        .filter(|(name, _)| {
-            // Credentials stay out of what user code sees.
-            *name != axum::http::header::AUTHORIZATION && *name != axum::http::header::COOKIE
-        })
-        .filter_map(|(name, value)| {
-            let value = value.to_str().ok()?;
-            Some((canonical_header(name.as_str()), Value::String(value.into())))
-        })
+    // By name, as CouchDB lists them; a repeated header's values joined.
+    let mut header_object = std::collections::BTreeMap::<String, String>::new();
+    for (name, value) in headers.iter().filter(|(name, _)| {
+        // Credentials stay out of what user code sees.
+        *name != axum::http::header::AUTHORIZATION && *name != axum::http::header::COOKIE
+    }) {
+        let Ok(value) = value.to_str() else { continue };
+        header_object
+            .entry(canonical_header(name.as_str()))
+            .and_modify(|joined| {
+                joined.push_str(", ");
+                joined.push_str(value);
+            })
+            .or_insert_with(|| value.to_string());
+    }
+    let header_object: serde_json::Map<String, Value> = header_object
+        .into_iter()
+        .map(|(name, value)| (name, Value::String(value)))
         .collect();
-    let raw_path = match query.pairs().is_empty() {
-        true => path.to_string(),
-        false => format!(
-            "{path}?{}",
-            form_urlencoded::Serializer::new(String::new())
-                .extend_pairs(query.pairs())
-                .finish()
+    let (raw_path, requested) = match raw_query {
+        Some(raw) => {
+            let whole = format!("{path}?{raw}");
+            (whole.clone(), split(&whole))
+        }
+        None if query.pairs().is_empty() => (path.to_string(), segments.clone()),
+        None => (
+            format!(
+                "{path}?{}",
+                form_urlencoded::Serializer::new(String::new())
+                    .extend_pairs(query.pairs())
+                    .finish()
+            ),
+            segments.clone(),
         ),
     };
     let security = database.security().await?;
@@ -218,14 +243,14 @@ async fn build_request_object(parts: RequestParts<'_>, full: bool) -> Result<Str
             "info".into(),
             crate::base::db_info::info_json(database).await?,
         );
-        req.insert("id".into(), serde_json::json!(id));
         let uuid = uuid::Uuid::new_v4().simple().to_string();
         req.insert("uuid".into(), Value::String(uuid));
+        req.insert("id".into(), serde_json::json!(id));
     }
     let form = full.then(|| form_of(headers, body.as_deref()));
     let fields = [
         ("method", Value::String(method.as_str().into())),
-        ("requested_path", Value::Array(segments.clone())),
+        ("requested_path", Value::Array(requested)),
         ("path", Value::Array(segments)),
         ("raw_path", Value::String(raw_path)),
         ("query", Value::Object(query_object)),

@@ -31,20 +31,18 @@ pub(crate) async fn show(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let method = request.method().clone();
-    if ![Method::GET, Method::HEAD, Method::POST].contains(&method) {
-        return Err(ApiError::MethodNotAllowed("GET,POST,HEAD"));
-    }
+    // Any method runs the function (`req.method` tells it which), as in CouchDB.
     let (name, id) = name_and_id(rest);
+    if name.is_empty() {
+        return Err(invalid_path(&database, &ddoc, "show_error").await);
+    }
     let design = crate::design::runnable(&database, &ddoc, Section::Shows, &name).await?;
     let doc = match &id {
         Some(id) => stored(&database, id).await?,
         None => "null".to_string(),
     };
     let user = crate::base::auth::user_of(&request);
-    let path = format!("/{}/_design/{ddoc}/_show/{name}", database.name());
-    let (headers, req) =
-        request_for(&database, &user, &path, &query, id.as_deref(), request).await?;
+    let (headers, req) = request_for(&database, &user, &query, id.as_deref(), request).await?;
     // As CouchDB: the answer is tagged by the design document, the
     // document, what the client accepts, who asks and what it asks.
     let tag = serde_json::json!([
@@ -74,11 +72,16 @@ pub(crate) async fn show(
         .await
         .map_err(crate::base::error::script_error)?;
     let mut response = respond(&answer, StatusCode::OK, &[])?;
+    // CouchDB's tag and `Vary` replace any the function set: the answer
+    // depends on the Accept header.
     if let Ok(value) = HeaderValue::from_str(&etag) {
         response
             .headers_mut()
             .insert(axum::http::header::ETAG, value);
     }
+    response
+        .headers_mut()
+        .insert(axum::http::header::VARY, HeaderValue::from_static("Accept"));
     Ok(response)
 }
 
@@ -91,11 +94,12 @@ pub(crate) async fn update(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let method = request.method().clone();
-    if method != Method::POST && method != Method::PUT {
-        return Err(ApiError::MethodNotAllowed("POST,PUT"));
-    }
+    // The function refuses GET itself (CouchDB's 405 reason comes from
+    // it); any other method runs it.
     let (name, id) = name_and_id(rest);
+    if name.is_empty() {
+        return Err(invalid_path(&database, &ddoc, "update_error").await);
+    }
     let design = crate::design::runnable(&database, &ddoc, Section::Updates, &name).await?;
     let doc = match &id {
         Some(id) => stored(&database, id).await?,
@@ -103,8 +107,7 @@ pub(crate) async fn update(
     };
     let user = crate::base::auth::user_of(&request);
     let writer = crate::base::access::Writer::of(&state, &database, user.clone()).await?;
-    let path = format!("/{}/_design/{ddoc}/_update/{name}", database.name());
-    let (_, req) = request_for(&database, &user, &path, &query, id.as_deref(), request).await?;
+    let (_, req) = request_for(&database, &user, &query, id.as_deref(), request).await?;
     let (new_doc, answer) = state
         .validators
         .engine()
@@ -116,22 +119,34 @@ pub(crate) async fn update(
     }
     let mut input = crate::base::doc_input::parse_doc(&state, new_doc)?;
     if input.id.is_none() {
-        return Err(ApiError::bad_request(
-            "Document id must be a string: an update function must give the document an _id",
-        ));
+        return Err(ApiError::Invalid {
+            error: "illegal_docid",
+            reason: "Document id must not be empty".into(),
+        });
     }
     writer.check_one(&database, &mut input, true).await?;
     let saved_id = input.id.clone().unwrap_or_default();
     let rev = database.put_doc(input, true).await?;
+    // The id as CouchDB writes it in this header: percent-encoded but
+    // for letters, digits and `_.-:`.
+    let encoded_id = percent_encoding::utf8_percent_encode(&saved_id, COUCH_ID_KEPT).to_string();
     respond(
         &answer,
         StatusCode::CREATED,
-        &[("x-couch-id", &saved_id), ("x-couch-update-newrev", &rev)],
+        &[("x-couch-id", &encoded_id), ("x-couch-update-newrev", &rev)],
     )
 }
 
+/// What `X-Couch-Id` leaves as it is.
+const COUCH_ID_KEPT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'-')
+    .remove(b':');
+
 /// # GET|POST /{db}/_design/{ddoc}/_list/{list}/[{other ddoc}/]{view}
-/// A list function over a view's rows, with the view's query parameters.
+/// A list function over a view's rows (or `_all_docs`'), with the view's
+/// query parameters.
 pub(crate) async fn list(
     state: AppState,
     database: Database,
@@ -141,78 +156,87 @@ pub(crate) async fn list(
     request: Request,
 ) -> Result<Response, ApiError> {
     let method = request.method().clone();
-    if ![Method::GET, Method::HEAD, Method::POST].contains(&method) {
+    // OPTIONS (without CORS, which answers it before) reads as GET does,
+    // as in CouchDB.
+    if ![Method::GET, Method::HEAD, Method::POST, Method::OPTIONS].contains(&method) {
         return Err(ApiError::MethodNotAllowed("GET,POST,HEAD"));
     }
     let (name, view_ddoc, view) = match rest.as_slice() {
-        [name, view] => (name.clone(), ddoc.clone(), view.clone()),
-        [name, other, view] => (name.clone(), other.clone(), view.clone()),
-        _ => return Err(ApiError::not_found("missing")),
+        [name, view] if !name.is_empty() && !view.is_empty() => {
+            (name.clone(), ddoc.clone(), view.clone())
+        }
+        [name, other, view] if !name.is_empty() && !other.is_empty() && !view.is_empty() => {
+            (name.clone(), other.clone(), view.clone())
+        }
+        _ => return Err(invalid_path(&database, &ddoc, "list_error").await),
     };
     let design = crate::design::runnable(&database, &ddoc, Section::Lists, &name).await?;
-    let view_doc = crate::design::load(&database, &view_ddoc).await?;
-    let group = design_functions::views::ViewGroup::of(&database, &view_doc)
-        .map_err(|_| ApiError::not_found("missing_named_view"))?;
-    if !group.has_view(&view) {
-        return Err(ApiError::not_found("missing_named_view"));
-    }
     let user = crate::base::auth::user_of(&request);
+    let path = path_as_sent(&request);
     let (headers, body) = parts(request).await?;
-    let params = match (&body, method == Method::POST) {
-        (Some(text), true) => match ejson::from_str(text) {
-            Ok(Value::Object(map)) => map,
-            _ => Default::default(),
-        },
-        _ => Default::default(),
+    // A POST's body is the view's parameters (`keys`...), read as
+    // CouchDB reads it: JSON, an object, of that content type.
+    let params = if method == Method::POST {
+        crate::base::json_body::require_json_content_type(&headers.headers)?;
+        let text = body.clone().unwrap_or_default();
+        crate::base::json_body::read_json_object(Body::from(text), &state.config).await?
+    } else {
+        Default::default()
     };
-    let index = crate::design::views::open_index(&state, &database, &group, &query).await?;
-    let opened = crate::design::views::open_query(
-        &state,
-        &database,
-        &group,
-        &index,
-        &view,
-        crate::design::views::Asked {
-            query: &query,
-            body: &params,
-            partition: None,
-        },
-    )
-    .await?;
-    let head = ejson::to_string(&Value::Object(opened.head()));
+    let (head, rows) = if view == "_all_docs" {
+        all_docs_rows(&state, &database, &query, method == Method::POST, &body).await?
+    } else {
+        view_rows(&state, &database, &view_ddoc, &view, &query, &params).await?
+    };
+    let head = ejson::to_string(&Value::Object(head));
     let req = crate::design::request_object(RequestParts {
         database: &database,
         user: &user,
         method: &method,
-        path: &format!("/{}/_design/{ddoc}/_list/{name}/{view}", database.name()),
+        path: &path,
         query: &query,
         headers: &headers.headers,
         body,
         id: None,
     })
     .await?;
-    let (rows_in, rows) = mpsc::channel::<String>(LIST_ROWS_IN_FLIGHT);
+    let (rows_in, rows_out) = mpsc::channel::<String>(LIST_ROWS_IN_FLIGHT);
     let (chunks_out, mut chunks) = mpsc::channel::<ListChunk>(2);
-    let feeder = tokio::spawn(feed_rows(opened, database.clone(), rows_in));
+    let feeder = tokio::spawn(feed_rows(rows, database.clone(), rows_in));
     let engine = state.validators.engine().clone();
     let mut run = tokio::spawn(async move {
         engine
-            .list(design, &name, head, req, ListIo::new(rows, chunks_out))
+            .list(design, &name, head, req, ListIo::new(rows_out, chunks_out))
             .await
     });
-    // The answer begins when the function reads its first row (or ends).
-    let Some(first) = chunks.recv().await else {
-        let outcome = (&mut run)
-            .await
-            .map_err(|e| ApiError::Internal(format!("a list function's task failed: {e}")))?;
-        return Err(match outcome {
-            Err(e) => crate::base::error::script_error(e),
-            Ok(_) => ApiError::Internal("a list function answered without a head".into()),
-        });
-    };
-    let (start, text) = match first {
-        ListChunk::Start(start, text) => (start, text),
-        ListChunk::Text(text) => (Value::Null, text),
+    // As CouchDB, the answer begins with the first text the function
+    // sends: until then each head it gives (`start()`, before or after
+    // reading rows) sets the status and headers.
+    let mut start = Value::Null;
+    let mut ended = false;
+    let text = loop {
+        match chunks.recv().await {
+            Some(ListChunk::Start(head, text)) => {
+                start = head;
+                if !text.is_empty() {
+                    break text;
+                }
+            }
+            Some(ListChunk::Text(text)) if !text.is_empty() => break text,
+            Some(ListChunk::Text(_)) => {}
+            None => {
+                let outcome = (&mut run).await.map_err(|e| {
+                    ApiError::Internal(format!("a list function's task failed: {e}"))
+                })?;
+                match outcome {
+                    Err(e) => return Err(crate::base::error::script_error(e)),
+                    Ok(tail) => {
+                        ended = true;
+                        break tail;
+                    }
+                }
+            }
+        }
     };
     let mut answer = serde_json::json!({ "body": "" });
     if let Some(code) = start.get("code") {
@@ -234,6 +258,15 @@ pub(crate) async fn list(
     }
     answer["headers"] = Value::Object(headers_out);
     let mut response = respond(&answer, StatusCode::OK, &[])?;
+    if ended {
+        // The function ended before it sent any text: its tail is the
+        // whole answer, unless reading the rows failed under it.
+        if let Ok(Err(reason)) = feeder.await {
+            return Err(ApiError::Internal(reason));
+        }
+        *response.body_mut() = Body::from(text);
+        return Ok(response);
+    }
     let (mut writer, streamed) = BodyWriter::channel();
     *response.body_mut() = streamed;
     tokio::spawn(async move {
@@ -254,11 +287,12 @@ pub(crate) async fn list(
         let tail = match run.await {
             Ok(Ok(tail)) => tail,
             Ok(Err(e)) => {
-                // After the head, CouchDB ends the body with the error object.
+                // After the head, CouchDB ends the body with the error
+                // object, on a line of its own.
                 let (status, error, reason) = crate::base::error::script_error(e).error_info();
                 let text =
                     serde_json::json!({"code": status.as_u16(), "error": error, "reason": reason});
-                if writer.write(text.to_string().as_bytes()).await.is_ok() {
+                if writer.write(format!("\n{text}\n").as_bytes()).await.is_ok() {
                     let _ = writer.finish().await;
                 }
                 return;
@@ -279,16 +313,123 @@ pub(crate) async fn list(
     Ok(response)
 }
 
+/// Where a list function's rows come from: a view read page by page, or
+/// rows already read.
+enum Rows {
+    View(Box<crate::design::views::OpenedQuery>),
+    Read(Vec<Value>),
+}
+
+/// A view's head and rows for a list: the view of `view_ddoc` (the
+/// list's own design document, or another), with CouchDB's 404s.
+async fn view_rows(
+    state: &AppState,
+    database: &Database,
+    view_ddoc: &str,
+    view: &str,
+    query: &Query,
+    params: &serde_json::Map<String, Value>,
+) -> Result<(serde_json::Map<String, Value>, Rows), ApiError> {
+    let view_doc = crate::design::load(database, view_ddoc).await?;
+    let group = design_functions::views::ViewGroup::of(database, &view_doc)
+        .map_err(|_| ApiError::not_found("missing_named_view"))?;
+    if !group.has_view(view) {
+        return Err(ApiError::not_found("missing_named_view"));
+    }
+    let index = crate::design::views::open_index(state, database, &group, query).await?;
+    let opened = crate::design::views::open_query(
+        state,
+        database,
+        &group,
+        &index,
+        view,
+        crate::design::views::Asked {
+            query,
+            body: params,
+            partition: None,
+        },
+    )
+    .await?;
+    Ok((opened.head(), Rows::View(Box::new(opened))))
+}
+
+/// `_all_docs`' head and rows for a list (`_list/name/_all_docs`), read
+/// by the `_all_docs` handler itself so that its parameters, `keys` and
+/// errors are CouchDB's. Its rows are read whole before the function runs.
+async fn all_docs_rows(
+    state: &AppState,
+    database: &Database,
+    query: &Query,
+    post: bool,
+    body: &Option<String>,
+) -> Result<(serde_json::Map<String, Value>, Rows), ApiError> {
+    let mut asked = Request::builder().method(if post { Method::POST } else { Method::GET });
+    if post {
+        asked = asked.header(axum::http::header::CONTENT_TYPE, "application/json");
+    }
+    let asked = asked
+        .body(Body::from(body.clone().unwrap_or_default()))
+        .map_err(|e| ApiError::Internal(format!("an _all_docs request for a list: {e}")))?;
+    let answer = crate::database::all_docs::all_docs(
+        state.clone(),
+        database.name().to_string(),
+        query.clone(),
+        asked,
+    )
+    .await?;
+    let bytes = axum::body::to_bytes(answer.into_body(), ALL_DOCS_MAX)
+        .await
+        .map_err(|e| ApiError::Internal(format!("reading _all_docs for a list: {e}")))?;
+    let Ok(Value::Object(mut head)) = ejson::from_slice(&bytes) else {
+        return Err(ApiError::Internal(
+            "_all_docs for a list is not an object".into(),
+        ));
+    };
+    let rows = match head.remove("rows") {
+        Some(Value::Array(rows)) => rows.into_iter().map(list_row).collect(),
+        _ => Vec::new(),
+    };
+    Ok((head, Rows::Read(rows)))
+}
+
+/// An `_all_docs` row as a list function reads it: a key that names no
+/// document comes as CouchDB hands it, `{"id": "error", "key", "value":
+/// "not_found"}`.
+fn list_row(row: Value) -> Value {
+    match (row.get("id"), row.get("error")) {
+        (None, Some(error)) => serde_json::json!({
+            "id": "error",
+            "key": row.get("key").cloned().unwrap_or(Value::Null),
+            "value": error,
+        }),
+        _ => row,
+    }
+}
+
+/// The most of `_all_docs` a list reads (its rows are held whole).
+const ALL_DOCS_MAX: usize = 1 << 30;
+
 /// Rows a list function may hold unread.
 const LIST_ROWS_IN_FLIGHT: usize = 64;
 
 /// Hands a view's rows to a list function as it reads them; stops when it
 /// stops reading. A failure to read them fails the answer.
 async fn feed_rows(
-    mut opened: crate::design::views::OpenedQuery,
+    source: Rows,
     database: Database,
     rows: mpsc::Sender<String>,
 ) -> Result<(), String> {
+    let mut opened = match source {
+        Rows::View(opened) => opened,
+        Rows::Read(read) => {
+            for row in read {
+                if rows.send(ejson::to_string(&row)).await.is_err() {
+                    break;
+                }
+            }
+            return Ok(());
+        }
+    };
     loop {
         let page = opened.next_rows(&database).await.map_err(|e| {
             tracing::warn!(error = ?e, "reading a view for a list function failed");
@@ -308,18 +449,18 @@ async fn feed_rows(
 async fn request_for(
     database: &Database,
     user: &auth::UserCtx,
-    path: &str,
     query: &Query,
     id: Option<&str>,
     request: Request,
 ) -> Result<(axum::http::request::Parts, String), ApiError> {
     let method = request.method().clone();
+    let path = path_as_sent(&request);
     let (headers, body) = parts(request).await?;
     let req = crate::design::request_object(RequestParts {
         database,
         user,
         method: &method,
-        path,
+        path: &path,
         query,
         headers: &headers.headers,
         body,
@@ -329,13 +470,37 @@ async fn request_for(
     Ok((headers, req))
 }
 
+/// The request's path and query string as the client sent them: the
+/// function's `req.path` holds every segment (the document id's too),
+/// `req.raw_path` the text itself.
+fn path_as_sent(request: &Request) -> String {
+    request.uri().path_and_query().map_or_else(
+        || request.uri().path().to_string(),
+        |pq| pq.as_str().to_string(),
+    )
+}
+
+/// CouchDB's 404 for a show, list or update path that names no function
+/// (`_show/`, `_list/name`): after the design document is found.
+async fn invalid_path(database: &Database, ddoc: &str, error: &'static str) -> ApiError {
+    match crate::design::load(database, ddoc).await {
+        Err(missing) => missing,
+        Ok(_) => ApiError::Status {
+            status: StatusCode::NOT_FOUND,
+            error,
+            reason: "Invalid path.".into(),
+        },
+    }
+}
+
 /// `name/doc/id` → the function's name and the document id (which may
 /// hold slashes).
 fn name_and_id(rest: Vec<String>) -> (String, Option<String>) {
     let mut rest = rest.into_iter();
     let name = rest.next().unwrap_or_default();
-    let id: Vec<String> = rest.collect();
-    (name, (!id.is_empty()).then(|| id.join("/")))
+    let id = rest.collect::<Vec<String>>().join("/");
+    // A trailing slash names no document, as in CouchDB.
+    (name, (!id.is_empty()).then_some(id))
 }
 
 /// The stored document, or `null` for one that is missing (the function decides).
@@ -379,15 +544,18 @@ fn respond(
                 reason: "the response's base64 is not valid".into(),
             })?;
         (bytes, "application/binary")
-    } else {
-        let text = match answer.get("body") {
-            Some(Value::String(s)) => s.clone(),
-            Some(Value::Null) | None => String::new(),
-            Some(other) => other.to_string(),
+    } else if let Some(body) = answer.get("body") {
+        let text = match body {
+            Value::String(s) => s.clone(),
+            Value::Null => String::new(),
+            other => other.to_string(),
         };
         (text.into_bytes(), "text/html; charset=utf-8")
+    } else {
+        // No body at all: CouchDB's default type, for an empty body.
+        (Vec::new(), "application/json")
     };
-    let json = content_type == "application/json";
+    let json = answer.get("json").is_some();
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     if !json {
@@ -399,10 +567,22 @@ fn respond(
         axum::http::header::CONTENT_TYPE,
         HeaderValue::from_static(content_type),
     );
+    if !json {
+        // As CouchDB: what a function wrote is sandboxed in browsers; a
+        // policy the function adds can only narrow ours.
+        headers.insert(
+            axum::http::header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static("sandbox"),
+        );
+    }
     if let Some(Value::Object(given)) = answer.get("headers") {
         for (name, value) in given {
             if let Some((name, value)) = function_header(name, value) {
-                headers.insert(name, value);
+                if name == axum::http::header::CONTENT_SECURITY_POLICY {
+                    headers.append(name, value);
+                } else {
+                    headers.insert(name, value);
+                }
             }
         }
     }
@@ -482,6 +662,36 @@ mod tests {
         assert!(function_header("X-Number", &json!(5)).is_none());
         let (name, value) = function_header("X-Kept", &json!("yes")).unwrap();
         assert_eq!((name.as_str(), value.to_str().unwrap()), ("x-kept", "yes"));
+    }
+
+    #[test]
+    fn new_ids_are_written_as_couchdb_writes_them() {
+        let encode =
+            |id: &str| percent_encoding::utf8_percent_encode(id, COUCH_ID_KEPT).to_string();
+        assert_eq!(encode("a/b c"), "a%2Fb%20c");
+        assert_eq!(encode("_design/x.y-z:1"), "_design%2Fx.y-z:1");
+        assert_eq!(encode("é~"), "%C3%A9%7E");
+    }
+
+    #[test]
+    fn a_missing_keys_row_reaches_a_list_as_couchdb_hands_it() {
+        assert_eq!(
+            list_row(json!({"key": "zz", "error": "not_found"})),
+            json!({"id": "error", "key": "zz", "value": "not_found"})
+        );
+        let found = json!({"id": "a", "key": "a", "value": {"rev": "1-x"}});
+        assert_eq!(list_row(found.clone()), found);
+    }
+
+    #[test]
+    fn an_answer_without_a_body_is_empty_json() {
+        let response = respond(&json!({"code": 302}), StatusCode::OK, &[]).unwrap();
+        assert_eq!(response.status(), StatusCode::FOUND);
+        let headers = response.headers();
+        assert_eq!(headers.get("content-type").unwrap(), "application/json");
+        assert_eq!(headers.get("content-security-policy").unwrap(), "sandbox");
+        let json = respond(&json!({"json": {"ok": true}}), StatusCode::OK, &[]).unwrap();
+        assert!(json.headers().get("content-security-policy").is_none());
     }
 
     #[test]
