@@ -180,6 +180,21 @@ async fn filtered_replications_copy_only_what_they_name() {
         .post("/_replicate", json!({"source": "src", "target": "ids", "create_target": true, "doc_ids": ["doc005", "conflicted"]}))
         .await;
     assert_eq!(ids.status, 200, "{}", ids.text);
+    // CouchDB's doc_ids answer has the session's figures at the top too.
+    let answer = ids.json();
+    for field in [
+        "docs_read",
+        "docs_written",
+        "doc_write_failures",
+        "start_time",
+    ] {
+        assert_eq!(
+            answer[field], answer["history"][0][field],
+            "{field}: {answer}"
+        );
+    }
+    assert!(answer["docs_written"].as_u64().unwrap() >= 2, "{answer}");
+    assert!(answer["start_time"].is_string() && answer["end_time"].is_string());
     let feed = c.get("/ids/_changes").await.json();
     let got: Vec<&str> = feed["results"]
         .as_array()
@@ -192,6 +207,10 @@ async fn filtered_replications_copy_only_what_they_name() {
         .post("/_replicate", json!({"source": server.url("/src"), "target": "sel", "create_target": true, "selector": {"n": {"$lt": 3}}}))
         .await;
     assert_eq!(selected.status, 200, "{}", selected.text);
+    assert!(
+        selected.json().get("docs_written").is_none(),
+        "only doc_ids answers carry the flat figures"
+    );
     let rows = c.get("/sel/_all_docs").await.json();
     let got: Vec<&str> = rows["rows"]
         .as_array()
