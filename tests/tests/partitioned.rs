@@ -313,3 +313,60 @@ async fn system_databases_and_purges_without_a_partition_are_refused() {
         json!({"_design/x": [], "_x": [], ":x": []})
     );
 }
+
+/// CouchDB's `[query_server_config]` limits, set through the configuration
+/// API: a partition's queries get `partition_query_limit` rows when they
+/// name no limit and are refused past it; other queries follow
+/// `query_limit`.
+#[tokio::test]
+async fn query_limits_bound_partition_and_global_queries() {
+    let data = TempDir::new("query-limits");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    assert_eq!(c.put("/db?partitioned=true", json!({})).await.status, 201);
+    let docs: Vec<Value> = (0..5)
+        .map(|i| json!({"_id": format!("p:{i}"), "n": i}))
+        .collect();
+    assert_eq!(
+        c.post("/db/_bulk_docs", json!({"docs": docs})).await.status,
+        201
+    );
+    let ddoc = json!({"views": {"n": {"map": "function (d) { emit(d.n, null); }"}}});
+    assert_eq!(c.put("/db/_design/v", ddoc).await.status, 201);
+    let set = c
+        .put(
+            "/_node/_local/_config/query_server_config/partition_query_limit",
+            json!("2"),
+        )
+        .await;
+    assert_eq!(set.status, 200, "{:?}", set.json());
+    let rows = |v: &Value| v["rows"].as_array().map_or(0, Vec::len);
+    for path in [
+        "/db/_partition/p/_all_docs",
+        "/db/_partition/p/_design/v/_view/n",
+    ] {
+        assert_eq!(rows(&c.get(path).await.json()), 2, "{path}");
+        let over = c.get(&format!("{path}?limit=3")).await;
+        assert_eq!(over.status, 400, "{path}");
+        assert_eq!(
+            over.json(),
+            json!({"error": "query_parse_error", "reason": "Limit is too large, must not exceed 2"})
+        );
+        assert_eq!(rows(&c.get(&format!("{path}?limit=1")).await.json()), 1);
+    }
+    assert_eq!(rows(&c.get("/db/_all_docs").await.json()), 6);
+    c.put(
+        "/_node/_local/_config/query_server_config/query_limit",
+        json!("3"),
+    )
+    .await;
+    assert_eq!(rows(&c.get("/db/_all_docs").await.json()), 3);
+    assert_eq!(c.get("/db/_all_docs?limit=4").await.status, 400);
+    let bad = c
+        .put(
+            "/_node/_local/_config/query_server_config/query_limit",
+            json!("lots"),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{:?}", bad.json());
+}

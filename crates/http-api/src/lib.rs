@@ -81,6 +81,12 @@ pub struct Limits {
     /// Most items in one request: documents of `_bulk_docs` and
     /// `_bulk_get`, revisions of `_revs_diff`, `keys`, `doc_ids`.
     pub max_bulk_items: usize,
+    /// Most rows a view or `_all_docs` query may ask for, and what one
+    /// that names no `limit` gets (CouchDB's `query_limit`; `None`: no
+    /// limit).
+    pub query_limit: Option<u64>,
+    /// The same for the queries of one partition (`partition_query_limit`).
+    pub partition_query_limit: Option<u64>,
 }
 
 impl Default for Limits {
@@ -90,6 +96,8 @@ impl Default for Limits {
             max_attachments_per_document: 10_000,
             max_attachment_name_length: 8192,
             max_bulk_items: 1_000_000,
+            query_limit: None,
+            partition_query_limit: None,
         }
     }
 }
@@ -104,6 +112,28 @@ impl Limits {
             )));
         }
         Ok(())
+    }
+
+    /// A query's row limit as CouchDB applies it: the configured limit
+    /// (of partitions, for a partition's query) when none is asked, and
+    /// `query_parse_error` when more is asked.
+    pub(crate) fn query_rows(
+        &self,
+        asked: Option<u64>,
+        partition: bool,
+    ) -> Result<Option<u64>, error::ApiError> {
+        let most = if partition {
+            self.partition_query_limit
+        } else {
+            self.query_limit
+        };
+        match (asked, most) {
+            (Some(n), Some(most)) if n > most => Err(base::params::query_parse_error(format!(
+                "Limit is too large, must not exceed {most}"
+            ))),
+            (None, most) => Ok(most),
+            (asked, _) => Ok(asked),
+        }
     }
 
     /// `illegal_docid` for an id over `max_document_id_length`, as CouchDB.

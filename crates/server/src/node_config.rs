@@ -52,6 +52,12 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
         "replicator_ssl_trusted_certificates_file",
     ),
     ("couchdb", "max_document_size", "max_document_size"),
+    ("query_server_config", "query_limit", "query_limit"),
+    (
+        "query_server_config",
+        "partition_query_limit",
+        "partition_query_limit",
+    ),
     ("couchdb", "max_dbs_open", "max_dbs_open"),
     ("couchdb", "os_process_timeout", "os_process_timeout"),
     ("couchdb", "default_security", "default_security"),

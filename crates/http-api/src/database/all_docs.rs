@@ -103,6 +103,10 @@ pub(crate) async fn all_docs_in(
     partition: Option<String>,
 ) -> Result<Response, ApiError> {
     let (database, mut options) = listing(&state, &db, &query, request).await?;
+    let asked = (options.query.limit != usize::MAX).then_some(options.query.limit as u64);
+    if let Some(limit) = state.config.limits.query_rows(asked, partition.is_some())? {
+        options.query.limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    }
     if let Some(keys) = options.keys {
         return all_docs_by_keys(database, keys, &options.query, options.update_seq).await;
     }

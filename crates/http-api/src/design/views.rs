@@ -305,6 +305,11 @@ pub(crate) async fn open_query(
     };
     let mut q = params.view_query()?;
     q.partition = asked.partition.map(str::to_string);
+    let rows = state.config.limits.query_rows(
+        q.limit.map(|n| n as u64),
+        q.partition.is_some() && group.is_partitioned(),
+    )?;
+    q.limit = rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     let include_docs = params.flag("include_docs")?.unwrap_or(false);
     let doc_options = GetOptions {
         conflicts: params.flag("conflicts")?.unwrap_or(false),

@@ -66,6 +66,12 @@ pub struct Config {
     /// Most items in one request (`_bulk_docs` and `_bulk_get` documents,
     /// `_revs_diff` revisions, `keys`, `doc_ids`).
     pub max_bulk_items: usize,
+    /// Most rows a view or `_all_docs` query may ask for, and what it gets
+    /// without a `limit` (CouchDB's `[query_server_config] query_limit`):
+    /// a number, or `infinity`.
+    pub query_limit: String,
+    /// The same for queries of one partition (`partition_query_limit`).
+    pub partition_query_limit: String,
     /// Largest attachment in bytes; larger ones get 413
     /// `attachment_too_large` (CouchDB's default: 1 GiB).
     pub max_attachment_size: u64,
@@ -332,6 +338,8 @@ impl Config {
                 max_attachments_per_document: self.max_attachments_per_document,
                 max_attachment_name_length: self.max_attachment_name_length,
                 max_bulk_items: self.max_bulk_items,
+                query_limit: query_limit_of(&self.query_limit),
+                partition_query_limit: query_limit_of(&self.partition_query_limit),
             },
             auth: http_api::AuthConfig {
                 admins: Vec::new(),
@@ -539,6 +547,16 @@ impl Config {
                     .into(),
             );
         }
+        for (name, value) in [
+            ("query_limit", &self.query_limit),
+            ("partition_query_limit", &self.partition_query_limit),
+        ] {
+            if value != "infinity" && value.parse::<u64>().is_err() {
+                return Err(format!(
+                    "invalid configuration: setting `{name}`: a number of rows, or `infinity`; got {value:?}"
+                ));
+            }
+        }
         if self.time_seq_resolution == 0 || self.auto_purge_interval_ms == 0 {
             return Err(
                 "invalid configuration: settings `time_seq_resolution` and `auto_purge_interval_ms`: must be positive"
@@ -702,6 +720,8 @@ impl Default for Config {
             max_attachments_per_document: limits.max_attachments_per_document,
             max_attachment_name_length: limits.max_attachment_name_length,
             max_bulk_items: limits.max_bulk_items,
+            query_limit: "infinity".into(),
+            partition_query_limit: "infinity".into(),
             durability: DurabilityMode::Full,
             max_dbs_open: store::DEFAULT_MAX_DBS_OPEN,
             cors_enabled: false,
@@ -909,3 +929,9 @@ pub fn redact_url(text: &str) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// A query limit as CouchDB writes it: a number of rows, or `infinity`
+/// (none).
+fn query_limit_of(text: &str) -> Option<u64> {
+    text.parse().ok()
+}
