@@ -353,3 +353,25 @@ async fn a_normal_feed_is_tagged_and_answers_304_until_the_database_changes() {
     let longpoll = c.get("/db/_changes?feed=longpoll&since=0").await;
     assert_eq!(longpoll.header("etag"), None);
 }
+
+/// `max_http_request_size` bounds a POSTed `_changes` body as it bounds
+/// every request, with CouchDB's 413.
+#[tokio::test]
+async fn a_changes_body_over_the_request_size_is_too_large() {
+    let (_d, _s, c) = start().await;
+    let set = c
+        .put("/_node/_local/_config/chttpd/max_http_request_size", json!("16"))
+        .await;
+    assert_eq!(set.status, 200);
+    let reply = c
+        .post(
+            "/db/_changes?filter=_doc_ids",
+            json!({"doc_ids": ["doc1", "doc3", "doc4"]}),
+        )
+        .await;
+    assert_eq!(reply.status, 413);
+    assert_eq!(
+        reply.json(),
+        json!({"error": "too_large", "reason": "the request entity is too large"})
+    );
+}

@@ -50,11 +50,13 @@ pub async fn read_json_object(
 /// to `max_json_body_size` (413) and its values are counted before the
 /// tree is built: a body of tiny values (`[0,0,...]`) would otherwise take
 /// many times its size. Past four values per `max_bulk_items` it is a 400.
+/// `max_http_request_size` bounds it too, as it bounds every request.
 pub async fn read_json_body(
     body: Body,
     config: &crate::ApiConfig,
 ) -> Result<Option<Value>, ApiError> {
-    let bytes = read_body(body, config.max_json_body_size).await?;
+    let limit = config.max_json_body_size.min(config.max_http_request_size);
+    let bytes = read_body(body, limit).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
