@@ -360,7 +360,10 @@ async fn a_normal_feed_is_tagged_and_answers_304_until_the_database_changes() {
 async fn a_changes_body_over_the_request_size_is_too_large() {
     let (_d, _s, c) = start().await;
     let set = c
-        .put("/_node/_local/_config/chttpd/max_http_request_size", json!("16"))
+        .put(
+            "/_node/_local/_config/chttpd/max_http_request_size",
+            json!("16"),
+        )
         .await;
     assert_eq!(set.status, 200);
     let reply = c

@@ -222,3 +222,31 @@ async fn cors_is_off_by_default_and_answers_configured_origins() {
         .await;
     assert!(other.header("access-control-allow-origin").is_none());
 }
+
+/// A `_revs_limit` lowered after documents were written cuts their history
+/// when the database is compacted, as CouchDB's compaction stems trees.
+#[tokio::test]
+async fn compaction_stems_history_to_the_revs_limit() {
+    let (_d, _s, c) = start().await;
+    c.put("/stem", json!({})).await;
+    let mut rev = c.put("/stem/d", json!({})).await.json()["rev"].clone();
+    for _ in 0..4 {
+        rev = c.put("/stem/d", json!({"_rev": rev})).await.json()["rev"].clone();
+    }
+    let history = async || {
+        c.get("/stem/d?revs=true").await.json()["_revisions"]["ids"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    assert_eq!(history().await, 5);
+    let set = c.put("/stem/_revs_limit", json!(2)).await;
+    assert_eq!(set.status, 200);
+    assert_eq!(history().await, 5, "applies from compaction on");
+    let compact = c.post("/stem/_compact", json!({})).await;
+    assert_eq!(compact.status, 202);
+    assert!(recliner_tests::eventually(10, async || history().await == 2).await);
+    // The document is still whole and writable.
+    let doc = c.get("/stem/d").await.json();
+    assert_eq!(doc["_rev"], rev);
+    assert_eq!(c.put("/stem/d", json!({"_rev": rev})).await.status, 201);
+}

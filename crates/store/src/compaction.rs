@@ -1,6 +1,7 @@
 //! Compaction: drop what no reader can ask for any more — bodies of
-//! revisions that are no longer leaves, attachment bytes no stored revision
-//! refers to, abandoned uploads — and give the freed pages back.
+//! revisions that are no longer leaves, history past `_revs_limit` (as
+//! CouchDB stems trees when it compacts), attachment bytes no stored
+//! revision refers to, abandoned uploads — and give the freed pages back.
 //!
 //! It runs as a series of small writes (a batch of documents each), so
 //! ordinary writes interleave with it instead of waiting for the end.
@@ -62,7 +63,7 @@ impl Database {
             }
             let next = self
                 .write(DOCS_PER_STEP as usize, move |ctx| {
-                    drop_old_bodies(ctx.rows, after_key)
+                    drop_old_bodies(ctx.rows, after_key, ctx.state.revs_limit)
                 })
                 .await?;
             match next {
@@ -98,16 +99,26 @@ impl Database {
     }
 }
 
-/// Drops the bodies of non-leaf revisions for the next batch of documents
-/// after `after_key`; returns the last key seen and the bodies kept beyond
-/// one per document (conflicts' leaves), or `None` when done.
-fn drop_old_bodies(rows: &dyn WriteRows, after_key: i64) -> Result<Option<(i64, u64)>, StoreError> {
+/// Stems the trees of the next batch of documents after `after_key` to
+/// `revs_limit` and drops the bodies of non-leaf revisions; returns the
+/// last key seen and the bodies kept beyond one per document (conflicts'
+/// leaves), or `None` when done.
+fn drop_old_bodies(
+    rows: &dyn WriteRows,
+    after_key: i64,
+    revs_limit: u32,
+) -> Result<Option<(i64, u64)>, StoreError> {
     let batch = rows.docs_after(after_key, DOCS_PER_STEP)?;
     let Some(last) = batch.last().map(|(k, _, _)| *k) else {
         return Ok(None);
     };
     let mut extra_leaves = 0u64;
     for (key, _id, mut tree) in batch {
+        // History past the limit (lowered since the document was written).
+        let stemmed = tree.stem(revs_limit);
+        for rev in &stemmed {
+            rows.drop_revision(key, rev)?;
+        }
         let leaves: HashSet<_> = tree.leaves().into_iter().map(|l| l.rev).collect();
         let stored_leaves = leaves
             .iter()
@@ -120,6 +131,9 @@ fn drop_old_bodies(rows: &dyn WriteRows, after_key: i64) -> Result<Option<(i64, 
             .cloned()
             .collect();
         if old.is_empty() {
+            if !stemmed.is_empty() {
+                rows.set_tree(key, &tree)?;
+            }
             continue;
         }
         for rev in &old {
