@@ -35,6 +35,18 @@ pub struct HistoryEntry {
     pub doc_write_failures: u64,
 }
 
+impl HistoryEntry {
+    /// The session's figures CouchDB also puts at the top of a `doc_ids`
+    /// replication's answer.
+    pub fn put_figures(&self, answer: &mut Value) {
+        answer["start_time"] = Value::from(self.start_time.clone());
+        answer["end_time"] = Value::from(self.end_time.clone());
+        answer["docs_read"] = Value::from(self.docs_read);
+        answer["docs_written"] = Value::from(self.docs_written);
+        answer["doc_write_failures"] = Value::from(self.doc_write_failures);
+    }
+}
+
 /// The checkpoint document (without `_id`/`_rev`), as CouchDB writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReplicationLog {

@@ -479,18 +479,9 @@ pub async fn run_parking(
     });
     // A `doc_ids` replication's answer also carries its session's figures
     // at the top, as CouchDB's does.
-    if matches!(spec.filter, crate::spec::ChangesFilter::DocIds(_))
-        && let Some(session) = history.first().and_then(|h| serde_json::to_value(h).ok())
+    if let (crate::spec::ChangesFilter::DocIds(_), Some(session)) = (&spec.filter, history.first())
     {
-        for field in [
-            "start_time",
-            "end_time",
-            "docs_read",
-            "docs_written",
-            "doc_write_failures",
-        ] {
-            answer[field] = session[field].clone();
-        }
+        session.put_figures(&mut answer);
     }
     answer["history"] = serde_json::to_value(&history).unwrap_or_default();
     Ok(RunEnd::Log(answer))
