@@ -481,3 +481,38 @@ async fn with_cors_a_preflight_is_answered_before_any_function() {
             .starts_with("CouchDB/3.5.0 Recliner/")
     );
 }
+
+/// A list over `_all_docs` holds its rows whole, so they are bounded as
+/// any JSON held whole (`max_json_body_size`): more is a clear 400, and a
+/// smaller page of the same rows is listed.
+#[tokio::test]
+async fn a_list_over_all_docs_is_bounded_by_the_json_body_size() {
+    let data = TempDir::new("render-all-docs-bound");
+    let server =
+        TestServer::start_with_env(data.path(), &[], &[("RECLINER_MAX_JSON_BODY_SIZE", "4096")]);
+    let c = Client::new(&server);
+    c.put("/db", json!({})).await;
+    let list = "function (head, req) { var n = 0; while (getRow()) { n++; } return String(n); }";
+    let ddoc = json!({"lists": {"count": list}});
+    assert_eq!(c.put("/db/_design/t", ddoc).await.status, 201);
+    let docs: Vec<_> = (0..100)
+        .map(|i| json!({"_id": format!("doc{i:03}"), "pad": "x".repeat(100)}))
+        .collect();
+    assert_eq!(
+        c.post("/db/_bulk_docs", json!({"docs": docs})).await.status,
+        201
+    );
+    let all = c
+        .get("/db/_design/t/_list/count/_all_docs?include_docs=true")
+        .await;
+    assert_eq!(all.status, 400, "{}", all.text);
+    assert!(
+        all.json()["reason"]
+            .as_str()
+            .unwrap()
+            .contains("max_json_body_size")
+    );
+    let page = c.get("/db/_design/t/_list/count/_all_docs?limit=5").await;
+    assert_eq!(page.status, 200, "{}", page.text);
+    assert_eq!(page.text, "5");
+}

@@ -377,9 +377,16 @@ async fn all_docs_rows(
         asked,
     )
     .await?;
-    let bytes = axum::body::to_bytes(answer.into_body(), ALL_DOCS_MAX)
+    // Held whole and then as a tree: bounded as any JSON body held whole.
+    let most = usize::try_from(state.config.max_json_body_size).unwrap_or(usize::MAX);
+    let bytes = axum::body::to_bytes(answer.into_body(), most)
         .await
-        .map_err(|e| ApiError::Internal(format!("reading _all_docs for a list: {e}")))?;
+        .map_err(|_| {
+            ApiError::bad_request(format!(
+                "_all_docs for a list is larger than max_json_body_size ({most} bytes): \
+                 ask for fewer rows (limit, a key range, keys)"
+            ))
+        })?;
     let Ok(Value::Object(mut head)) = ejson::from_slice(&bytes) else {
         return Err(ApiError::Internal(
             "_all_docs for a list is not an object".into(),
@@ -405,9 +412,6 @@ fn list_row(row: Value) -> Value {
         _ => row,
     }
 }
-
-/// The most of `_all_docs` a list reads (its rows are held whole).
-const ALL_DOCS_MAX: usize = 1 << 30;
 
 /// Rows a list function may hold unread.
 const LIST_ROWS_IN_FLIGHT: usize = 64;
