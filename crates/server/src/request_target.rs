@@ -19,9 +19,10 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// Heads longer than this are not inspected: the HTTP stack refuses them
-/// anyway (its own limit is lower).
-const HEAD_LIMIT: usize = 1024 * 1024;
+/// Heads longer than this are not inspected (a connection holds at most
+/// this much of one): the HTTP stack refuses a head past about 408 KiB
+/// anyway, so this holds no more than it would.
+const HEAD_LIMIT: usize = 416 * 1024;
 
 /// Wraps every connection a listener accepts in [`LenientTarget`].
 pub struct LenientListener<L>(pub L);
