@@ -289,17 +289,9 @@ pub fn parse_time(text: &str) -> Option<Result<i64, InvalidTime>> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InvalidTime;
 
-/// `YYYY-MM-DDTHH:MM:SSZ` of a Unix time.
+/// `YYYY-MM-DDTHH:MM:SSZ` of a Unix time (the wire's one date writer).
 pub fn format_time(time: u64) -> String {
-    let days = (time / 86_400) as i64;
-    let secs = time % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
+    wire::time::rfc3339(std::time::UNIX_EPOCH + std::time::Duration::from_secs(time))
 }
 
 fn is_leap(year: i64) -> bool {
@@ -324,20 +316,6 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let doy = (153 * mp + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
-}
-
-/// The date of a day counted from 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 impl Database {
