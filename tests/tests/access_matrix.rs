@@ -230,6 +230,22 @@ fn special_rows(other: &str) -> Vec<Row> {
             Some(json!(1000)),
             [401, 403, 403, 200, 200],
         ),
+        // CouchDB's next release: changing these is an admin's (an
+        // automatic purge loses data).
+        stricter(
+            "PUT",
+            "/{db}/_auto_purge",
+            Some(json!({"deleted_document_ttl": "3_mon"})),
+            [401, 403, 403, 201, 201],
+        ),
+        stricter("DELETE", "/{db}/_time_seq", None, [401, 403, 403, 200, 200]),
+        stricter("GET", "/_reshard", None, SERVER_ADMIN),
+        stricter(
+            "PUT",
+            "/_reshard/state",
+            Some(json!({"state": "running"})),
+            SERVER_ADMIN,
+        ),
         stricter(
             "POST",
             "/_replicate",
