@@ -13,6 +13,7 @@ pub mod attachments;
 pub mod common;
 pub mod compaction;
 pub mod databases;
+pub mod doc_access;
 pub mod documents;
 pub mod feeds;
 pub mod health;
@@ -42,7 +43,7 @@ pub trait Place: std::fmt::Debug {
     fn keeps_db_files(&self) -> bool;
 }
 
-/// One test per case of the suite (51 of them, in modules named after
+/// One test per case of the suite (in modules named after
 /// their groups), on the backend `$open()` returns (`Option<impl Backend>`:
 /// `None` skips every test). The calling crate needs `tokio` (with
 /// `macros` and `rt-multi-thread`) among its dev-dependencies.
@@ -303,6 +304,45 @@ macro_rules! conformance_tests {
             async fn block_reductions_are_kept_until_the_block_changes() {
                 let Some(backend) = $open() else { return };
                 $crate::index::block_reductions_are_kept_until_the_block_changes(&backend).await;
+            }
+        }
+        pub mod doc_access {
+            #[allow(unused_imports)]
+            use super::*;
+            #[tokio::test]
+            async fn a_user_reads_only_documents_that_name_them_or_their_roles() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::a_user_reads_only_documents_that_name_them_or_their_roles(&backend).await;
+            }
+            #[tokio::test]
+            async fn a_users_feed_starts_where_they_left_it() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::a_users_feed_starts_where_they_left_it(&backend).await;
+            }
+            #[tokio::test]
+            async fn a_deletion_reaches_those_who_saw_the_document() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::a_deletion_reaches_those_who_saw_the_document(&backend).await;
+            }
+            #[tokio::test]
+            async fn a_revoked_user_gets_a_tombstone_that_never_enters_the_tree() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::a_revoked_user_gets_a_tombstone_that_never_enters_the_tree(&backend).await;
+            }
+            #[tokio::test]
+            async fn revocation_through_a_role_and_a_name_is_decided_by_what_is_left() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::revocation_through_a_role_and_a_name_is_decided_by_what_is_left(&backend).await;
+            }
+            #[tokio::test]
+            async fn local_documents_are_read_by_those_they_name() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::local_documents_are_read_by_those_they_name(&backend).await;
+            }
+            #[tokio::test]
+            async fn the_access_index_is_kept_with_each_write_and_survives_a_restart() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::the_access_index_is_kept_with_each_write_and_survives_a_restart(&backend).await;
             }
         }
         pub mod local_docs {

@@ -22,6 +22,8 @@ use store::{PartitionInfo, StoreError, digest_of, partition_range};
 
 use crate::conn::{PgConn, pg};
 
+mod access;
+
 /// Rows read per query of a scan.
 const SCAN_PAGE: u64 = 500;
 
@@ -71,22 +73,27 @@ fn doc_columns(with_bodies: bool) -> &'static str {
 }
 
 fn doc_row(row: &Row, with_body: bool) -> Result<(String, DocRow), StoreError> {
-    let id: String = get(row, 0)?;
-    let tree: Vec<u8> = get(row, 3)?;
+    doc_row_at(row, 0, with_body)
+}
+
+/// [`doc_row`] of columns that start at `at`.
+fn doc_row_at(row: &Row, at: usize, with_body: bool) -> Result<(String, DocRow), StoreError> {
+    let id: String = get(row, at)?;
+    let tree: Vec<u8> = get(row, at + 3)?;
     let winner_body = if with_body {
-        match get::<Option<Vec<u8>>>(row, 6)? {
-            Some(body) => Some((body_text(body, get(row, 7)?)?, get(row, 8)?)),
+        match get::<Option<Vec<u8>>>(row, at + 6)? {
+            Some(body) => Some((body_text(body, get(row, at + 7)?)?, get(row, at + 8)?)),
             None => None,
         }
     } else {
         None
     };
     let doc = DocRow {
-        key: get(row, 1)?,
-        seq: get::<i64>(row, 2)?.max(0) as u64,
+        key: get(row, at + 1)?,
+        seq: get::<i64>(row, at + 2)?.max(0) as u64,
         tree: decode_tree(&id, &tree)?,
-        winner: get(row, 4)?,
-        winner_row: get(row, 5)?,
+        winner: get(row, at + 4)?,
+        winner_row: get(row, at + 5)?,
         winner_body,
     };
     Ok((id, doc))
@@ -480,6 +487,10 @@ impl WriteRows for PgRows<'_> {
             "DELETE FROM recliner_docs WHERE db_id = $1 AND doc_key = $2",
             &[&self.db_id, &key],
         )?;
+        self.execute(
+            "DELETE FROM recliner_access WHERE db_id = $1 AND doc_key = $2",
+            &[&self.db_id, &key],
+        )?;
         Ok(())
     }
 
@@ -615,6 +626,28 @@ impl WriteRows for PgRows<'_> {
     fn reclaim_space(&self) -> Result<(), StoreError> {
         // PostgreSQL's autovacuum reuses the space of deleted rows.
         Ok(())
+    }
+
+    fn revision_text(&self, key: i64, rev: &RevId) -> Result<Option<String>, StoreError> {
+        match self.query_opt(
+            "SELECT body, snappy FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND rev = $3",
+            &[&self.db_id, &key, &rev.to_string()],
+        )? {
+            Some(row) => Ok(Some(body_text(get(&row, 0)?, get(&row, 1)?)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn access_rows(&self, key: i64) -> Result<Vec<store::backend::AccessRow>, StoreError> {
+        self.read_access_rows(key)
+    }
+
+    fn set_access_rows(
+        &self,
+        key: i64,
+        rows: &[store::backend::AccessRow],
+    ) -> Result<(), StoreError> {
+        self.write_access_rows(key, rows)
     }
 }
 
@@ -862,5 +895,47 @@ impl ReadRows for PgRows<'_> {
             file: active,
             active,
         })
+    }
+
+    fn access_rows(&self, key: i64) -> Result<Vec<store::backend::AccessRow>, StoreError> {
+        self.read_access_rows(key)
+    }
+
+    fn access_changes(
+        &self,
+        principals: &[String],
+        since: u64,
+        descending: bool,
+        limit: u64,
+        with_bodies: bool,
+        each: &mut store::backend::AccessVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        self.scan_access_changes(principals, since, descending, limit, with_bodies, each)
+    }
+
+    fn access_count_changes_after(
+        &self,
+        principals: &[String],
+        seq: u64,
+    ) -> Result<u64, StoreError> {
+        self.count_access_changes_after(principals, seq)
+    }
+
+    fn access_live_docs(
+        &self,
+        principals: &[String],
+        page: &IdPage<'_>,
+        each: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        self.scan_access_live_docs(principals, page, each)
+    }
+
+    fn access_count_live(
+        &self,
+        principals: &[String],
+        lo: &Bound<String>,
+        hi: &Bound<String>,
+    ) -> Result<u64, StoreError> {
+        self.count_access_live(principals, lo, hi)
     }
 }

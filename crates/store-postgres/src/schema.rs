@@ -109,6 +109,20 @@ CREATE TABLE recliner_node_state (
     PRIMARY KEY (node, key)
 );
 "#,
+    // The access index of databases with per-document access (see
+    // `store::doc_access`).
+    r#"
+CREATE TABLE recliner_access (
+    db_id     bigint NOT NULL REFERENCES recliner_dbs ON DELETE CASCADE,
+    principal text COLLATE "C" NOT NULL,
+    doc_key   bigint NOT NULL,
+    seq       bigint NOT NULL,
+    gone      text,
+    PRIMARY KEY (db_id, principal, doc_key)
+);
+CREATE INDEX recliner_access_by_seq ON recliner_access (db_id, principal, seq);
+CREATE INDEX recliner_access_by_doc ON recliner_access (db_id, doc_key);
+"#,
 ];
 
 /// A number no other program's advisory lock is likely to use: held while

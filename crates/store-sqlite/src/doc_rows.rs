@@ -33,14 +33,19 @@ pub(super) use store::backend::decode_tree;
 
 /// Reads a row selected with [`DOC_COLUMNS`].
 pub(super) fn doc_row(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreError> {
-    let id: String = r.get(0)?;
-    let tree: Vec<u8> = r.get(3)?;
+    doc_row_at(r, 0)
+}
+
+/// [`doc_row`] of columns that start at `at`.
+pub(super) fn doc_row_at(r: &rusqlite::Row<'_>, at: usize) -> Result<(String, DocRow), StoreError> {
+    let id: String = r.get(at)?;
+    let tree: Vec<u8> = r.get(at + 3)?;
     let row = DocRow {
-        key: r.get(1)?,
-        seq: r.get::<_, i64>(2)? as u64,
+        key: r.get(at + 1)?,
+        seq: r.get::<_, i64>(at + 2)? as u64,
         tree: decode_tree(&id, &tree)?,
-        winner: r.get(4)?,
-        winner_row: r.get(5)?,
+        winner: r.get(at + 4)?,
+        winner_row: r.get(at + 5)?,
         winner_body: None,
     };
     Ok((id, row))
@@ -48,10 +53,18 @@ pub(super) fn doc_row(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreEr
 
 /// Reads a row selected with [`DOC_COLUMNS_WITH_BODY`].
 pub(super) fn doc_row_with_body(r: &rusqlite::Row<'_>) -> Result<(String, DocRow), StoreError> {
-    let (id, mut row) = doc_row(r)?;
-    let body: Option<BodyText> = r.get(6)?;
+    doc_row_with_body_at(r, 0)
+}
+
+/// [`doc_row_with_body`] of columns that start at `at`.
+pub(super) fn doc_row_with_body_at(
+    r: &rusqlite::Row<'_>,
+    at: usize,
+) -> Result<(String, DocRow), StoreError> {
+    let (id, mut row) = doc_row_at(r, at)?;
+    let body: Option<BodyText> = r.get(at + 6)?;
     row.winner_body = body
-        .map(|BodyText(b)| Ok::<_, rusqlite::Error>((b, r.get(7)?)))
+        .map(|BodyText(b)| Ok::<_, rusqlite::Error>((b, r.get(at + 7)?)))
         .transpose()?;
     Ok((id, row))
 }

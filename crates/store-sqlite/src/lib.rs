@@ -3,6 +3,7 @@
 //! own beside `store-postgres`, so that the store knows CouchDB's rules and
 //! not its backends; the server chooses one.
 
+mod access_rows;
 mod blobs;
 mod body_sql;
 pub(crate) mod checkpoint;

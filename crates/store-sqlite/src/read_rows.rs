@@ -220,4 +220,54 @@ impl ReadRows for Rows<'_> {
         };
         Ok(StorageSizes { file, active })
     }
+
+    fn access_rows(&self, key: i64) -> Result<Vec<store::backend::AccessRow>, StoreError> {
+        crate::access_rows::access_rows(self, key)
+    }
+
+    fn access_changes(
+        &self,
+        principals: &[String],
+        since: u64,
+        descending: bool,
+        limit: u64,
+        with_bodies: bool,
+        each: &mut store::backend::AccessVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        crate::access_rows::access_changes(
+            self,
+            principals,
+            since,
+            descending,
+            limit,
+            with_bodies,
+            each,
+        )
+    }
+
+    fn access_count_changes_after(
+        &self,
+        principals: &[String],
+        seq: u64,
+    ) -> Result<u64, StoreError> {
+        crate::access_rows::access_count_changes_after(self, principals, seq)
+    }
+
+    fn access_live_docs(
+        &self,
+        principals: &[String],
+        page: &IdPage<'_>,
+        each: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        crate::access_rows::access_live_docs(self, principals, page, each)
+    }
+
+    fn access_count_live(
+        &self,
+        principals: &[String],
+        lo: &Bound<String>,
+        hi: &Bound<String>,
+    ) -> Result<u64, StoreError> {
+        crate::access_rows::access_count_live(self, principals, lo, hi)
+    }
 }

@@ -13,8 +13,8 @@ use store::Durability;
 
 /// Bumped whenever the schema changes; `migrate` brings older files forward
 /// (every table is created `IF NOT EXISTS`, so an older file gains the
-/// tables it lacks). 2 added `purge_infos`.
-pub const SCHEMA_VERSION: i64 = 2;
+/// tables it lacks). 2 added `purge_infos`, 3 `doc_access`.
+pub const SCHEMA_VERSION: i64 = 3;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS db_meta (
@@ -84,6 +84,20 @@ CREATE TABLE IF NOT EXISTS purge_infos (
     doc_id    TEXT NOT NULL,
     revs      TEXT NOT NULL
 );
+
+-- The access index of a database with per-document access: one row per
+-- user name or role a document's winner names (`gone` NULL), at the
+-- document's sequence, or that lost it (`gone`: the leaves it may hold,
+-- as a JSON array), at the sequence it was lost. Empty in other databases.
+CREATE TABLE IF NOT EXISTS doc_access (
+    principal TEXT NOT NULL,
+    doc_key   INTEGER NOT NULL,
+    seq       INTEGER NOT NULL,
+    gone      TEXT,
+    PRIMARY KEY (principal, doc_key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS doc_access_by_seq ON doc_access (principal, seq);
+CREATE INDEX IF NOT EXISTS doc_access_by_doc ON doc_access (doc_key);
 ";
 
 /// Applies the per-connection settings every connection needs.

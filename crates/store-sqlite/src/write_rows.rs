@@ -183,6 +183,8 @@ impl WriteRows for Rows<'_> {
             .execute([key])?;
         self.prepare_cached("DELETE FROM docs WHERE doc_key = ?1")?
             .execute([key])?;
+        self.prepare_cached("DELETE FROM doc_access WHERE doc_key = ?1")?
+            .execute([key])?;
         Ok(())
     }
 
@@ -286,5 +288,25 @@ impl WriteRows for Rows<'_> {
         let mut steps = vacuum.query([])?;
         while steps.next()?.is_some() {}
         Ok(())
+    }
+
+    fn revision_text(&self, key: i64, rev: &RevId) -> Result<Option<String>, StoreError> {
+        let text: Option<crate::body_sql::BodyText> = self
+            .prepare_cached("SELECT body FROM revs WHERE doc_key = ?1 AND rev = ?2")?
+            .query_row(params![key, rev.to_string()], |r| r.get(0))
+            .optional()?;
+        Ok(text.map(|crate::body_sql::BodyText(body)| body))
+    }
+
+    fn access_rows(&self, key: i64) -> Result<Vec<store::backend::AccessRow>, StoreError> {
+        crate::access_rows::access_rows(self, key)
+    }
+
+    fn set_access_rows(
+        &self,
+        key: i64,
+        rows: &[store::backend::AccessRow],
+    ) -> Result<(), StoreError> {
+        crate::access_rows::set_access_rows(self, key, rows)
     }
 }

@@ -172,7 +172,40 @@ pub trait WriteRows {
     fn delete_unfiled_chunks(&self) -> Result<(), StoreError>;
     /// Compaction's last step: gives freed space back, where the backend can.
     fn reclaim_space(&self) -> Result<(), StoreError>;
+    /// The stored JSON text of one revision's body, if kept.
+    fn revision_text(&self, key: i64, rev: &RevId) -> Result<Option<String>, StoreError>;
+    /// A document's rows of the access index (databases with per-document
+    /// access only).
+    fn access_rows(&self, key: i64) -> Result<Vec<AccessRow>, StoreError>;
+    /// Replaces a document's rows of the access index.
+    fn set_access_rows(&self, key: i64, rows: &[AccessRow]) -> Result<(), StoreError>;
 }
+
+/// One row of a database's access index: who (a user name or a role, as
+/// written in `_access`) may see a document, at the sequence the row
+/// changed. A row with `gone` says that principal lost the document at
+/// `seq`: it holds the JSON array of the leaves it may still have (see
+/// `store::doc_access`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessRow {
+    pub principal: String,
+    pub seq: u64,
+    pub gone: Option<String>,
+}
+
+/// A row of a user's changes feed from the access index: the document
+/// (as [`ReadRows::changes`] gives it) and, when the user lost it, the
+/// leaves they may hold (`gone`, as in [`AccessRow`]) at `seq`.
+#[derive(Debug)]
+pub struct AccessChange {
+    pub seq: u64,
+    pub id: String,
+    pub gone: Option<String>,
+    pub row: DocRow,
+}
+
+/// Takes the rows of a user's feed one by one.
+pub type AccessVisitor<'a> = dyn FnMut(AccessChange) -> Result<(), StoreError> + 'a;
 
 /// One purge request as recorded: its purge sequence, a uuid, the
 /// document id and the revisions asked for (JSON text).
@@ -291,6 +324,41 @@ pub trait ReadRows {
     /// Counts and body bytes of a partition's documents.
     fn partition_counts(&self, partition: &str) -> Result<crate::PartitionInfo, StoreError>;
     fn storage_sizes(&self) -> Result<StorageSizes, StoreError>;
+    /// A document's rows of the access index.
+    fn access_rows(&self, key: i64) -> Result<Vec<AccessRow>, StoreError>;
+    /// A user's changes (`principals`: their name and roles), each
+    /// document once at its latest row for any of them: present rows
+    /// first when several share that sequence. After `since` ascending,
+    /// or before it descending (0: from the newest).
+    fn access_changes(
+        &self,
+        principals: &[String],
+        since: u64,
+        descending: bool,
+        limit: u64,
+        with_bodies: bool,
+        each: &mut AccessVisitor<'_>,
+    ) -> Result<(), StoreError>;
+    /// How many documents of a user's feed changed after `seq`.
+    fn access_count_changes_after(
+        &self,
+        principals: &[String],
+        seq: u64,
+    ) -> Result<u64, StoreError>;
+    /// A page of the live documents a user may read, in id order.
+    fn access_live_docs(
+        &self,
+        principals: &[String],
+        page: &IdPage<'_>,
+        each: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError>;
+    /// How many live documents within the bounds a user may read.
+    fn access_count_live(
+        &self,
+        principals: &[String],
+        lo: &Bound<String>,
+        hi: &Bound<String>,
+    ) -> Result<u64, StoreError>;
 }
 
 /// The databases of a server, wherever they are kept.
@@ -326,6 +394,8 @@ pub struct NewDb<'a> {
     pub q: u32,
     /// The `_security` object it starts with, as JSON text.
     pub security: &'a str,
+    /// `?access=true`: each document is for the users its `_access` names.
+    pub access: bool,
 }
 
 /// One open database in a backend.
@@ -414,6 +484,9 @@ pub fn new_db_meta(setup: &NewDb<'_>) -> Vec<(&'static str, String)> {
     ];
     if setup.partitioned {
         meta.push(("partitioned", "true".to_string()));
+    }
+    if setup.access {
+        meta.push(("access", "true".to_string()));
     }
     if setup.q != 1 {
         meta.push(("q", setup.q.to_string()));

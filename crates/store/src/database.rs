@@ -20,6 +20,10 @@ use crate::{StoreError, StoreOptions};
 #[derive(Clone)]
 pub struct Database {
     inner: Arc<DbInner>,
+    /// Set on a handle for one user of a database with per-document
+    /// access: their name and roles. Every read through such a handle
+    /// shows only what they may read (see [`crate::doc_access`]).
+    pub(crate) reader: Option<Arc<[String]>>,
 }
 
 struct DbInner {
@@ -47,6 +51,8 @@ struct DbInner {
     partitioned: bool,
     /// The `q` it was created with (see [`Database::q`]).
     q: u32,
+    /// Created with `?access=true` (see [`crate::doc_access`]).
+    access: bool,
 }
 
 impl std::fmt::Debug for Database {
@@ -89,13 +95,14 @@ impl Database {
             db: name.to_string(),
             detail: format!("no {what}"),
         };
-        let (uuid, instance_start_time, partitioned, q, update_seq) =
+        let (uuid, instance_start_time, partitioned, q, access, update_seq) =
             read_with(backend.as_ref(), |rows| {
                 Ok((
                     rows.meta("uuid")?,
                     rows.meta("instance_start_time")?,
                     rows.meta("partitioned")?.as_deref() == Some("true"),
                     rows.meta("q")?.and_then(|q| q.parse().ok()).unwrap_or(1),
+                    rows.meta("access")?.as_deref() == Some("true"),
                     rows.counts()?.update_seq,
                 ))
             })?;
@@ -109,6 +116,7 @@ impl Database {
                 live: live.clone(),
                 idle_timeout: options.writer_idle_timeout,
                 partitioned,
+                access,
             },
             update_seq,
         );
@@ -130,7 +138,9 @@ impl Database {
                 security: Mutex::new(None),
                 partitioned,
                 q,
+                access,
             }),
+            reader: None,
         };
         // Weak: the backend holding the listener must not keep the
         // database alive (nor count as a holder of it).
@@ -162,6 +172,12 @@ impl Database {
     /// tells clients what they asked for.
     pub fn q(&self) -> u32 {
         self.inner.q
+    }
+
+    /// Whether the database was created with per-document access
+    /// (`?access=true`): fixed for its life.
+    pub fn has_doc_access(&self) -> bool {
+        self.inner.access
     }
 
     /// Whether the database was created partitioned (ids `partition:id`).

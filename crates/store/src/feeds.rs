@@ -3,7 +3,8 @@
 
 use std::ops::Bound;
 
-use crate::backend::{DocRow, IdPage, ReadRows};
+use crate::backend::{AccessChange, AccessRow, DocRow, IdPage, ReadRows};
+use crate::doc_access::{Visibility, visibility_in};
 use crate::read::{self, DocJson, GetOptions};
 use crate::{Database, StoreError};
 use revtree::RevId;
@@ -63,6 +64,10 @@ pub struct ChangeRow {
     pub changes: Vec<RevId>,
     pub deleted: bool,
     pub doc: Option<DocJson>,
+    /// In a user's feed of a database with per-document access: the user
+    /// lost this document, and `changes` are its revocation tombstones
+    /// (see [`crate::doc_access`]).
+    pub removed: bool,
 }
 
 /// One page of the changes feed.
@@ -111,14 +116,107 @@ fn change_row(
         changes,
         deleted: winner.deleted,
         doc,
+        removed: false,
     })
 }
 
-fn changes_in(store: &dyn ReadRows, q: &ChangesQuery) -> Result<FeedPage, StoreError> {
+/// A user's row for a document they lost: its revocation tombstones (the
+/// first leaf's, or all with `style=all_docs`), deleted.
+fn removed_row(
+    seq: u64,
+    id: String,
+    leaves: &[RevId],
+    q: &ChangesQuery,
+) -> Result<ChangeRow, StoreError> {
+    let shown = if q.all_leaves {
+        leaves
+    } else {
+        &leaves[..leaves.len().min(1)]
+    };
+    let changes = shown
+        .iter()
+        .filter_map(|leaf| crate::doc_access::revocation_tombstone(&id, leaf))
+        .collect();
+    let doc = match (q.include_docs, leaves.first()) {
+        (true, Some(leaf)) => Some(crate::doc_access::tombstone_doc(&id, leaf, false)?),
+        _ => None,
+    };
+    Ok(ChangeRow {
+        seq,
+        id,
+        changes,
+        deleted: true,
+        doc,
+        removed: true,
+    })
+}
+
+/// A user's change row from the access index.
+fn access_change_row(
+    store: &dyn ReadRows,
+    change: AccessChange,
+    q: &ChangesQuery,
+) -> Result<ChangeRow, StoreError> {
+    match &change.gone {
+        None => change_row(store, change.id, &change.row, q),
+        Some(gone) => {
+            let leaves = crate::doc_access::parse_gone(gone);
+            removed_row(change.seq, change.id, &leaves, q)
+        }
+    }
+}
+
+/// A user's row for one document asked for by id (`filter=_doc_ids`).
+fn access_row_by_id(
+    store: &dyn ReadRows,
+    principals: &[String],
+    id: &str,
+    q: &ChangesQuery,
+) -> Result<Option<ChangeRow>, StoreError> {
+    let Some(row) = store.doc_row(id)? else {
+        return Ok(None);
+    };
+    let rows = store.access_rows(row.key)?;
+    let mine: Vec<&AccessRow> = rows
+        .iter()
+        .filter(|r| principals.contains(&r.principal))
+        .collect();
+    match Visibility::of(&rows, principals) {
+        Visibility::Readable => change_row(store, id.to_string(), &row, q).map(Some),
+        Visibility::Revoked(leaves) => {
+            let seq = mine.iter().map(|r| r.seq).max().unwrap_or(row.seq);
+            removed_row(seq, id.to_string(), &leaves, q).map(Some)
+        }
+        Visibility::Hidden => Ok(None),
+    }
+}
+
+fn changes_in(
+    store: &dyn ReadRows,
+    q: &ChangesQuery,
+    reader: Option<&[String]>,
+) -> Result<FeedPage, StoreError> {
     let update_seq = store.counts()?.update_seq;
     let limit = q.limit.min(i64::MAX as usize);
     let mut rows = Vec::new();
-    if let Some(ids) = &q.doc_ids {
+    if let (Some(ids), Some(principals)) = (&q.doc_ids, reader) {
+        let mut found: Vec<ChangeRow> = Vec::new();
+        for id in ids {
+            if found.iter().any(|r| &r.id == id) {
+                continue;
+            }
+            if let Some(row) = access_row_by_id(store, principals, id, q)?
+                && (q.descending || row.seq > q.since)
+            {
+                found.push(row);
+            }
+        }
+        found.sort_by_key(|row| row.seq);
+        if q.descending {
+            found.reverse();
+        }
+        rows.extend(found.into_iter().take(limit));
+    } else if let Some(ids) = &q.doc_ids {
         let mut found = Vec::new();
         for id in ids {
             if let Some(row) = store.doc_row(id)?
@@ -135,6 +233,19 @@ fn changes_in(store: &dyn ReadRows, q: &ChangesQuery) -> Result<FeedPage, StoreE
         for (id, row) in found.into_iter().take(limit) {
             rows.push(change_row(store, id, &row, q)?);
         }
+    } else if let Some(principals) = reader {
+        // A user's feed costs their changes, not the database's.
+        store.access_changes(
+            principals,
+            q.since,
+            q.descending,
+            limit as u64,
+            q.include_docs,
+            &mut |change| {
+                rows.push(access_change_row(store, change, q)?);
+                Ok(())
+            },
+        )?;
     } else {
         store.changes(
             q.since,
@@ -155,6 +266,8 @@ fn changes_in(store: &dyn ReadRows, q: &ChangesQuery) -> Result<FeedPage, StoreE
     };
     let pending = if q.descending || exhausted || !q.count_pending {
         0
+    } else if let Some(principals) = reader {
+        store.access_count_changes_after(principals, last_seq)?
     } else {
         store.count_changes_after(last_seq)?
     };
@@ -225,8 +338,20 @@ pub struct AllDocsPage {
     pub update_seq: u64,
 }
 
-fn all_docs_in(store: &dyn ReadRows, q: &AllDocsQuery) -> Result<AllDocsPage, StoreError> {
-    let counts = store.counts()?;
+fn all_docs_in(
+    store: &dyn ReadRows,
+    q: &AllDocsQuery,
+    reader: Option<&[String]>,
+) -> Result<AllDocsPage, StoreError> {
+    let mut counts = store.counts()?;
+    let count_live = |lo: &Bound<String>, hi: &Bound<String>| match reader {
+        Some(principals) => store.access_count_live(principals, lo, hi),
+        None => store.count_live(lo, hi),
+    };
+    if reader.is_some() {
+        // `total_rows` counts what the user may read.
+        counts.doc_count = count_live(&Bound::Unbounded, &Bound::Unbounded)?;
+    }
     let (lo, hi) = if q.descending {
         (&q.end, &q.start)
     } else {
@@ -236,17 +361,21 @@ fn all_docs_in(store: &dyn ReadRows, q: &AllDocsQuery) -> Result<AllDocsPage, St
     let before = match (q.count_offset, q.descending) {
         (false, _) => 0,
         (true, false) if *lo == Bound::Unbounded => 0,
-        (true, false) => store.count_live(&Bound::Unbounded, &invert(lo))?,
+        (true, false) => count_live(&Bound::Unbounded, &invert(lo))?,
         (true, true) if *hi == Bound::Unbounded => 0,
-        (true, true) => store.count_live(&invert(hi), &Bound::Unbounded)?,
+        (true, true) => count_live(&invert(hi), &Bound::Unbounded)?,
     };
     let page = q.id_page();
     let doc_options = q.doc_options();
     let mut rows = Vec::new();
-    store.live_docs(&page, &mut |id, row| {
+    let mut each = |id, row: DocRow| {
         rows.push(all_docs_row(store, id, &row, &doc_options)?);
         Ok(())
-    })?;
+    };
+    match reader {
+        Some(principals) => store.access_live_docs(principals, &page, &mut each)?,
+        None => store.live_docs(&page, &mut each)?,
+    }
     Ok(AllDocsPage {
         total_rows: counts.doc_count,
         // Rows skipped past the end count up to the end, as in CouchDB
@@ -319,12 +448,16 @@ fn all_docs_row(
 impl Database {
     /// One page of the changes feed.
     pub async fn changes(&self, query: ChangesQuery) -> Result<FeedPage, StoreError> {
-        self.read(move |conn| changes_in(conn, &query)).await
+        let reader = self.reader.clone();
+        self.read(move |conn| changes_in(conn, &query, reader.as_deref()))
+            .await
     }
 
     /// One page of `_all_docs` (live documents in id order).
     pub async fn all_docs(&self, query: AllDocsQuery) -> Result<AllDocsPage, StoreError> {
-        self.read(move |conn| all_docs_in(conn, &query)).await
+        let reader = self.reader.clone();
+        self.read(move |conn| all_docs_in(conn, &query, reader.as_deref()))
+            .await
     }
 
     /// `_all_docs` with `keys`: one row per key in order, `None` for ids the
@@ -334,10 +467,19 @@ impl Database {
         keys: Vec<String>,
         doc_options: Option<GetOptions>,
     ) -> Result<Vec<(String, Option<AllDocsRow>)>, StoreError> {
+        let reader = self.reader.clone();
         self.read(move |conn| {
             let mut out = Vec::with_capacity(keys.len());
             for key in keys {
-                let row = match ReadRows::doc_row(conn, &key)? {
+                let found = match &reader {
+                    None => ReadRows::doc_row(conn, &key)?,
+                    // A document a user may not read is one that does not exist.
+                    Some(principals) => match visibility_in(conn, &key, principals)? {
+                        (Some(row), Visibility::Readable) => Some(row),
+                        _ => None,
+                    },
+                };
+                let row = match found {
                     Some(row) => Some(all_docs_row(conn, key.clone(), &row, &doc_options)?),
                     None => None,
                 };

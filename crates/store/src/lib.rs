@@ -37,6 +37,7 @@ mod data_lock;
 mod database;
 pub mod db_events;
 mod doc;
+pub mod doc_access;
 mod durability;
 mod error;
 mod feeds;
@@ -280,6 +281,8 @@ pub struct CreateDb {
     pub partitioned: bool,
     /// `?q=`: kept and reported back (see [`Database::q`]).
     pub q: u32,
+    /// `?access=true`: per-document access (see [`doc_access`]).
+    pub access: bool,
 }
 
 impl Default for CreateDb {
@@ -287,6 +290,7 @@ impl Default for CreateDb {
         CreateDb {
             partitioned: false,
             q: 1,
+            access: false,
         }
     }
 }
@@ -642,11 +646,20 @@ impl Store {
 
     /// Creates a database, partitioned (`?partitioned=true`) or not.
     pub async fn create_db_with(&self, name: &str, how: CreateDb) -> Result<Database, StoreError> {
-        let CreateDb { partitioned, q } = how;
+        let CreateDb {
+            partitioned,
+            q,
+            access,
+        } = how;
         Store::check_name(name)?;
         if partitioned && name::is_system_db(name) {
             return Err(StoreError::bad_request(
                 "Cannot partition a system database",
+            ));
+        }
+        if access && name::is_system_db(name) {
+            return Err(StoreError::bad_request(
+                "System databases cannot have per-document access",
             ));
         }
         let name = name.to_string();
@@ -663,6 +676,7 @@ impl Store {
                 partitioned,
                 q,
                 security: store.inner.live.default_security().json(),
+                access,
             };
             let created = store
                 .inner

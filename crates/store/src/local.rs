@@ -101,18 +101,42 @@ fn local_docs_in(rows: &dyn ReadRows, query: &AllDocsQuery) -> Result<Vec<LocalR
     Ok(out)
 }
 
+/// Whether a user (`who`: their name and roles) may read a local document
+/// of a database with per-document access: its `_access` names them.
+pub(crate) fn local_readable(doc: &Value, who: &[String]) -> bool {
+    doc.as_object()
+        .and_then(crate::doc_access::access_list)
+        .is_some_and(|list| list.iter().any(|p| who.contains(p)))
+}
+
 impl Database {
     /// A local document with its `_id` and `_rev`.
     pub async fn get_local(&self, id: &str) -> Result<Value, StoreError> {
         let id = id.to_string();
-        self.read(move |conn| get_in(conn, &id)?.ok_or(StoreError::DocNotFound("missing")))
-            .await
+        let reader = self.reader.clone();
+        self.read(move |conn| {
+            get_in(conn, &id)?
+                .filter(|doc| reader.as_deref().is_none_or(|who| local_readable(doc, who)))
+                .ok_or(StoreError::DocNotFound("missing"))
+        })
+        .await
     }
 
     /// `_local_docs`: local documents in id order within the query's range
     /// (its `conflicts` and `attachments` do not apply).
     pub async fn local_docs(&self, query: AllDocsQuery) -> Result<Vec<LocalRow>, StoreError> {
-        self.read(move |conn| local_docs_in(conn, &query)).await
+        let reader = self.reader.clone();
+        let mut rows = self.read(move |conn| local_docs_in(conn, &query)).await?;
+        if let Some(who) = reader {
+            // A listing for one user: only what they may read (the page's
+            // bounds and limit apply before this; the route is for admins).
+            rows.retain(|row| {
+                row.doc
+                    .as_ref()
+                    .is_some_and(|doc| local_readable(doc, &who))
+            });
+        }
+        Ok(rows)
     }
 
     /// `_local_docs` with `keys`: a row per key, `None` for a missing one.
@@ -121,14 +145,17 @@ impl Database {
         keys: Vec<String>,
         include_docs: bool,
     ) -> Result<Vec<(String, Option<LocalRow>)>, StoreError> {
+        let reader = self.reader.clone();
         self.read(move |conn| {
             let mut out = Vec::with_capacity(keys.len());
             for key in keys {
-                let row = get_in(conn, &key)?.map(|doc| LocalRow {
-                    id: key.clone(),
-                    rev: doc["_rev"].as_str().unwrap_or_default().to_string(),
-                    doc: include_docs.then_some(doc),
-                });
+                let row = get_in(conn, &key)?
+                    .filter(|doc| reader.as_deref().is_none_or(|who| local_readable(doc, who)))
+                    .map(|doc| LocalRow {
+                        id: key.clone(),
+                        rev: doc["_rev"].as_str().unwrap_or_default().to_string(),
+                        doc: include_docs.then_some(doc),
+                    });
                 out.push((key, row));
             }
             Ok(out)

@@ -227,6 +227,7 @@ fn purge_doc(ctx: &mut WriteCtx<'_>, id: &str, revs: &[RevId]) -> Result<Vec<Rev
         return Ok(Vec::new());
     };
     let key = stored.key;
+    let previous = stored.tree.clone();
     let mut tree: RevTree = stored.tree;
     let outcome = tree.purge_leaves(revs);
     if outcome.purged.is_empty() {
@@ -254,6 +255,6 @@ fn purge_doc(ctx: &mut WriteCtx<'_>, id: &str, revs: &[RevId]) -> Result<Vec<Rev
     // CouchDB gives each remaining leaf a new sequence; the document sits
     // at the last of them.
     let advance = tree.leaves().len() as u64;
-    crate::update::record_winner(ctx, key, id, &tree, None, advance, false)?;
+    crate::update::record_winner(ctx, key, id, &tree, None, advance, Some(&previous))?;
     Ok(outcome.purged)
 }

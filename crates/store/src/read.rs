@@ -10,6 +10,7 @@ use wire::rows::BulkGetError;
 
 use crate::attachments::{self, Attachments};
 use crate::backend::{DocRow, ReadRows};
+use crate::doc_access::{Visibility, revocation_tombstone, tombstone_doc, visibility_in};
 use crate::{Database, StoreError};
 
 /// A document as JSON text, ready to be sent or embedded in a response.
@@ -440,6 +441,69 @@ pub(crate) fn open_revs_in(
     Ok(out)
 }
 
+/// [`open_revs_in`] for a user of a database with per-document access:
+/// a document they may not read is one that does not exist, and one they
+/// lost has only its revocation tombstones.
+fn open_revs_for(
+    rows: &dyn ReadRows,
+    principals: &[String],
+    id: &str,
+    which: &OpenRevs,
+    opts: &GetOptions,
+    follows: bool,
+    sorted: bool,
+) -> Result<Vec<OpenRev>, StoreError> {
+    let visibility = visibility_in(rows, id, principals)?.1;
+    if visibility == Visibility::Readable {
+        return open_revs_in(rows, id, which, opts, follows, sorted);
+    }
+    let leaves = visibility.leaves();
+    let tombstone_of = |rev: &RevId| {
+        leaves
+            .iter()
+            .find(|leaf| revocation_tombstone(id, leaf).as_ref() == Some(rev))
+    };
+    match which {
+        OpenRevs::All if leaves.is_empty() => Err(StoreError::DocNotFound("missing")),
+        OpenRevs::All => leaves
+            .iter()
+            .map(|leaf| tombstone_doc(id, leaf, opts.revs).map(OpenRev::Ok))
+            .collect(),
+        OpenRevs::List(revs) => revs
+            .iter()
+            .map(|rev| match tombstone_of(rev) {
+                Some(leaf) => tombstone_doc(id, leaf, opts.revs).map(OpenRev::Ok),
+                None => Ok(OpenRev::Missing(rev.clone())),
+            })
+            .collect(),
+    }
+}
+
+/// `_revs_diff` for a user of a database with per-document access: of a
+/// document they may not read, every revision is missing and nothing is
+/// offered as an ancestor (as for a document that does not exist), but
+/// the revocation tombstones they were given are held.
+fn revs_diff_for(
+    rows: &dyn ReadRows,
+    principals: &[String],
+    id: &str,
+    revs: &[RevId],
+) -> Result<RevsDiff, StoreError> {
+    let (row, visibility) = visibility_in(rows, id, principals)?;
+    if let (Some(row), Visibility::Readable) = (&row, &visibility) {
+        return Ok(row.tree.revs_diff(revs));
+    }
+    let tombstones = visibility.tombstones(id);
+    Ok(RevsDiff {
+        missing: revs
+            .iter()
+            .filter(|rev| !tombstones.contains(rev))
+            .cloned()
+            .collect(),
+        possible_ancestors: Vec::new(),
+    })
+}
+
 impl Database {
     /// A document: the winner, or `opts.rev`; 404 `missing` or `deleted`
     /// as CouchDB answers. `_local/` ids read local documents.
@@ -466,7 +530,27 @@ impl Database {
             return Ok(DocJson(ejson::to_string(&doc)));
         }
         let id = id.to_string();
-        self.read(move |conn| get_in(conn, &id, &opts)).await
+        match self.reader.clone() {
+            None => self.read(move |conn| get_in(conn, &id, &opts)).await,
+            Some(principals) => {
+                self.read(move |conn| match visibility_in(conn, &id, &principals)?.1 {
+                    Visibility::Readable => get_in(conn, &id, &opts),
+                    revoked => {
+                        let leaf = opts.rev.as_ref().and_then(|rev| {
+                            revoked
+                                .leaves()
+                                .iter()
+                                .find(|leaf| revocation_tombstone(&id, leaf).as_ref() == Some(rev))
+                        });
+                        match leaf {
+                            Some(leaf) => tombstone_doc(&id, leaf, opts.revs),
+                            None => Err(StoreError::DocNotFound("missing")),
+                        }
+                    }
+                })
+                .await
+            }
+        }
     }
 
     /// Several revisions of a document (`open_revs`). With `follows`,
@@ -480,8 +564,12 @@ impl Database {
         follows: bool,
     ) -> Result<Vec<OpenRev>, StoreError> {
         let id = id.to_string();
-        self.read(move |conn| open_revs_in(conn, &id, &which, &opts, follows, true))
-            .await
+        let reader = self.reader.clone();
+        self.read(move |conn| match &reader {
+            None => open_revs_in(conn, &id, &which, &opts, follows, true),
+            Some(principals) => open_revs_for(conn, principals, &id, &which, &opts, follows, true),
+        })
+        .await
     }
 
     /// `_bulk_get`: each request answered in order, with `revs`, `latest`
@@ -493,6 +581,7 @@ impl Database {
         latest: bool,
         attachments: bool,
     ) -> Result<Vec<RevisionsRead>, StoreError> {
+        let reader = self.reader.clone();
         self.read(move |conn| {
             let mut results = Vec::with_capacity(requests.len());
             for req in requests {
@@ -516,7 +605,13 @@ impl Database {
                     None => OpenRevs::All,
                 };
                 let asked = req.rev.clone();
-                let docs = match open_revs_in(conn, &req.id, &which, &opts, false, false) {
+                let opened = match &reader {
+                    None => open_revs_in(conn, &req.id, &which, &opts, false, false),
+                    Some(principals) => {
+                        open_revs_for(conn, principals, &req.id, &which, &opts, false, false)
+                    }
+                };
+                let docs = match opened {
                     Err(StoreError::DocNotFound(_)) => vec![Err(not_found(asked, "missing"))],
                     Err(e) => return Err(e),
                     Ok(list) if list.is_empty() => vec![Err(not_found(asked, "missing"))],
@@ -541,12 +636,16 @@ impl Database {
         &self,
         request: Vec<(String, Vec<RevId>)>,
     ) -> Result<Vec<(String, RevsDiff)>, StoreError> {
+        let reader = self.reader.clone();
         self.read(move |conn| {
             let mut out = Vec::new();
             for (id, revs) in request {
-                let diff = match ReadRows::doc_row(conn, &id)? {
-                    Some(row) => row.tree.revs_diff(&revs),
-                    None => RevTree::new().revs_diff(&revs),
+                let diff = match &reader {
+                    None => match ReadRows::doc_row(conn, &id)? {
+                        Some(row) => row.tree.revs_diff(&revs),
+                        None => RevTree::new().revs_diff(&revs),
+                    },
+                    Some(principals) => revs_diff_for(conn, principals, &id, &revs)?,
                 };
                 if !diff.missing.is_empty() {
                     out.push((id, diff));

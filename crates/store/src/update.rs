@@ -372,6 +372,15 @@ fn write_prepared(
         };
         let result = if id.starts_with("_local/") {
             local::put_in_tx(ctx, &id, &doc.input)?
+        } else if ctx.access && !new_edits && crate::doc_access::is_revocation_tombstone(&doc.input)
+        {
+            // A revocation tombstone coming back from a user's replica:
+            // never a revision of this database (see `doc_access`).
+            Ok(doc
+                .input
+                .replicated_path()
+                .map(|p| p.leaf().to_string())
+                .unwrap_or_default())
         } else if new_edits {
             interactive_edit(ctx, &id, doc)?
         } else {
@@ -405,6 +414,8 @@ struct Prepared {
     /// The body as it will be stored (compressed here, off the writer).
     stored: StoredBody,
     hash: Option<revtree::RevHash>,
+    /// The body's `_access` (see [`crate::doc_access`]).
+    access: Option<Vec<String>>,
 }
 
 impl Prepared {
@@ -415,8 +426,10 @@ impl Prepared {
                 body: None,
                 stored: StoredBody::Text(String::new()),
                 hash: None,
+                access: None,
             };
         }
+        let access = crate::doc_access::access_list(&input.body);
         let body = Value::Object(std::mem::take(&mut input.body));
         let stored = StoredBody::encode(json_text(&body));
         let (body, hash) = match (new_edits, input.attachments.is_empty()) {
@@ -432,6 +445,7 @@ impl Prepared {
             body,
             stored,
             hash,
+            access,
         }
     }
 }
@@ -573,6 +587,7 @@ fn interactive_edit(
         body,
         stored: body_stored,
         hash: early_hash,
+        access,
     } = prepared;
     let stored = ctx.rows.load_doc(id)?;
     let mut tree = stored.as_ref().map(|s| s.tree.clone()).unwrap_or_default();
@@ -651,7 +666,11 @@ fn interactive_edit(
         key,
         stored.as_ref(),
         tree,
-        Some((new_rev.clone(), written)),
+        Some(Written {
+            rev: new_rev.clone(),
+            at: written,
+            access,
+        }),
     )?;
     Ok(Ok(new_rev.to_string()))
 }
@@ -671,6 +690,7 @@ fn replicated_edit(
     let Prepared {
         input: doc,
         stored: body_stored,
+        access,
         ..
     } = prepared;
     let Some(path) = doc.replicated_path() else {
@@ -717,7 +737,11 @@ fn replicated_edit(
             atts.push((name, meta));
         }
         let row = ctx.rows.write_revision(key, &leaf, &body_stored, &atts)?;
-        written = Some((leaf.clone(), row));
+        written = Some(Written {
+            rev: leaf.clone(),
+            at: row,
+            access,
+        });
     }
     finish_update(ctx, id, key, stored.as_ref(), tree, written)?;
     Ok(Ok(leaf.to_string()))
@@ -767,12 +791,12 @@ fn finish_update(
     key: i64,
     stored: Option<&StoredDoc>,
     mut tree: RevTree,
-    written: Option<(RevId, RevisionRef)>,
+    written: Option<Written>,
 ) -> Result<(), StoreError> {
     for rev in tree.stem(ctx.state.revs_limit) {
         ctx.rows.drop_revision(key, &rev)?;
     }
-    record_winner(ctx, key, id, &tree, written, 1, stored.is_none())?;
+    record_winner(ctx, key, id, &tree, written, 1, stored.map(|s| &s.tree))?;
     let state = &mut *ctx.state;
     if let Some(old) = stored {
         match old.live_body_len {
@@ -786,45 +810,61 @@ fn finish_update(
     Ok(())
 }
 
+/// The revision an update stored the body of.
+pub(crate) struct Written {
+    pub rev: RevId,
+    pub at: RevisionRef,
+    /// Its `_access`.
+    pub access: Option<Vec<String>>,
+}
+
 /// Writes a document's row for its tree's winner, `advance` sequences on,
 /// and counts the winner in the database's counters. `written` is the
 /// revision whose body this update stored, if any (else the winner's body
-/// is looked up).
+/// is looked up); `previous` the tree before the update (`None`: a new
+/// document).
 pub(crate) fn record_winner(
     ctx: &mut WriteCtx<'_>,
     key: i64,
     id: &str,
     tree: &RevTree,
-    written: Option<(RevId, RevisionRef)>,
+    written: Option<Written>,
     advance: u64,
-    is_new: bool,
+    previous: Option<&RevTree>,
 ) -> Result<(), StoreError> {
     let winner = tree.winner().ok_or_else(|| StoreError::Corrupt {
         db: String::new(),
         detail: format!("document {id} has an empty revision tree"),
     })?;
-    let winner_ref = match written {
-        Some((rev, written)) if rev == winner.rev => written,
-        _ => ctx
-            .rows
-            .revision_ref(key, &winner.rev)?
-            .unwrap_or(RevisionRef {
-                row: 0,
-                body_len: 0,
-            }),
+    let (winner_ref, written_access) = match written {
+        Some(written) if written.rev == winner.rev => (written.at, Some(written.access)),
+        _ => (
+            ctx.rows
+                .revision_ref(key, &winner.rev)?
+                .unwrap_or(RevisionRef {
+                    row: 0,
+                    body_len: 0,
+                }),
+            None,
+        ),
     };
     let state = &mut *ctx.state;
     state.update_seq += advance;
+    let seq = state.update_seq;
     ctx.rows.write_doc(&DocUpdate {
         key,
         id,
-        seq: state.update_seq,
+        seq,
         winner: &winner.rev,
         deleted: winner.deleted,
         winner_row: winner_ref.row,
         tree,
-        is_new,
+        is_new: previous.is_none(),
     })?;
+    if ctx.access {
+        crate::doc_access::maintain(ctx, key, seq, previous, tree, written_access)?;
+    }
+    let state = &mut *ctx.state;
     if winner.deleted {
         state.doc_del_count += 1;
     } else {

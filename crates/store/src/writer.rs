@@ -35,6 +35,8 @@ pub(crate) struct WriteCtx<'a> {
     /// A partition at this size takes no more edits; 0 when the database
     /// is not partitioned or has no limit.
     pub max_partition_size: u64,
+    /// The database keeps an access index (`?access=true`).
+    pub access: bool,
 }
 
 impl<'a> WriteCtx<'a> {
@@ -48,6 +50,7 @@ impl<'a> WriteCtx<'a> {
             state,
             max_attachment_size: limits.max_attachment_size,
             max_partition_size: limits.max_partition_size,
+            access: limits.access,
         }
     }
 }
@@ -59,6 +62,7 @@ struct WriteLimits {
     max_partition_size: u64,
     /// The finest interval of the time bins each commit is recorded in.
     time_seq_resolution: u64,
+    access: bool,
 }
 
 /// A write waiting for the writer thread.
@@ -206,6 +210,8 @@ pub(crate) struct WriterConfig {
     pub idle_timeout: Duration,
     /// The database is partitioned (its partitions have a size limit).
     pub partitioned: bool,
+    /// The database keeps an access index (`?access=true`).
+    pub access: bool,
 }
 
 /// A database's writer as its handles see it: a bounded queue, and the
@@ -617,6 +623,7 @@ fn serve_group(
             0
         },
         time_seq_resolution: shared.config.live.time_seq_resolution(),
+        access: shared.config.access,
     };
     let commit_error = run_group(
         session.writes.as_mut(),

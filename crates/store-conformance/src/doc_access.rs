@@ -1,0 +1,428 @@
+//! Per-document access (`?access=true`): the access index kept with each
+//! write, and what a user's handle shows of documents, feeds, listings,
+//! revisions and local documents, revocation included.
+
+use serde_json::{Value, json};
+use store::doc_access::{Visibility, revocation_tombstone};
+use store::{
+    AllDocsQuery, ChangesQuery, CreateDb, Database, OpenRev, OpenRevs, RevisionsRequest, StoreError,
+};
+
+use crate::Backend;
+use crate::common::{TempStore, doc, put, replicate, rev};
+
+async fn access_db(t: &TempStore, name: &str) -> Database {
+    t.store
+        .create_db_with(
+            name,
+            CreateDb {
+                access: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap()
+}
+
+fn who(principals: &[&str]) -> Vec<String> {
+    principals.iter().map(|p| p.to_string()).collect()
+}
+
+async fn ids_in_feed(db: &Database, since: u64) -> Vec<(String, bool)> {
+    db.changes(ChangesQuery {
+        since,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .rows
+    .into_iter()
+    .map(|r| (r.id, r.removed))
+    .collect()
+}
+
+async fn listed(db: &Database) -> (Vec<String>, u64) {
+    let page = db.all_docs(AllDocsQuery::default()).await.unwrap();
+    (
+        page.rows.into_iter().map(|r| r.id).collect(),
+        page.total_rows,
+    )
+}
+
+pub async fn a_user_reads_only_documents_that_name_them_or_their_roles(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = access_db(&t, "shared").await;
+    assert!(db.has_doc_access());
+    put(&db, json!({"_id": "a1", "_access": ["alice"]})).await;
+    put(&db, json!({"_id": "b1", "_access": ["bob"]})).await;
+    put(&db, json!({"_id": "both", "_access": ["alice", "bob"]})).await;
+    put(&db, json!({"_id": "team", "_access": ["editors"]})).await;
+    put(&db, json!({"_id": "admins-only"})).await;
+    put(&db, json!({"_id": "nobody", "_access": []})).await;
+
+    let alice = db.for_reader(who(&["alice", "editors"]));
+    let bob = db.for_reader(who(&["bob"]));
+    assert_eq!(
+        ids_in_feed(&alice, 0).await,
+        [("a1", false), ("both", false), ("team", false)].map(|(i, r)| (i.to_string(), r))
+    );
+    assert_eq!(
+        listed(&alice).await,
+        (who(&["a1", "both", "team"]), 3),
+        "_all_docs counts what the user may read"
+    );
+    assert_eq!(listed(&bob).await, (who(&["b1", "both"]), 2));
+    // The database as a whole is untouched.
+    assert_eq!(listed(&db).await.1, 6);
+
+    // A document the user may not read is one that does not exist.
+    for id in ["b1", "admins-only", "nobody", "never-written"] {
+        assert!(
+            matches!(
+                alice.get(id, Default::default()).await,
+                Err(StoreError::DocNotFound("missing"))
+            ),
+            "{id}"
+        );
+        assert_eq!(alice.visibility(id).await.unwrap(), Visibility::Hidden);
+    }
+    assert!(alice.get("a1", Default::default()).await.is_ok());
+    let keys = alice
+        .all_docs_keys(who(&["a1", "b1", "never"]), None)
+        .await
+        .unwrap();
+    let found: Vec<bool> = keys.iter().map(|(_, row)| row.is_some()).collect();
+    assert_eq!(found, [true, false, false]);
+
+    // `_bulk_get` and `open_revs`: not found, as a missing document.
+    let b1_rev = db
+        .get("b1", Default::default())
+        .await
+        .unwrap()
+        .to_value()
+        .unwrap()["_rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let got = alice
+        .bulk_get(
+            vec![RevisionsRequest {
+                id: "b1".into(),
+                rev: Some(rev(&b1_rev)),
+                atts_since: Vec::new(),
+            }],
+            true,
+            false,
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(got[0].docs.iter().all(Result::is_err));
+    assert!(matches!(
+        alice
+            .open_revs("b1", OpenRevs::All, Default::default(), false)
+            .await,
+        Err(StoreError::DocNotFound("missing"))
+    ));
+
+    // `_revs_diff` tells nothing of a document the user may not read.
+    let diff = alice
+        .revs_diff(vec![("b1".into(), vec![rev(&b1_rev)])])
+        .await
+        .unwrap();
+    assert_eq!(diff.len(), 1);
+    assert_eq!(diff[0].1.missing, vec![rev(&b1_rev)]);
+    assert!(diff[0].1.possible_ancestors.is_empty());
+}
+
+pub async fn a_users_feed_starts_where_they_left_it(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = access_db(&t, "feed").await;
+    for i in 0..20 {
+        let owner = if i % 2 == 0 { "alice" } else { "bob" };
+        put(&db, json!({"_id": format!("d{i:02}"), "_access": [owner]})).await;
+    }
+    let alice = db.for_reader(who(&["alice"]));
+    let page = alice
+        .changes(ChangesQuery {
+            limit: 4,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let ids: Vec<&str> = page.rows.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["d00", "d02", "d04", "d06"]);
+    assert_eq!(page.pending, 6, "pending counts the user's changes");
+    let rest = alice
+        .changes(ChangesQuery {
+            since: page.last_seq,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(rest.rows.len(), 6);
+    assert_eq!(rest.rows[0].id, "d08");
+    // An edit moves the document to the end of the feed, once.
+    let d00 = db
+        .get("d00", Default::default())
+        .await
+        .unwrap()
+        .to_value()
+        .unwrap();
+    put(
+        &db,
+        json!({"_id": "d00", "_rev": d00["_rev"], "_access": ["alice"], "v": 2}),
+    )
+    .await;
+    let after = ids_in_feed(&alice, rest.last_seq).await;
+    assert_eq!(after, [("d00".to_string(), false)]);
+    // Descending, and by id.
+    let newest = alice
+        .changes(ChangesQuery {
+            descending: true,
+            limit: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(newest.rows[0].id, "d00");
+    let by_id = alice
+        .changes(ChangesQuery {
+            doc_ids: Some(who(&["d01", "d02"])),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let ids: Vec<&str> = by_id.rows.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["d02"]);
+}
+
+pub async fn a_deletion_reaches_those_who_saw_the_document(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = access_db(&t, "deleted").await;
+    let r1 = put(&db, json!({"_id": "x", "_access": ["alice"]})).await;
+    let alice = db.for_reader(who(&["alice"]));
+    let seq = db.update_seq();
+    put(&db, json!({"_id": "x", "_rev": r1, "_deleted": true})).await;
+    let page = alice
+        .changes(ChangesQuery {
+            since: seq,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.rows.len(), 1);
+    assert!(page.rows[0].deleted);
+    assert!(!page.rows[0].removed);
+    assert!(listed(&alice).await.0.is_empty());
+}
+
+pub async fn a_revoked_user_gets_a_tombstone_that_never_enters_the_tree(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = access_db(&t, "revoke").await;
+    let r1 = put(
+        &db,
+        json!({"_id": "s", "_access": ["alice", "bob"], "v": 1}),
+    )
+    .await;
+    let alice = db.for_reader(who(&["alice"]));
+    let bob = db.for_reader(who(&["bob"]));
+    let since = db.update_seq();
+    let r2 = put(
+        &db,
+        json!({"_id": "s", "_rev": r1, "_access": ["alice"], "v": 2}),
+    )
+    .await;
+
+    // Bob's feed shows the document once more: deleted, under the
+    // tombstone of the leaf he could hold.
+    let page = bob
+        .changes(ChangesQuery {
+            since,
+            include_docs: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(page.rows.len(), 1);
+    let row = &page.rows[0];
+    let tombstone = revocation_tombstone("s", &rev(&r1)).unwrap();
+    assert!(row.removed && row.deleted);
+    assert_eq!(row.changes, vec![tombstone.clone()]);
+    let shown: Value = row.doc.as_ref().unwrap().to_value().unwrap();
+    assert_eq!(
+        shown,
+        json!({"_id": "s", "_rev": tombstone.to_string(), "_deleted": true})
+    );
+    assert!(listed(&bob).await.0.is_empty());
+    assert_eq!(
+        bob.visibility("s").await.unwrap(),
+        Visibility::Revoked(vec![rev(&r1)])
+    );
+    // Alice still reads it; her feed shows the edit.
+    assert!(alice.get("s", Default::default()).await.is_ok());
+    assert_eq!(ids_in_feed(&alice, since).await, [("s".to_string(), false)]);
+
+    // What a replicating client asks for: the tombstone with its history.
+    let opened = bob
+        .open_revs(
+            "s",
+            OpenRevs::List(vec![tombstone.clone()]),
+            store::GetOptions {
+                revs: true,
+                ..Default::default()
+            },
+            false,
+        )
+        .await
+        .unwrap();
+    let OpenRev::Ok(doc) = &opened[0] else {
+        panic!("the tombstone is not served: {opened:?}")
+    };
+    let doc = doc.to_value().unwrap();
+    assert_eq!(doc["_deleted"], true);
+    assert_eq!(doc["_revisions"]["start"], tombstone.pos());
+    assert_eq!(
+        doc["_revisions"]["ids"][1],
+        Value::String(rev(&r1).hash().to_string())
+    );
+    // Every other revision stays unknown to him.
+    let other = bob
+        .open_revs(
+            "s",
+            OpenRevs::List(vec![rev(&r2)]),
+            Default::default(),
+            false,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(other[0], OpenRev::Missing(_)));
+
+    // His client holds the tombstone: `_revs_diff` says the database has it,
+    // so it is never sent back...
+    let diff = bob
+        .revs_diff(vec![("s".into(), vec![tombstone.clone(), rev(&r2)])])
+        .await
+        .unwrap();
+    assert_eq!(diff[0].1.missing, vec![rev(&r2)]);
+    // ...and if it is, it is answered and dropped.
+    let before = db.update_seq();
+    let written = replicate(
+        &db,
+        vec![json!({
+            "_id": "s", "_rev": tombstone.to_string(), "_deleted": true,
+            "_revisions": {"start": tombstone.pos(), "ids": [tombstone.hash().to_string(), rev(&r1).hash().to_string()]}
+        })],
+    )
+    .await;
+    assert!(written[0].result.is_ok());
+    assert_eq!(db.update_seq(), before, "nothing was written");
+    let tree = db
+        .open_revs("s", OpenRevs::All, Default::default(), false)
+        .await
+        .unwrap();
+    assert_eq!(tree.len(), 1, "no branch was added");
+
+    // Given back, the document reaches him again as itself.
+    let r3 = put(
+        &db,
+        json!({"_id": "s", "_rev": r2, "_access": ["alice", "bob"], "v": 3}),
+    )
+    .await;
+    assert_eq!(bob.visibility("s").await.unwrap(), Visibility::Readable);
+    let got = bob
+        .get("s", Default::default())
+        .await
+        .unwrap()
+        .to_value()
+        .unwrap();
+    assert_eq!(got["_rev"], r3.as_str());
+}
+
+pub async fn revocation_through_a_role_and_a_name_is_decided_by_what_is_left(
+    backend: &dyn Backend,
+) {
+    let t = TempStore::new(backend);
+    let db = access_db(&t, "roles").await;
+    let r1 = put(&db, json!({"_id": "r", "_access": ["carol", "team"]})).await;
+    let carol = db.for_reader(who(&["carol", "team"]));
+    let since = db.update_seq();
+    // Carol loses her name's entry but keeps the role's: still hers, once
+    // in her feed.
+    let r2 = put(&db, json!({"_id": "r", "_rev": r1, "_access": ["team"]})).await;
+    assert_eq!(ids_in_feed(&carol, since).await, [("r".to_string(), false)]);
+    assert_eq!(listed(&carol).await.0, who(&["r"]));
+    // Then the role's: gone.
+    put(&db, json!({"_id": "r", "_rev": r2, "_access": ["dave"]})).await;
+    assert_eq!(ids_in_feed(&carol, since).await, [("r".to_string(), true)]);
+    assert!(listed(&carol).await.0.is_empty());
+}
+
+pub async fn local_documents_are_read_by_those_they_name(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = access_db(&t, "local").await;
+    db.put_local("_local/cp-a", json!({"_access": ["alice"], "seq": 1}))
+        .await
+        .unwrap();
+    db.put_local("_local/cp-admin", json!({"seq": 1}))
+        .await
+        .unwrap();
+    let alice = db.for_reader(who(&["alice"]));
+    assert_eq!(alice.get_local("_local/cp-a").await.unwrap()["seq"], 1);
+    assert!(matches!(
+        alice.get_local("_local/cp-admin").await,
+        Err(StoreError::DocNotFound("missing"))
+    ));
+    let rows = alice.local_docs(AllDocsQuery {
+        include_docs: true,
+        ..Default::default()
+    });
+    let ids: Vec<String> = rows.await.unwrap().into_iter().map(|r| r.id).collect();
+    assert_eq!(ids, ["_local/cp-a"]);
+}
+
+pub async fn the_access_index_is_kept_with_each_write_and_survives_a_restart(
+    backend: &dyn Backend,
+) {
+    let t = TempStore::new(backend);
+    {
+        let db = access_db(&t, "kept").await;
+        let docs = (0..50)
+            .map(|i| doc(json!({"_id": format!("k{i:02}"), "_access": [format!("u{}", i % 5)]})))
+            .collect();
+        let results = db.bulk_docs(docs, true).await.unwrap();
+        assert!(results.iter().all(|r| r.result.is_ok()));
+        // A document purged whole leaves no row behind.
+        let k00 = db
+            .get("k00", Default::default())
+            .await
+            .unwrap()
+            .to_value()
+            .unwrap();
+        let k00_rev = k00["_rev"].as_str().unwrap().to_string();
+        db.purge(vec![store::PurgeRequest {
+            id: "k00".into(),
+            revs: vec![rev(&k00_rev)],
+            recorded: vec![k00_rev.clone()],
+        }])
+        .await
+        .unwrap();
+    }
+    t.store.close_all().await;
+    let store = t.reopen(Default::default());
+    let db = store.db("kept").await.unwrap();
+    assert!(
+        db.has_doc_access(),
+        "the flag is kept for the database's life"
+    );
+    let u0 = db.for_reader(who(&["u0"]));
+    let (ids, total) = listed(&u0).await;
+    assert_eq!(total, 9);
+    assert_eq!(ids.first().map(String::as_str), Some("k05"));
+    assert_eq!(ids_in_feed(&u0, 0).await.len(), 9);
+    // A plain database keeps no index and scopes nothing.
+    let plain = store.create_db("plain").await.unwrap();
+    put(&plain, json!({"_id": "p", "_access": ["u0"]})).await;
+    assert!(!plain.has_doc_access());
+    assert_eq!(listed(&plain.for_reader(who(&["nobody"]))).await.1, 1);
+}
