@@ -172,3 +172,10 @@ fn nano_databases_documents_bulk_all_docs_and_attachments() {
 fn nano_multipart_documents() {
     run_script("nano_multipart.js");
 }
+
+/// One database, many users: PouchDB as three users and an admin over a
+/// database with per-document access (revocation included).
+#[test]
+fn pouchdb_syncs_each_user_their_own_documents_of_one_database() {
+    run_script("pouchdb_access.js");
+}

@@ -10,6 +10,7 @@
 //! credentials, and only a replication document's owner (or an admin)
 //! changes it, whatever the route.
 
+mod per_doc;
 mod read;
 mod routes;
 mod users_db;
@@ -20,7 +21,8 @@ use std::sync::Arc;
 use auth::{SecurityObject, UserCtx};
 use store::{Database, StoreError};
 
-pub use routes::{Need, Route, Status, route_need};
+pub use per_doc::ACCESS_REFUSED;
+pub use routes::{ACCESS_DENIED, Need, Route, Status, route_need};
 pub use users_db::{
     USERS_DB, authentication_db, configured_authentication_db, ensure_auth_design_doc, is_users_db,
     set_authentication_db,
@@ -36,6 +38,9 @@ pub enum Kind {
     Users,
     /// `_replicator` (or `prefix/_replicator`): documents have an owner.
     Replicator,
+    /// A database created with `?access=true`: each document is for the
+    /// users its `_access` names.
+    PerDoc,
 }
 
 impl Kind {
@@ -49,8 +54,17 @@ impl Kind {
         }
     }
 
+    /// The kind of an open database: its name, or its per-document access.
+    pub fn of_db(database: &Database) -> Kind {
+        match Kind::of(database.name()) {
+            Kind::Plain if database.has_doc_access() => Kind::PerDoc,
+            kind => kind,
+        }
+    }
+
+    /// `_users` and `_replicator`, whose documents have rules of their own.
     pub fn is_special(self) -> bool {
-        self != Kind::Plain
+        matches!(self, Kind::Users | Kind::Replicator)
     }
 }
 
@@ -144,6 +158,8 @@ pub struct Gate {
     engine: Option<design_functions::Validators>,
     /// PBKDF2 iterations for passwords written into `_users`.
     iterations: u32,
+    /// The database has per-document access (see `per_doc`).
+    per_doc: bool,
 }
 
 impl Gate {
@@ -154,7 +170,7 @@ impl Gate {
         engine: Option<&design_functions::Validators>,
         iterations: u32,
     ) -> Result<Gate, Refusal> {
-        let kind = Kind::of(database.name());
+        let kind = Kind::of_db(database);
         // A server admin of a plain database is never checked: the
         // security object is not even read on that hot path.
         let security = if user.is_server_admin() && kind == Kind::Plain {
@@ -177,6 +193,7 @@ impl Gate {
             security,
             kind,
             iterations,
+            per_doc: database.has_doc_access(),
         })
     }
 

@@ -22,7 +22,8 @@ impl Gate {
         public_fields: &[String],
     ) -> Result<Map<String, Value>, Refusal> {
         match self.kind {
-            Kind::Plain => Ok(body),
+            // Per-document access is applied by the store's scoped handle.
+            Kind::Plain | Kind::PerDoc => Ok(body),
             _ if self.is_db_admin() => Ok(body),
             Kind::Replicator => {
                 let name = self.user.name.clone().map_or(Value::Null, Value::String);

@@ -93,6 +93,41 @@ pub fn route_need(kind: Kind, route: &Route<'_>) -> Need {
     match kind {
         Kind::Plain => Need::Member,
         Kind::Users | Kind::Replicator => special_need(kind, route),
+        Kind::PerDoc => per_doc_need(route),
+    }
+}
+
+/// CouchDB's refusal of a user in a database with per-document access.
+pub const ACCESS_DENIED: &str = "access denied";
+
+/// A database with per-document access: a user may use the routes that
+/// read or write documents one user's way (the store's scoped handle
+/// shows them only their own); everything else (design documents and
+/// their functions, listings of design or local documents, partitions,
+/// time bins) is for admins, as in CouchDB's design.
+fn per_doc_need(route: &Route<'_>) -> Need {
+    match route.segments.first().copied() {
+        None => Need::Member,
+        Some(
+            "_all_docs"
+            | "_changes"
+            | "_bulk_get"
+            | "_bulk_docs"
+            | "_revs_diff"
+            | "_missing_revs"
+            | "_find"
+            | "_explain"
+            | "_index"
+            | "_ensure_full_commit"
+            | "_local"
+            | "_security"
+            | "_revs_limit",
+        ) => Need::Member,
+        Some(other) if other.starts_with('_') => Need::DbAdmin {
+            reason: ACCESS_DENIED,
+            status: Status::ByCaller,
+        },
+        Some(_) => Need::Member,
     }
 }
 

@@ -106,3 +106,43 @@ fn special_databases_open_only_the_routes_that_filter_what_a_user_sees() {
         Need::Member
     );
 }
+
+#[test]
+fn users_of_a_per_document_database_reach_documents_but_not_design_functions() {
+    for (method, segments) in [
+        ("GET", &[][..]),
+        ("GET", &["doc"][..]),
+        ("PUT", &["doc"][..]),
+        ("GET", &["doc", "att.txt"][..]),
+        ("GET", &["_all_docs"][..]),
+        ("POST", &["_changes"][..]),
+        ("POST", &["_bulk_get"][..]),
+        ("POST", &["_bulk_docs"][..]),
+        ("POST", &["_revs_diff"][..]),
+        ("POST", &["_find"][..]),
+        ("GET", &["_local", "checkpoint"][..]),
+    ] {
+        assert_eq!(
+            need(Kind::PerDoc, method, segments),
+            Need::Member,
+            "{method} {segments:?}"
+        );
+    }
+    for (method, segments) in [
+        ("GET", &["_design", "app"][..]),
+        ("GET", &["_design", "app", "_view", "v"][..]),
+        ("GET", &["_design", "app", "_show", "s", "doc"][..]),
+        ("POST", &["_design", "app", "_update", "u"][..]),
+        ("GET", &["_design_docs"][..]),
+        ("GET", &["_local_docs"][..]),
+        ("GET", &["_partition", "p", "_all_docs"][..]),
+        ("GET", &["_time_seq"][..]),
+    ] {
+        assert!(
+            matches!(need(Kind::PerDoc, method, segments), Need::DbAdmin { .. }),
+            "{method} {segments:?}"
+        );
+    }
+    assert_eq!(need(Kind::PerDoc, "PUT", &[]), Need::ServerAdmin);
+    assert_eq!(need(Kind::PerDoc, "POST", &["_purge"]), Need::ServerAdmin);
+}

@@ -28,7 +28,7 @@ impl Gate {
     /// Whether bulk writes must go through [`Gate::check_doc`] one by one:
     /// the special databases, and databases with validation functions.
     pub fn needs_stored_state(&self) -> bool {
-        self.kind.is_special() || !self.validators.is_empty()
+        self.kind.is_special() || !self.validators.is_empty() || self.per_doc
     }
 
     /// The check of a document that [`Gate::needs_full_check`] says needs
@@ -87,6 +87,12 @@ impl Gate {
         if let Err(failure) = self.check_design(doc) {
             return Ok(Err(failure));
         }
+        if self.per_doc {
+            let checked = self.check_doc_access(database, doc, new_edits).await?;
+            if checked.is_err() {
+                return Ok(checked);
+            }
+        }
         if design {
             return self.check_views(doc).await;
         }
@@ -96,7 +102,7 @@ impl Gate {
         let checked = match self.kind {
             Kind::Replicator => self.check_replication_doc(database, doc).await?,
             Kind::Users => self.check_user_doc(database, doc).await?,
-            Kind::Plain => Ok(()),
+            Kind::Plain | Kind::PerDoc => Ok(()),
         };
         if checked.is_err() {
             return Ok(checked);

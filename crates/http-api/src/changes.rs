@@ -121,8 +121,8 @@ pub(crate) async fn changes(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
     let user = crate::base::auth::user_of(&request);
+    let database = crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
     let method = request.method().clone();
     let request_headers = request.headers().clone();
     // A normal feed read with GET is tagged by the database's state and the
@@ -206,6 +206,14 @@ pub(crate) async fn changes(
     let include_docs = query.flag("include_docs")?;
     let mut filter = Filter::All;
     let mut doc_ids = None;
+    let design_filter = query
+        .get("filter")
+        .is_some_and(|f| f == "_view" || !f.starts_with('_'));
+    if design_filter && database.reader().is_some() {
+        // Design functions are for admins where each document has its
+        // readers (`access::route_need`); a user filters with `_selector`.
+        return Err(ApiError::Forbidden(access::ACCESS_DENIED.into()));
+    }
     match query.get("filter") {
         None => {}
         Some("_doc_ids") => {

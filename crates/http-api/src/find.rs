@@ -185,7 +185,8 @@ pub(crate) async fn find_in(
         req.partition = Some(p.clone());
     }
     let scoped = req.partition.is_some();
-    let indexes: Vec<IndexDef> = json_indexes(&database, partitioned)
+    // Indexes are design documents: found in the whole database, whoever asks.
+    let indexes: Vec<IndexDef> = json_indexes(&database.unscoped(), partitioned)
         .await?
         .into_iter()
         .filter(|i| i.partitioned == scoped)
@@ -277,9 +278,11 @@ struct Run {
 impl Run {
     async fn open_index(&self, def: &IndexDef) -> Result<(store::Index, u32), ApiError> {
         let ddoc = def.ddoc.strip_prefix("_design/").unwrap_or(&def.ddoc);
-        let doc = crate::design::load(&self.database, ddoc).await?;
-        let group =
-            ViewGroup::of(&self.database, &doc).map_err(|_| ApiError::not_found("missing"))?;
+        // An index is built from, and shared by, the whole database; what
+        // a user may read is decided when rows are fetched.
+        let whole = self.database.unscoped();
+        let doc = crate::design::load(&whole, ddoc).await?;
+        let group = ViewGroup::of(&whole, &doc).map_err(|_| ApiError::not_found("missing"))?;
         let view = group
             .view_number(&def.name)
             .map_err(|_| ApiError::not_found("missing"))?;
@@ -287,12 +290,7 @@ impl Run {
         let index = self
             .state
             .views
-            .index(
-                self.state.validators.engine(),
-                &self.database,
-                &group,
-                update,
-            )
+            .index(self.state.validators.engine(), &whole, &group, update)
             .await
             .map_err(|e| ApiError::Internal(format!("building a Mango index: {e:?}")))?;
         Ok((index, view))
@@ -428,7 +426,9 @@ impl Run {
                     .saturating_add(self.req.skip.saturating_sub(self.skipped))
                     .clamp(1, PAGE as u64) as usize;
                 let batch: Vec<store::IndexEntry> = rows.drain(..wanted.min(rows.len())).collect();
-                let docs = if self.plan.covering {
+                // A covering index answers from its keys, unless the reader
+                // sees only some documents: then each is fetched (and judged).
+                let docs = if self.plan.covering && self.database.reader().is_none() {
                     None
                 } else {
                     Some(self.fetch_all(&batch).await?)

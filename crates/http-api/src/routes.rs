@@ -325,7 +325,9 @@ async fn endpoint(
         }
         "_auto_purge" => Err(ApiError::MethodNotAllowed("GET,PUT,HEAD")),
         "_find" | "_explain" => {
-            let database = state.store.db(&db).await?;
+            let user = crate::base::auth::user_of(&request);
+            let database =
+                crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
             crate::find::find(state, database, request, name == "_explain").await
         }
         "_index" => {

@@ -305,6 +305,21 @@ impl Database {
         self.reader.as_deref()
     }
 
+    /// What `principals` may see of a document; `None` when it was never
+    /// written (for the write gate: a user may create it).
+    pub async fn access_of(
+        &self,
+        id: &str,
+        principals: &[String],
+    ) -> Result<Option<Visibility>, StoreError> {
+        let (id, principals) = (id.to_string(), principals.to_vec());
+        self.read(move |rows| {
+            let (row, visibility) = visibility_in(rows, &id, &principals)?;
+            Ok(row.map(|_| visibility))
+        })
+        .await
+    }
+
     /// What this handle's reader may see of a document (`Readable` for an
     /// unscoped handle).
     pub async fn visibility(&self, id: &str) -> Result<Visibility, StoreError> {

@@ -99,6 +99,9 @@ pub enum ErrorKind {
     IllegalPartition,
     /// 403 `partition_overflow`: the partition is at its size limit.
     PartitionOverflow,
+    /// 403 `ddocs_with_access`: a design document naming readers in a
+    /// database with per-document access.
+    DdocsWithAccess,
 }
 
 impl ErrorKind {
@@ -118,6 +121,7 @@ impl ErrorKind {
             ErrorKind::CompilationError => "compilation_error",
             ErrorKind::IllegalPartition => "illegal_partition",
             ErrorKind::PartitionOverflow => "partition_overflow",
+            ErrorKind::DdocsWithAccess => "ddocs_with_access",
         }
     }
 }

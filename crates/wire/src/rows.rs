@@ -374,11 +374,15 @@ pub struct DbSizes {
     pub active: u64,
 }
 
-/// A database's properties: `{"partitioned": true}` or `{}`.
+/// A database's properties: `{"partitioned": true}`, `{"access": true}`
+/// or `{}`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DbProps {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub partitioned: Option<bool>,
+    /// Per-document access (`PUT /db?access=true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<bool>,
 }
 
 /// A database's sharding and quorums (`q`, `n`, `w`, `r`): all 1 for a

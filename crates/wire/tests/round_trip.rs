@@ -90,6 +90,7 @@ fn new_db_info(partitioned: bool) -> DbInfo {
         },
         props: DbProps {
             partitioned: partitioned.then_some(true),
+            access: None,
         },
         doc_del_count: 0,
         doc_count: 0,
@@ -166,7 +167,7 @@ proptest! {
             purge_seq: seqs.0,
             update_seq: seqs.1,
             sizes: DbSizes { file: sizes.0, external: sizes.1, active: sizes.2 },
-            props: DbProps { partitioned },
+            props: DbProps { partitioned, access: None },
             doc_del_count: counts.0,
             doc_count: counts.1,
             disk_format_version: counts.2,

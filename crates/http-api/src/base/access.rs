@@ -22,15 +22,33 @@ pub(crate) fn not_db_admin(user: &UserCtx) -> ApiError {
     access::denied(user, access::NOT_DB_ADMIN).into()
 }
 
-/// A database's security object, or `None` when the database does not
-/// exist (the handler then answers 404 as usual).
-pub(crate) async fn security_of(
+/// The database as `user` may read it: for a user of a database with
+/// per-document access, the store's handle that shows them only their
+/// documents (see [`access::Gate::readable`]); every read route a user
+/// may take there opens it this way.
+pub(crate) async fn readable(
+    state: &AppState,
+    database: Database,
+    user: &UserCtx,
+) -> Result<Database, ApiError> {
+    if !database.has_doc_access() || user.is_server_admin() {
+        return Ok(database);
+    }
+    let gate =
+        access::Gate::of(&database, user.clone(), None, state.auth.config.iterations).await?;
+    Ok(gate.readable(&database))
+}
+
+/// A database's security object and kind, or `None` when it does not
+/// exist.
+async fn rules_of(
     state: &AppState,
     db: &str,
-) -> Result<Option<SecurityObject>, ApiError> {
+) -> Result<Option<(SecurityObject, access::Kind)>, ApiError> {
     match state.store.db(db).await {
-        Ok(database) => Ok(Some(SecurityObject::from_json(
-            &*database.security().await?,
+        Ok(database) => Ok(Some((
+            SecurityObject::from_json(&*database.security().await?),
+            access::Kind::of_db(&database),
         ))),
         Err(store::StoreError::DbNotFound(_)) | Err(store::StoreError::IllegalDbName(_)) => {
             Ok(None)
@@ -102,14 +120,18 @@ pub(crate) async fn authorize(
         .map(|s| percent_decode_str(s).decode_utf8_lossy().into_owned())
         .collect();
     let segments: Vec<&str> = decoded.iter().map(String::as_str).collect();
+    let rules = rules_of(state, &db).await?;
+    let kind = rules
+        .as_ref()
+        .map_or_else(|| access::Kind::of(&db), |(_, kind)| *kind);
     let need = access::route_need(
-        access::Kind::of(&db),
+        kind,
         &access::Route {
             method: method.as_str(),
             segments: &segments,
         },
     );
-    let security = security_of(state, &db).await?;
+    let security = rules.map(|(security, _)| security);
     Ok(access::admit(user, security.as_ref(), &need)?)
 }
 
@@ -205,6 +227,11 @@ impl Writer {
         self.gate.check_streamed(doc)
     }
 
+    /// `database` as this writer may read it (see [`readable`]).
+    pub(crate) fn readable(&self, database: &Database) -> Database {
+        self.gate.readable(database)
+    }
+
     pub(crate) fn reads_filtered(&self) -> bool {
         self.gate.reads_filtered()
     }
@@ -239,15 +266,19 @@ pub(crate) async fn check_replication(
         let replicator::Peer::Local(db) = peer else {
             continue;
         };
-        let security = security_of(state, db).await?;
-        if security.is_none() && is_target && parsed.create_target {
+        let rules = rules_of(state, db).await?;
+        if rules.is_none() && is_target && parsed.create_target {
             return require_admin(user);
         }
+        let kind = rules
+            .as_ref()
+            .map_or_else(|| access::Kind::of(db), |(_, kind)| *kind);
+        let security = rules.map(|(security, _)| security);
         // A source is read as `_changes` reads it; a target is written.
         let need = if is_target {
             access::Need::Member
         } else {
-            access::route_need(access::Kind::of(db), &access::Route::changes())
+            access::route_need(kind, &access::Route::changes())
         };
         access::admit(user, security.as_ref(), &need)?;
     }

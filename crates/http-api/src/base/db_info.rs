@@ -22,6 +22,7 @@ pub(crate) async fn db_info(db: &Database) -> Result<DbInfo, ApiError> {
         },
         props: DbProps {
             partitioned: db.is_partitioned().then_some(true),
+            access: db.has_doc_access().then_some(true),
         },
         doc_del_count: info.doc_del_count,
         doc_count: info.doc_count,

@@ -163,9 +163,9 @@ impl ApiError {
             Conflict => ApiError::Conflict,
             MissingStub => ApiError::MissingStub(reason),
             Forbidden => ApiError::Forbidden(reason),
-            PartitionOverflow => ApiError::Status {
+            PartitionOverflow | DdocsWithAccess => ApiError::Status {
                 status: StatusCode::FORBIDDEN,
-                error: "partition_overflow",
+                error: kind.as_str(),
                 reason,
             },
             Unauthorized => ApiError::Unauthorized(reason),

@@ -185,7 +185,8 @@ pub(crate) async fn listing(
     query: &Query,
     request: Request,
 ) -> Result<(Database, AllDocsOptions), ApiError> {
-    let database = state.store.db(db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = crate::base::access::readable(state, state.store.db(db).await?, &user).await?;
     let body = if request.method() == Method::POST {
         require_json_content_type(request.headers())?;
         read_json_object(request.into_body(), &state.config).await?

@@ -22,7 +22,8 @@ pub(crate) async fn bulk_get(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
     let body = read_json_object(request.into_body(), &state.config).await?;
     let Some(Value::Array(docs)) = body.get("docs") else {
         return Err(ApiError::bad_request("Missing JSON list of 'docs'."));

@@ -62,7 +62,21 @@ pub(crate) async fn database(
                     "The `placement` value should be in a format `zone:n`.",
                 ));
             }
-            let how = store::CreateDb { partitioned, q };
+            // Per-document access (CouchDB's `access` branch): fixed at creation.
+            let access = match query.get("access") {
+                None | Some("false") => false,
+                Some("true") => true,
+                Some(_) => {
+                    return Err(ApiError::bad_request(
+                        "The `access` value should be a boolean.",
+                    ));
+                }
+            };
+            let how = store::CreateDb {
+                partitioned,
+                q,
+                access,
+            };
             let created = state.store.create_db_with(&db, how).await?;
             if *db == *access::authentication_db() {
                 // A new authentication database holds `_design/_auth` from

@@ -19,7 +19,8 @@ pub(crate) async fn revs_diff(
     request: Request,
     missing_revs_shape: bool,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
     let body = read_json_object(request.into_body(), &state.config).await?;
     let mut asked = Vec::with_capacity(body.len());
     let mut revisions = 0;

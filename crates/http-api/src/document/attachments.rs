@@ -29,6 +29,7 @@ pub(crate) async fn attachment(
     let database = state.store.db(&db).await?;
     let user = crate::base::auth::user_of(&request);
     let writer = Writer::of(&state, &database, user.clone()).await?;
+    let database = writer.readable(&database);
     match request.method().as_str() {
         // Another user's document does not exist for a `_users` reader.
         "GET" | "HEAD"

@@ -29,6 +29,7 @@ pub(crate) async fn document(
 ) -> Result<Response, ApiError> {
     let database = state.store.db(&db).await?;
     let writer = Writer::of(&state, &database, crate::base::auth::user_of(&request)).await?;
+    let database = writer.readable(&database);
     match request.method().as_str() {
         "GET" | "HEAD" if writer.reads_filtered() => {
             filtered_get(&state, &database, &writer, &id, &query).await
@@ -320,6 +321,15 @@ async fn put(
         }
         // A deletion written with PUT is a 200, as CouchDB answers it.
         let deleted = body.get("_deleted") == Some(&Value::Bool(true));
+        // The write gate judges local documents too (and, where each
+        // document has its readers, names the writer in `_access`).
+        let mut checked = body.clone();
+        checked.insert("_id".into(), Value::String(id.clone()));
+        let mut input = DocInput::from_json(Value::Object(checked))?;
+        writer.check_one(database, &mut input, true).await?;
+        if let Some(access) = input.body.get(store::doc_access::ACCESS_FIELD) {
+            body.insert(store::doc_access::ACCESS_FIELD.into(), access.clone());
+        }
         let rev = database.put_local(&id, Value::Object(body)).await?;
         let status = if deleted {
             StatusCode::OK
@@ -404,6 +414,8 @@ async fn delete(
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     if id.starts_with("_local/") {
+        let mut doc = DocInput::from_json(json!({"_id": id, "_deleted": true}))?;
+        writer.check_one(database, &mut doc, true).await?;
         let rev = database.delete_local(&id).await?;
         return Ok(crate::base::response::tagged_json_response(
             StatusCode::OK,
