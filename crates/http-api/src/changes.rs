@@ -574,9 +574,15 @@ async fn read_page(s: &mut FeedState) -> Result<Option<String>, PageError> {
             },
         };
         let write_row = |out: &mut String| match event {
-            None => {
-                wire::rows::write_changes_row(out, &seq, &row.id, &row.changes, row.deleted, doc)
-            }
+            None => wire::rows::write_changes_row(
+                out,
+                &seq,
+                &row.id,
+                &row.changes,
+                row.deleted,
+                row.removed,
+                doc,
+            ),
             Some((kind, db_name)) => out.push_str(&ejson::to_string(
                 &serde_json::json!({"db_name": db_name, "type": kind, "seq": seq}),
             )),

@@ -36,12 +36,15 @@ pub struct ChangesRow {
 }
 
 /// Writes a `_changes` row: `doc` is stored document text, already JSON.
+/// `removed`: the reader lost the document (a database with per-document
+/// access), and `revs` are its revocation tombstones.
 pub fn write_changes_row(
     out: &mut String,
     seq: &str,
     id: &str,
     revs: &[RevId],
     deleted: bool,
+    removed: bool,
     doc: Option<Option<&str>>,
 ) {
     out.push_str("{\"seq\":");
@@ -60,6 +63,9 @@ pub fn write_changes_row(
     out.push(']');
     if deleted {
         out.push_str(",\"deleted\":true");
+    }
+    if removed {
+        out.push_str(",\"removed\":true");
     }
     if let Some(doc) = doc {
         out.push_str(",\"doc\":");
@@ -554,7 +560,7 @@ mod tests {
             seq in any::<String>(),
         ) {
             let mut out = String::new();
-            write_changes_row(&mut out, &seq, &id, &revs, deleted, Some(None));
+            write_changes_row(&mut out, &seq, &id, &revs, deleted, false, Some(None));
             let row: ChangesRow = serde_json::from_str(&out).unwrap();
             prop_assert_eq!(row.id, id);
             prop_assert_eq!(row.changes.into_iter().map(|c| c.rev).collect::<Vec<_>>(), revs);

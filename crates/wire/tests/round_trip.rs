@@ -265,7 +265,7 @@ proptest! {
     ) {
         let mut out = String::new();
         let text = doc.as_ref().map(|doc| doc.as_ref().map(|(text, _)| text.as_str()));
-        write_changes_row(&mut out, &seq, &id, &revs, deleted, text);
+        write_changes_row(&mut out, &seq, &id, &revs, deleted, false, text);
         let expected = ChangesRow {
             seq: Value::from(seq),
             id,

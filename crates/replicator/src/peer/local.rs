@@ -105,7 +105,9 @@ impl LocalPeer {
         .map_err(|refusal| self.refusal_error(refusal))?;
         gate.check_member()
             .map_err(|refusal| self.refusal_error(refusal))?;
-        Ok((db, gate))
+        // Every read goes through the handle the gate gives: where each
+        // document has its readers, a user replicates only theirs.
+        Ok((gate.readable(&db), gate))
     }
 
     /// A refusal of the shared gate, as this peer's error.
@@ -321,10 +323,35 @@ impl LocalPeer {
     }
 
     /// Writes a local (checkpoint) document; returns its new `_rev`.
+    /// Where each document has its readers, the checkpoint is judged by
+    /// the write gate as any write and names the replication's user.
     pub async fn put_local(&self, id: &str, doc: &impl Serialize) -> Result<String, EndpointError> {
-        let doc =
+        let mut doc =
             serde_json::to_value(doc).map_err(|e| self.malformed(format!("encoding {id}: {e}")))?;
-        Ok(self.local().await?.put_local(id, doc).await?)
+        let (db, gate) = self.local_gate().await?;
+        if db.has_doc_access() {
+            let mut checked = doc.clone();
+            checked["_id"] = Value::String(id.to_string());
+            let mut input = DocInput::from_json(checked)?;
+            match gate.check_doc(&db, &mut input, true).await {
+                Ok(Ok(())) => {}
+                Ok(Err(failure)) => {
+                    return Err(EndpointError::Http {
+                        url: self.display(),
+                        status: 403,
+                        error: failure.error.as_str().into(),
+                        reason: failure.reason,
+                    });
+                }
+                Err(refusal) => return Err(self.refusal_error(refusal)),
+            }
+            if let (Some(access), Value::Object(map)) =
+                (input.body.get(store::doc_access::ACCESS_FIELD), &mut doc)
+            {
+                map.insert(store::doc_access::ACCESS_FIELD.into(), access.clone());
+            }
+        }
+        Ok(db.put_local(id, doc).await?)
     }
 
     /// One page of changes after `since`, every leaf of each document,
