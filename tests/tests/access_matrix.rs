@@ -1,5 +1,5 @@
-//! Every route family tried by every role, in a plain database, `_users`
-//! and `_replicator`: one table of the answers CouchDB 3.5 gives (or the
+//! Every route family tried by every role, in a plain database, `_users`,
+//! `_replicator` and a database with per-document access: one table of the answers CouchDB 3.5 gives (or the
 //! stricter ones Recliner gives where CouchDB leaks). With the reference
 //! CouchDB at hand (`COUCHDB_URL`), the plain database's rows marked as
 //! CouchDB's are asked of it too and must agree. The special databases are
@@ -191,6 +191,124 @@ fn plain_rows() -> Vec<Row> {
             [401, 403, 200, 200, 200],
         ),
     ]
+}
+
+/// A database with per-document access (`?access=true`): `doc` names the
+/// member, `hidden` nobody (admins only). A member reaches documents and
+/// the routes that show them one user's way; design documents, their
+/// functions and listings of design or local documents are for admins.
+fn per_doc_rows() -> Vec<Row> {
+    const HIDDEN: [u16; 5] = [401, 403, 404, 200, 200];
+    const ADMINS: [u16; 5] = [401, 403, 403, 200, 200];
+    let rows = vec![
+        row("GET", "/{db}", None, OPEN),
+        row("GET", "/{db}/doc", None, OPEN),
+        row("GET", "/{db}/doc?open_revs=all", None, OPEN),
+        row("GET", "/{db}/hidden", None, HIDDEN),
+        row("GET", "/{db}/hidden?open_revs=all", None, HIDDEN),
+        row("GET", "/{db}/hidden/a.txt", None, HIDDEN),
+        row(
+            "PUT",
+            "/{db}/new-{role}",
+            Some(json!({"_access": ["{member}"]})),
+            CREATED,
+        ),
+        row(
+            "PUT",
+            "/{db}/theirs-{role}",
+            Some(json!({"_access": ["{dbadmin}"]})),
+            [401, 403, 403, 201, 201],
+        ),
+        row(
+            "POST",
+            "/{db}/_bulk_docs",
+            Some(json!({"docs": [{"_access": ["{member}"]}]})),
+            CREATED,
+        ),
+        row(
+            "POST",
+            "/{db}/_bulk_get",
+            Some(json!({"docs": [{"id": "hidden"}]})),
+            OPEN,
+        ),
+        row("GET", "/{db}/_all_docs", None, OPEN),
+        row("GET", "/{db}/_changes", None, OPEN),
+        row(
+            "GET",
+            "/{db}/_changes?feed=longpoll&since=now&timeout=100",
+            None,
+            OPEN,
+        ),
+        row(
+            "GET",
+            "/{db}/_changes?feed=continuous&timeout=100",
+            None,
+            OPEN,
+        ),
+        row(
+            "GET",
+            "/{db}/_changes?feed=eventsource&timeout=100",
+            None,
+            OPEN,
+        ),
+        row(
+            "POST",
+            "/{db}/_find",
+            Some(json!({"selector": {"v": 1}})),
+            OPEN,
+        ),
+        row("GET", "/{db}/_index", None, OPEN),
+        row(
+            "PUT",
+            "/{db}/_local/l-{role}",
+            Some(json!({"v": 1})),
+            CREATED,
+        ),
+        row("GET", "/{db}/_security", None, OPEN),
+        row(
+            "POST",
+            "/{db}/_revs_diff",
+            Some(json!({"hidden": ["1-abc"]})),
+            OPEN,
+        ),
+        row("GET", "/{db}/_design/app", None, ADMINS),
+        row("GET", "/{db}/_design/app/_view/all", None, ADMINS),
+        row("GET", "/{db}/_design/app/_show/whole/doc", None, ADMINS),
+        row("GET", "/{db}/_design/app/_list/rows/all", None, ADMINS),
+        row(
+            "POST",
+            "/{db}/_design/app/_update/stamp/upd-{role}",
+            Some(json!({})),
+            [401, 403, 403, 201, 201],
+        ),
+        row("GET", "/{db}/_design_docs", None, ADMINS),
+        row("GET", "/{db}/_local_docs", None, ADMINS),
+        row(
+            "PUT",
+            "/{db}/_design/new-{role}",
+            Some(json!({"language": "javascript"})),
+            [401, 403, 403, 201, 201],
+        ),
+        row(
+            "POST",
+            "/{db}/_purge",
+            Some(json!({"nothing": []})),
+            [401, 401, 401, 401, 201],
+        ),
+        row(
+            "POST",
+            "/_replicate",
+            Some(json!({"source": "{db}", "target": "{db}"})),
+            [401, 403, 200, 200, 200],
+        ),
+    ];
+    // CouchDB 3.5 has no per-document access: these rows are Recliner's.
+    rows.into_iter()
+        .map(|r| Row {
+            couchdb: false,
+            ..r
+        })
+        .collect()
 }
 
 /// The rows `_users` and `_replicator` share: only routes that filter per
@@ -442,16 +560,26 @@ async fn every_route_answers_every_role_as_the_table_says() {
         .plain_url
         .replacen("http://", "http://admin:test-secret@", 1);
     let cast = Cast::create(&admin, &base, "").await;
-    for db in ["plain", "_users", "_replicator"] {
+    assert_eq!(
+        admin.put("/perdoc?access=true", json!(null)).await.status,
+        201
+    );
+    for db in ["plain", "_users", "_replicator", "perdoc"] {
         cast.prepare(&admin, db, design_doc()).await;
     }
     plain_content(&admin, "plain").await;
+    let named = json!({"_access": [cast.name("member")], "v": 1});
+    assert_eq!(admin.put("/perdoc/doc", named).await.status, 201);
+    let hidden =
+        json!({"v": 1, "_attachments": {"a.txt": {"content_type": "text/plain", "data": "aGk="}}});
+    assert_eq!(admin.put("/perdoc/hidden", hidden).await.status, 201);
     let theirs = json!({"source": "http://x:secret@127.0.0.1:9/a", "target": "http://127.0.0.1:9/b", "owner": "admin"});
     assert_eq!(admin.put("/_replicator/theirs", theirs).await.status, 201);
 
     let mut wrong = cast.run("plain", &plain_rows(), false).await;
     wrong.extend(cast.run("_users", &users_rows(), false).await);
     wrong.extend(cast.run("_replicator", &replicator_rows(), false).await);
+    wrong.extend(cast.run("perdoc", &per_doc_rows(), false).await);
     assert!(
         wrong.is_empty(),
         "{} answers differ:\n{}",

@@ -746,3 +746,57 @@ async fn couchdbs_continuous_pull_survives_recliner_being_killed_and_restarted()
         .await;
     c.delete(&format!("/{copy}")).await;
 }
+
+/// One database, many users: CouchDB's replicator, as an admin, pulls a
+/// database with per-document access from Recliner whole, `_access`
+/// intact (CouchDB 3.5 keeps it as a field), and pushes it back into a new
+/// one on Recliner, where the rule applies again.
+#[tokio::test]
+async fn couchdbs_replicator_copies_a_per_document_access_database_whole() {
+    let Some(couch) = couchdb("couchdbs_replicator_copies_a_per_document_access_database") else {
+        return;
+    };
+    let data = TempDir::new("couch-access");
+    let server = TestServer::start(data.path(), &[]);
+    let (r, c) = (Client::new(&server), couch.client());
+    assert_eq!(r.put("/shared?access=true", json!(null)).await.status, 201);
+    let docs: Vec<Value> = (0..40)
+        .map(|i| json!({"_id": format!("d{i:02}"), "_access": [format!("user{}", i % 4)], "n": i}))
+        .chain([json!({"_id": "admins-only", "n": -1})])
+        .collect();
+    bulk(&r, "shared", docs).await;
+    let copy = unique_db("access-copy");
+    let pull = json!({"source": server.url("/shared"), "target": copy, "create_target": true});
+    let log = replicate(&c, pull).await;
+    assert_eq!(log["history"][0]["doc_write_failures"], 0, "{log}");
+    assert_eq!(log["history"][0]["docs_written"], 41, "{log}");
+    compare_dbs(&r, "shared", &c, &copy).await;
+    assert_eq!(
+        c.get(&format!("/{copy}/d05")).await.json()["_access"],
+        json!(["user1"])
+    );
+    // Back into a new database with per-document access on Recliner.
+    assert_eq!(r.put("/again?access=true", json!(null)).await.status, 201);
+    let push = json!({"source": copy, "target": server.url("/again")});
+    let log = replicate(&c, push).await;
+    assert_eq!(log["history"][0]["doc_write_failures"], 0, "{log}");
+    compare_dbs(&r, "again", &c, &copy).await;
+    let user1 = r
+        .send("POST", "/_users", Some(json!({"_id": "org.couchdb.user:user1", "name": "user1", "password": "pw-pw-pw", "roles": [], "type": "user"})), &[])
+        .await;
+    assert_eq!(user1.status, 201, "{}", user1.text);
+    assert_eq!(
+        r.put("/again/_security", json!({"members": {"names": ["user1"]}}))
+            .await
+            .status,
+        200
+    );
+    let as_user1 = Client::at(
+        &server
+            .plain_url
+            .replacen("http://", "http://user1:pw-pw-pw@", 1),
+    );
+    let theirs = as_user1.get("/again/_all_docs").await.json();
+    assert_eq!(theirs["total_rows"], 10, "{theirs}");
+    c.delete(&format!("/{copy}")).await;
+}
