@@ -323,6 +323,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             true,
         ),
         Some("many-replications") => bench_recliner_only("many_replications_bench", &args[1..]),
+        Some("access") => bench_recliner_only("access_bench", &args[1..]),
         Some("bodies") => bench_against_pouchdb_server(
             "bodies_bench",
             "the request-body benchmark runs PouchDB Server",
@@ -336,7 +337,8 @@ fn bench(args: &[String]) -> Result<(), String> {
                   views [--recliner-only] [--docs N]|\
                   find [--recliner-only] [--docs N]|\
                   bodies [--recliner-only] [--clients N] [--mib N]|\
-                  many-replications [--jobs N] [--remote-jobs N] [--seconds N] [--rate N]>"
+                  many-replications [--jobs N] [--remote-jobs N] [--seconds N] [--rate N]|\
+                  access [--users N] [--docs-per-user N] [--pattern-users N] [--samples N]>"
                 .into(),
         ),
     }
