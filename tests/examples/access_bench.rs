@@ -200,7 +200,10 @@ fn pouchdb_sync(o: &Options, url: &str) -> Option<(f64, u64)> {
 
 /// How long an admin's write takes to reach `user`'s longpoll feed.
 async fn delivery(admin: &Client, user: &Client, u: usize, id: &str) -> Duration {
-    let since = user.get("/shared/_changes?descending=true&limit=1").await.json()["last_seq"]
+    let since = user
+        .get("/shared/_changes?descending=true&limit=1")
+        .await
+        .json()["last_seq"]
         .as_str()
         .unwrap()
         .to_string();
@@ -215,7 +218,13 @@ async fn delivery(admin: &Client, user: &Client, u: usize, id: &str) -> Duration
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     let started = Instant::now();
-    assert_eq!(admin.put(&format!("/shared/{id}"), doc(id, u, 0)).await.status, 201);
+    assert_eq!(
+        admin
+            .put(&format!("/shared/{id}"), doc(id, u, 0))
+            .await
+            .status,
+        201
+    );
     let answer = waiting.await.unwrap();
     let took = started.elapsed();
     assert!(answer.text.contains(id), "{}", answer.text);
@@ -225,7 +234,10 @@ async fn delivery(admin: &Client, user: &Client, u: usize, id: &str) -> Duration
 /// An admin's query across all users: every user's document number `n`.
 async fn admin_query(admin: &Client, db: &str, users: usize) -> (Duration, Duration) {
     let index = admin
-        .post(&format!("/{db}/_index"), json!({"index": {"fields": ["n"]}, "name": "by-n"}))
+        .post(
+            &format!("/{db}/_index"),
+            json!({"index": {"fields": ["n"]}, "name": "by-n"}),
+        )
         .await;
     assert_eq!(index.status, 200, "{}", index.text);
     let query = json!({"selector": {"n": 7}, "limit": users * 2, "use_index": "by-n"});
@@ -273,7 +285,10 @@ async fn run_access(o: &Options) -> AccessFigures {
     let admin = Client::new(&server);
     let samples = sampled(o);
     make_users(&admin, &samples).await;
-    assert_eq!(admin.put("/shared?access=true", json!(null)).await.status, 201);
+    assert_eq!(
+        admin.put("/shared?access=true", json!(null)).await.status,
+        201
+    );
     let security = json!({"members": {"roles": ["reader"]}});
     assert_eq!(admin.put("/shared/_security", security).await.status, 200);
     let total = o.users * o.docs_per_user;
@@ -294,7 +309,13 @@ async fn run_access(o: &Options) -> AccessFigures {
         for (i, (&u, user)) in samples.iter().zip(&clients).enumerate() {
             let (_, _, caught_up) = feed(user, &last[i]).await;
             let id = format!("new-{u}-{step}");
-            assert_eq!(admin.put(&format!("/shared/{id}"), doc(&id, u, 0)).await.status, 201);
+            assert_eq!(
+                admin
+                    .put(&format!("/shared/{id}"), doc(&id, u, 0))
+                    .await
+                    .status,
+                201
+            );
             let (took, rows, seq) = feed(user, &caught_up).await;
             assert_eq!(rows, 1, "the new document only");
             times.push(ms(took));
@@ -311,7 +332,11 @@ async fn run_access(o: &Options) -> AccessFigures {
     let mut all_docs = Vec::new();
     for user in &clients {
         let (took, rows, _) = feed(user, "0").await;
-        assert_eq!(rows, o.docs_per_user + 3, "the user's documents and the three new ones");
+        assert_eq!(
+            rows,
+            o.docs_per_user + 3,
+            "the user's documents and the three new ones"
+        );
         first_feed.push(ms(took));
         let started = Instant::now();
         let r = user.get("/shared/_all_docs").await;
@@ -378,7 +403,9 @@ async fn run_pattern(o: &Options) -> PatternFigures {
             let docs: Vec<Value> = (0..o.docs_per_user)
                 .map(|n| doc(&format!("d{u:05}-{n:04}"), u, n))
                 .collect();
-            let r = admin.post(&format!("/{db}/_bulk_docs"), json!({"docs": docs})).await;
+            let r = admin
+                .post(&format!("/{db}/_bulk_docs"), json!({"docs": docs}))
+                .await;
             assert_eq!(r.status, 201, "{}", r.text);
         }
     }))
@@ -395,25 +422,38 @@ async fn run_pattern(o: &Options) -> PatternFigures {
                        "target": "shared", "continuous": true})
             })
             .collect();
-        let r = admin.post("/_replicator/_bulk_docs", json!({"docs": jobs})).await;
+        let r = admin
+            .post("/_replicator/_bulk_docs", json!({"docs": jobs}))
+            .await;
         assert_eq!(r.status, 201, "{}", r.text);
     }
     let total = (users * o.docs_per_user) as u64;
     loop {
-        let count = admin.get("/shared").await.json()["doc_count"].as_u64().unwrap_or(0);
+        let count = admin.get("/shared").await.json()["doc_count"]
+            .as_u64()
+            .unwrap_or(0);
         if count >= total {
             break;
         }
-        assert!(started.elapsed() < CATCH_UP_LIMIT, "only {count} of {total} replicated");
+        assert!(
+            started.elapsed() < CATCH_UP_LIMIT,
+            "only {count} of {total} replicated"
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let catch_up = started.elapsed();
-    eprintln!("bench: the pattern's shared database caught up in {:.0} s", catch_up.as_secs_f64());
+    eprintln!(
+        "bench: the pattern's shared database caught up in {:.0} s",
+        catch_up.as_secs_f64()
+    );
     let mut delivery = Vec::new();
     for i in 0..o.samples.min(users) {
         let u = i * (users / o.samples.min(users)).max(1);
         let id = format!("live-{u}");
-        let since = admin.get("/shared/_changes?descending=true&limit=1").await.json()["last_seq"]
+        let since = admin
+            .get("/shared/_changes?descending=true&limit=1")
+            .await
+            .json()["last_seq"]
             .as_str()
             .unwrap()
             .to_string();

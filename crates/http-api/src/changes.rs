@@ -103,7 +103,12 @@ async fn parse_since(text: &str, db: &Database) -> Result<u64, ApiError> {
 /// sequence and the query (CouchDB's leaves the query out, so two different
 /// queries could share a tag; this one cannot).
 fn changes_etag(db: &Database, query: &str) -> String {
-    let text = format!("{}\n{}\n{query}", db.uuid(), db.update_seq());
+    let mut text = format!("{}\n{}\n{query}", db.uuid(), db.update_seq());
+    // A user's feed of a database with per-document access is theirs.
+    for principal in db.reader().unwrap_or_default() {
+        text.push('\n');
+        text.push_str(principal);
+    }
     format!(
         "\"{}\"",
         crate::base::response::content_etag(text.as_bytes())

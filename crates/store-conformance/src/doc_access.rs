@@ -426,3 +426,34 @@ pub async fn the_access_index_is_kept_with_each_write_and_survives_a_restart(
     assert!(!plain.has_doc_access());
     assert_eq!(listed(&plain.for_reader(who(&["nobody"]))).await.1, 1);
 }
+
+pub async fn a_lost_access_index_is_rebuilt_when_the_database_is_opened(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    {
+        let db = access_db(&t, "rebuilt").await;
+        let docs = (0..1200)
+            .map(|i| doc(json!({"_id": format!("r{i:04}"), "_access": [format!("u{}", i % 3)]})))
+            .collect();
+        db.bulk_docs(docs, true).await.unwrap();
+        put(&db, json!({"_id": "nobody's"})).await;
+        db.forget_access_index().await.unwrap();
+        // Without its index, a user sees nothing: the index is the rule's data.
+        assert_eq!(listed(&db.for_reader(who(&["u0"]))).await.1, 0);
+    }
+    t.store.close_all().await;
+    let store = t.reopen(Default::default());
+    let db = store.db("rebuilt").await.unwrap();
+    let u0 = db.for_reader(who(&["u0"]));
+    assert_eq!(listed(&u0).await.1, 400);
+    assert_eq!(ids_in_feed(&u0, 0).await.len(), 400);
+    assert_eq!(
+        u0.get("r0001", Default::default())
+            .await
+            .err()
+            .map(|e| e.to_string()),
+        Some(StoreError::DocNotFound("missing").to_string())
+    );
+    // Written after the rebuild, kept as any write.
+    put(&db, json!({"_id": "later", "_access": ["u0"]})).await;
+    assert_eq!(listed(&u0).await.1, 401);
+}

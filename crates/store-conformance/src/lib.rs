@@ -344,6 +344,11 @@ macro_rules! conformance_tests {
                 let Some(backend) = $open() else { return };
                 $crate::doc_access::the_access_index_is_kept_with_each_write_and_survives_a_restart(&backend).await;
             }
+            #[tokio::test]
+            async fn a_lost_access_index_is_rebuilt_when_the_database_is_opened() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::a_lost_access_index_is_rebuilt_when_the_database_is_opened(&backend).await;
+            }
         }
         pub mod local_docs {
             #[allow(unused_imports)]

@@ -487,6 +487,7 @@ pub fn new_db_meta(setup: &NewDb<'_>) -> Vec<(&'static str, String)> {
     }
     if setup.access {
         meta.push(("access", "true".to_string()));
+        meta.push((crate::doc_access::INDEX_META, "1".to_string()));
     }
     if setup.q != 1 {
         meta.push(("q", setup.q.to_string()));

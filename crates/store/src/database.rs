@@ -53,6 +53,9 @@ struct DbInner {
     q: u32,
     /// Created with `?access=true` (see [`crate::doc_access`]).
     access: bool,
+    /// Set once its access index is known to be whole (rebuilt if it was
+    /// missing when the database was opened).
+    pub(crate) access_index: tokio::sync::OnceCell<()>,
 }
 
 impl std::fmt::Debug for Database {
@@ -139,6 +142,7 @@ impl Database {
                 partitioned,
                 q,
                 access,
+                access_index: tokio::sync::OnceCell::new(),
             }),
             reader: None,
         };
@@ -172,6 +176,12 @@ impl Database {
     /// tells clients what they asked for.
     pub fn q(&self) -> u32 {
         self.inner.q
+    }
+
+    /// Set once the access index is known to be whole (see
+    /// `doc_access::with_access_index`).
+    pub(crate) fn access_index_ready(&self) -> &tokio::sync::OnceCell<()> {
+        &self.inner.access_index
     }
 
     /// Whether the database was created with per-document access

@@ -42,6 +42,13 @@ use crate::{Database, StoreError};
 /// The field naming a document's readers and writers.
 pub const ACCESS_FIELD: &str = "_access";
 
+/// The metadata key saying a database's access index is whole: set when
+/// the database is created, and after a rebuild.
+pub const INDEX_META: &str = "access_index";
+
+/// Documents re-indexed per write while the index is rebuilt.
+const REBUILD_PAGE: usize = 500;
+
 /// The principals a body's `_access` names, without duplicates; `None`
 /// when it has no `_access` (an ill-formed one names nobody: the write
 /// gate refuses it, see [`check_access_field`]).
@@ -280,7 +287,114 @@ pub(crate) fn maintain(
     ctx.rows.set_access_rows(key, &rows)
 }
 
+/// The principals a stored winner's body names.
+fn named_by(body: Option<&(String, Option<String>)>) -> Vec<String> {
+    body.and_then(|(text, _)| match ejson::from_stored(text) {
+        Ok(Value::Object(body)) => access_list(&body),
+        _ => None,
+    })
+    .unwrap_or_default()
+}
+
 impl Database {
+    /// This database, once its access index is whole: a database with
+    /// per-document access opened without one (it was lost, or the
+    /// database was copied in without it) gets it rebuilt first, from the
+    /// documents' winners, so no read of a user sees less, or more, than
+    /// the documents say. Who lost what before is not known again.
+    pub(crate) async fn with_access_index(self) -> Result<Database, StoreError> {
+        if !self.has_doc_access() {
+            return Ok(self);
+        }
+        self.access_index_ready()
+            .get_or_try_init(|| async {
+                let ready = self
+                    .read(|rows| Ok(rows.meta(INDEX_META)?.as_deref() == Some("1")))
+                    .await?;
+                if !ready {
+                    self.rebuild_access_index().await?;
+                }
+                Ok::<(), StoreError>(())
+            })
+            .await?;
+        Ok(self)
+    }
+
+    /// Rebuilds the access index page by page, in order of change: each
+    /// document gets rows for what its winner names, at its sequence. A
+    /// document written meanwhile is skipped (its write kept its rows).
+    async fn rebuild_access_index(&self) -> Result<(), StoreError> {
+        tracing::warn!(db = %self.name(), "rebuilding the access index");
+        let mut since = 0;
+        loop {
+            let page = self
+                .read(move |rows| {
+                    let mut found = Vec::new();
+                    rows.changes(since, false, REBUILD_PAGE as u64, true, &mut |id, row| {
+                        let winner = row.tree.winner().map(|w| w.rev);
+                        let named = named_by(row.winner_body.as_ref());
+                        found.push((id, row.key, row.seq, winner, named));
+                        Ok(())
+                    })?;
+                    Ok(found)
+                })
+                .await?;
+            let Some(last) = page.last().map(|(_, _, seq, _, _)| *seq) else {
+                break;
+            };
+            let full = page.len() == REBUILD_PAGE;
+            self.write(page.len(), move |ctx| {
+                for (id, key, seq, winner, named) in page {
+                    let current = ctx
+                        .rows
+                        .load_doc(&id)?
+                        .and_then(|stored| stored.tree.winner().map(|w| w.rev));
+                    if current.is_none() || current != winner {
+                        continue;
+                    }
+                    let rows: Vec<AccessRow> = named
+                        .into_iter()
+                        .map(|principal| AccessRow {
+                            principal,
+                            seq,
+                            gone: None,
+                        })
+                        .collect();
+                    ctx.rows.set_access_rows(key, &rows)?;
+                }
+                Ok(())
+            })
+            .await?;
+            since = last;
+            if !full {
+                break;
+            }
+        }
+        self.write(1, |ctx| ctx.rows.set_meta(INDEX_META, "1"))
+            .await
+    }
+
+    /// Forgets that the access index is whole, for the tests of its
+    /// rebuild: the next open rebuilds it.
+    #[cfg(feature = "test-hooks")]
+    pub async fn forget_access_index(&self) -> Result<(), StoreError> {
+        self.write(1, |ctx| {
+            let mut after = 0;
+            loop {
+                let docs = ctx.rows.docs_after(after, 500)?;
+                let Some(last) = docs.last().map(|(key, _, _)| *key) else {
+                    break;
+                };
+                for (key, _, _) in docs {
+                    ctx.rows.set_access_rows(key, &[])?;
+                }
+                after = last;
+            }
+            ctx.rows.set_meta(INDEX_META, "0")
+        })
+        .await
+    }
+
     /// This database as `principals` (a user's name, then their roles) may
     /// read it; the database itself when it has no per-document access.
     pub fn for_reader(&self, principals: Vec<String>) -> Database {

@@ -704,8 +704,13 @@ impl Store {
     }
 
     /// Opens a database (kept open after the first call, within
-    /// `max_dbs_open`); `DbNotFound` if absent.
+    /// `max_dbs_open`); `DbNotFound` if absent. A database with
+    /// per-document access is handed out once its access index is whole.
     pub async fn db(&self, name: &str) -> Result<Database, StoreError> {
+        self.open(name).await?.with_access_index().await
+    }
+
+    async fn open(&self, name: &str) -> Result<Database, StoreError> {
         if let Some(db) = self.lock().get(name) {
             return Ok(db);
         }
