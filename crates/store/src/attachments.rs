@@ -602,19 +602,12 @@ impl crate::Database {
         rev: Option<revtree::RevId>,
     ) -> Result<(AttachmentMeta, AttachmentReader), StoreError> {
         let (id, name) = (id.to_string(), name.to_string());
-        let reader = self.reader.clone();
+        let handle = self.clone();
         let (meta, (blob_id, chunks)) = self
             .read(move |rows| {
-                let row = match &reader {
-                    None => rows.doc_row(&id)?,
-                    Some(principals) => {
-                        match crate::doc_access::visibility_in(rows, &id, principals)? {
-                            (row, crate::doc_access::Visibility::Readable) => row,
-                            _ => None,
-                        }
-                    }
-                };
-                let row = row.ok_or(StoreError::DocNotFound("missing"))?;
+                let row = handle
+                    .readable_row(rows, &id)?
+                    .ok_or(StoreError::DocNotFound("missing"))?;
                 let rev = match rev {
                     Some(rev) => rev,
                     None => {

@@ -468,6 +468,11 @@ pub trait WriteTx {
     fn save_state(&self, state: &DbState) -> Result<(), StoreError>;
 }
 
+/// The metadata key saying a database's access index is whole (see
+/// `store::doc_access`): set when the database is created, and after a
+/// rebuild.
+pub const ACCESS_INDEX_META: &str = "access_index";
+
 /// The metadata a new database starts with: a uuid, its creation time
 /// (fixed for its life: CouchDB's replicator restarts from scratch when it
 /// changes), `revs_limit`, `_security`, and whether it is partitioned.
@@ -487,7 +492,7 @@ pub fn new_db_meta(setup: &NewDb<'_>) -> Vec<(&'static str, String)> {
     }
     if setup.access {
         meta.push(("access", "true".to_string()));
-        meta.push((crate::doc_access::INDEX_META, "1".to_string()));
+        meta.push((ACCESS_INDEX_META, "1".to_string()));
     }
     if setup.q != 1 {
         meta.push(("q", setup.q.to_string()));

@@ -35,16 +35,13 @@ use serde_json::{Map, Value};
 
 use crate::backend::{AccessRow, DocRow, ReadRows};
 use crate::doc::DocInput;
-use crate::read::{DocBuilder, DocJson};
 use crate::writer::WriteCtx;
 use crate::{Database, StoreError};
 
 /// The field naming a document's readers and writers.
 pub const ACCESS_FIELD: &str = "_access";
 
-/// The metadata key saying a database's access index is whole: set when
-/// the database is created, and after a rebuild.
-pub const INDEX_META: &str = "access_index";
+use crate::backend::ACCESS_INDEX_META as INDEX_META;
 
 /// Documents re-indexed per write while the index is rebuilt.
 const REBUILD_PAGE: usize = 500;
@@ -176,31 +173,6 @@ pub(crate) fn visibility_in(
     };
     let visibility = Visibility::of(&rows.access_rows(row.key)?, principals);
     Ok((Some(row), visibility))
-}
-
-/// The revocation tombstone of `leaf` as a document, with its two-step
-/// history when `revs` asks for it.
-pub(crate) fn tombstone_doc(id: &str, leaf: &RevId, revs: bool) -> Result<DocJson, StoreError> {
-    let tombstone = revocation_tombstone(id, leaf).ok_or(StoreError::DocNotFound("missing"))?;
-    let mut extra = Vec::new();
-    if revs {
-        let ids = [tombstone.hash(), leaf.hash()]
-            .iter()
-            .map(|hash| Value::String(hash.to_string()))
-            .collect();
-        extra.push((
-            "_revisions",
-            serde_json::json!({"start": tombstone.pos(), "ids": Value::Array(ids)}),
-        ));
-    }
-    DocBuilder {
-        id,
-        rev: &tombstone,
-        deleted: true,
-        body: "{}",
-        extra,
-    }
-    .finish()
 }
 
 /// Keeps a document's access rows right after a write moved it to `seq`
@@ -412,6 +384,22 @@ impl Database {
         let mut whole = self.clone();
         whole.reader = None;
         whole
+    }
+
+    /// A document's row in one snapshot, if this handle's reader may read
+    /// it (any document for an unscoped handle).
+    pub(crate) fn readable_row(
+        &self,
+        rows: &dyn ReadRows,
+        id: &str,
+    ) -> Result<Option<DocRow>, StoreError> {
+        match &self.reader {
+            None => rows.doc_row(id),
+            Some(principals) => match visibility_in(rows, id, principals)? {
+                (row, Visibility::Readable) => Ok(row),
+                _ => Ok(None),
+            },
+        }
     }
 
     /// The principals this handle reads for; `None`: everything.

@@ -138,7 +138,7 @@ fn removed_row(
         .filter_map(|leaf| crate::doc_access::revocation_tombstone(&id, leaf))
         .collect();
     let doc = match (q.include_docs, leaves.first()) {
-        (true, Some(leaf)) => Some(crate::doc_access::tombstone_doc(&id, leaf, false)?),
+        (true, Some(leaf)) => Some(read::tombstone_doc(&id, leaf, false)?),
         _ => None,
     };
     Ok(ChangeRow {

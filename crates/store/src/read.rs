@@ -10,7 +10,7 @@ use wire::rows::BulkGetError;
 
 use crate::attachments::{self, Attachments};
 use crate::backend::{DocRow, ReadRows};
-use crate::doc_access::{Visibility, revocation_tombstone, tombstone_doc, visibility_in};
+use crate::doc_access::{Visibility, revocation_tombstone, visibility_in};
 use crate::{Database, StoreError};
 
 /// A document as JSON text, ready to be sent or embedded in a response.
@@ -439,6 +439,31 @@ pub(crate) fn open_revs_in(
         }
     }
     Ok(out)
+}
+
+/// The revocation tombstone of `leaf` as a document, with its two-step
+/// history when `revs` asks for it.
+pub(crate) fn tombstone_doc(id: &str, leaf: &RevId, revs: bool) -> Result<DocJson, StoreError> {
+    let tombstone = revocation_tombstone(id, leaf).ok_or(StoreError::DocNotFound("missing"))?;
+    let mut extra = Vec::new();
+    if revs {
+        let ids = [tombstone.hash(), leaf.hash()]
+            .iter()
+            .map(|hash| Value::String(hash.to_string()))
+            .collect();
+        extra.push((
+            "_revisions",
+            serde_json::json!({"start": tombstone.pos(), "ids": Value::Array(ids)}),
+        ));
+    }
+    DocBuilder {
+        id,
+        rev: &tombstone,
+        deleted: true,
+        body: "{}",
+        extra,
+    }
+    .finish()
 }
 
 /// [`open_revs_in`] for a user of a database with per-document access:
