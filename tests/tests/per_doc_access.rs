@@ -279,6 +279,22 @@ async fn users_read_only_what_names_them_on_every_route() {
         .map(|d| d["_id"].as_str().unwrap())
         .collect();
     assert_eq!(found_ids, ["ab", "b1"], "{indexed}");
+    // Its statistics count only what the user may read.
+    let stats = bob
+        .post(
+            "/db/_find",
+            json!({"selector": {"v": {"$gt": ""}}, "use_index": "by-v", "execution_stats": true}),
+        )
+        .await
+        .json();
+    assert_eq!(
+        stats["execution_stats"]["total_keys_examined"], 2,
+        "{stats}"
+    );
+    assert_eq!(
+        stats["execution_stats"]["total_docs_examined"], 2,
+        "{stats}"
+    );
     // The index itself holds every document (the admin's query sees all).
     let everything = admin
         .post(

@@ -334,7 +334,10 @@ impl Run {
     /// The documents of index rows, read together (`None` for one gone).
     async fn fetch_all(&mut self, rows: &[store::IndexEntry]) -> Result<Vec<Option<Value>>, Stop> {
         let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
-        self.docs_examined += ids.len() as u64;
+        let scoped = self.database.reader().is_some();
+        if !scoped {
+            self.docs_examined += ids.len() as u64;
+        }
         let found = self
             .database
             .all_docs_keys(
@@ -347,6 +350,10 @@ impl Run {
             .await?;
         let mut out = Vec::with_capacity(found.len());
         for (_, row) in found {
+            // A reader who sees only some documents examined only those.
+            if scoped && row.is_some() {
+                self.docs_examined += 1;
+            }
             out.push(match row.filter(|r| !r.deleted).and_then(|r| r.doc) {
                 Some(doc) => Some(doc.to_value()?),
                 None => None,
@@ -437,7 +444,14 @@ impl Run {
                     if self.done() {
                         break;
                     }
-                    self.keys_examined += 1;
+                    let readable = docs
+                        .as_ref()
+                        .is_none_or(|d| matches!(d.get(i), Some(Some(_))));
+                    // A reader who sees only some documents is told of
+                    // their rows only (`execution_stats` counts them).
+                    if readable || self.database.reader().is_none() {
+                        self.keys_examined += 1;
+                    }
                     let key: Value = ejson::from_stored(&row.key).unwrap_or(Value::Null);
                     let doc = match &docs {
                         None => covered_doc(&def, &key, &row.id),
