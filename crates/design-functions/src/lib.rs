@@ -7,6 +7,7 @@
 mod pool;
 pub mod query_validation;
 mod sandbox;
+pub mod search;
 mod source;
 mod validation;
 pub mod views;

@@ -11,6 +11,10 @@ var __couch = (function () {
   var compiled = {};
   var modules = {};
   var emitted = null;
+  // The fields a search index function indexes, while it runs, and its
+  // section ("nouveau" or "indexes").
+  var indexed = null;
+  var indexing = null;
 
   function isError(e) {
     return e !== null && typeof e === "object" && "name" in e && "message" in e && "stack" in e;
@@ -698,6 +702,105 @@ var __couch = (function () {
       providers.push([type, fun]);
     },
 
+    // <section>.<name>.index for each search index and each document
+    // (`section`: "nouveau", or "indexes" for `_search`): the fields each
+    // indexes, as [type, name, value, store, facet]. A function that
+    // throws leaves the document out of that index (null), as CouchDB;
+    // the error is logged.
+    index: function (sectionJson, names, docs) {
+      return answer(function () {
+        var section = JSON.parse(sectionJson);
+        var list = JSON.parse(names);
+        var funs = [];
+        for (var n = 0; n < list.length; n++) {
+          funs.push(lookup([section, list[n], "index"]));
+        }
+        var lines = docs === "" ? [] : docs.split("\n");
+        var out = [];
+        for (var i = 0; i < lines.length; i++) {
+          var doc;
+          try {
+            doc = freeze(JSON.parse(lines[i]));
+          } catch (e) {
+            __couch_log("document skipped by every index function: " + String(e));
+            out.push(funs.map(function () { return null; }));
+            continue;
+          }
+          var perIndex = [];
+          for (var f = 0; f < funs.length; f++) {
+            indexed = [];
+            indexing = section;
+            try {
+              funs[f].call(ddoc, doc);
+              perIndex.push(indexed);
+            } catch (e) {
+              __couch_log("function raised exception " + (isError(e) ? e.name + ": " + e.message : JSON.stringify(e)) +
+                " with doc._id " + (doc && doc._id));
+              perIndex.push(null);
+            } finally {
+              indexed = null;
+              indexing = null;
+            }
+          }
+          out.push(perIndex);
+        }
+        return out;
+      });
+    },
+
+    // `index(...)` inside a search index function: Nouveau's
+    // index(type, name, value[, {store}]), or Clouseau's
+    // index(name, value[, {store, index, facet}]) in `indexes`.
+    indexField: function (args) {
+      if (indexed === null) {
+        throw new Error("index() is only available in a search index function");
+      }
+      function mustBe(what, expected, value) {
+        if (typeof value !== expected) {
+          var e = new TypeError("type of " + what + " must be a " + expected + " not " + typeof value);
+          throw e;
+        }
+      }
+      if (indexing === "nouveau") {
+        var type = args[0], name = args[1], value = args[2], options = args[3] || {};
+        mustBe("type", "string", type);
+        mustBe("name", "string", name);
+        if (name.substring(0, 1) === "_") {
+          var reserved = new Error("name must not start with an underscore");
+          reserved.name = "ReservedName";
+          throw reserved;
+        }
+        switch (type) {
+          case "text":
+          case "string":
+            mustBe("value", "string", value);
+            break;
+          case "double":
+            mustBe("value", "number", value);
+            break;
+          case "stored":
+            if (typeof value !== "string" && typeof value !== "number") {
+              throw new TypeError("type of value must be a string or number not " + typeof value);
+            }
+            break;
+          default:
+            throw new TypeError(type + " not supported");
+        }
+        indexed.push([type, name, value, options.store === true, options.facet === true]);
+        return;
+      }
+      var fieldName = args[0], fieldValue = args[1], opts = args[2] || {};
+      mustBe("name", "string", fieldName);
+      if (typeof fieldValue === "boolean") {
+        fieldValue = fieldValue ? "true" : "false";
+      }
+      if (typeof fieldValue !== "string" && typeof fieldValue !== "number") {
+        throw new TypeError("value must be a string, a number or boolean not " + typeof fieldValue);
+      }
+      indexed.push(["auto", fieldName, fieldValue, opts.store === true || opts.store === "yes",
+        opts.facet === true, opts.index !== false && opts.index !== "no"]);
+    },
+
     emit: function (key, value) {
       if (emitted === null) {
         throw new Error("emit() is only available in a map function");
@@ -713,6 +816,10 @@ var __couch = (function () {
 
 function emit(key, value) {
   __couch.emit(key, value);
+}
+
+function index() {
+  __couch.indexField(Array.prototype.slice.call(arguments));
 }
 
 function sum(values) {

@@ -457,3 +457,173 @@ pub async fn a_lost_access_index_is_rebuilt_when_the_database_is_opened(backend:
     put(&db, json!({"_id": "later", "_access": ["u0"]})).await;
     assert_eq!(listed(&u0).await.1, 401);
 }
+
+/// The principals documents name in [`feeds_and_listings_follow_a_model`],
+/// by bit of an access mask.
+const PRINCIPALS: [&str; 5] = ["a", "b", "c", "r1", "r2"];
+/// Its readers: a name and maybe a role each.
+const READERS: [&[&str]; 4] = [&["a", "r1"], &["b", "r2"], &["c"], &["d"]];
+
+/// What the model knows of one principal and one document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    Absent,
+    Present,
+    Gone,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ModelDoc {
+    rev: Option<String>,
+    deleted: bool,
+    held: [Option<Held>; 5],
+    /// The step at which each principal's row was last written.
+    at: [usize; 5],
+}
+
+impl ModelDoc {
+    fn held(&self, p: usize) -> Held {
+        self.held[p].unwrap_or(Held::Absent)
+    }
+
+    /// The model's answer for one reader: readable, lost, or nothing.
+    fn seen_by(&self, reader: &[&str]) -> Held {
+        let mine: Vec<Held> = PRINCIPALS
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| reader.contains(p))
+            .map(|(i, _)| self.held(i))
+            .collect();
+        if mine.contains(&Held::Present) {
+            Held::Present
+        } else if mine.contains(&Held::Gone) {
+            Held::Gone
+        } else {
+            Held::Absent
+        }
+    }
+
+    /// Whether the reader's latest row was written at `step`: what their
+    /// feed since their last look shows.
+    fn changed_for(&self, reader: &[&str], step: usize) -> bool {
+        let seen = self.seen_by(reader);
+        seen != Held::Absent
+            && PRINCIPALS
+                .iter()
+                .enumerate()
+                .filter(|(i, p)| reader.contains(p) && self.held(*i) == seen)
+                .map(|(i, _)| self.at[i])
+                .max()
+                == Some(step)
+    }
+
+    /// A write at `step` naming `now` (`None`: a deletion that names nobody).
+    fn written(&mut self, now: Option<u8>, live_before: bool, step: usize) {
+        for p in 0..PRINCIPALS.len() {
+            let named = match now {
+                Some(mask) => mask & (1 << p) != 0,
+                None => self.held(p) == Held::Present,
+            };
+            let (held, touched) = match (named, self.held(p)) {
+                (true, _) => (Held::Present, true),
+                (false, Held::Present) if live_before => (Held::Gone, true),
+                (false, Held::Present) => (Held::Absent, false),
+                (false, other) => (other, false),
+            };
+            self.held[p] = Some(held);
+            if touched {
+                self.at[p] = step;
+            }
+        }
+    }
+}
+
+/// A random history of edits, deletions and re-creations of a few
+/// documents with random `_access` lists: after every step, each reader's
+/// `_all_docs`, feed (whole and since their last look) and single reads
+/// agree with a model of the rule.
+pub fn feeds_and_listings_follow_a_model(backend: &dyn Backend) {
+    use proptest::prelude::*;
+    let ops = prop::collection::vec((0usize..6, prop::option::weighted(0.8, 0u8..32)), 1..40);
+    proptest!(ProptestConfig { cases: 16, ..ProptestConfig::default() }, |(ops in ops)| {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let t = TempStore::new(backend);
+            let db = access_db(&t, "model").await;
+            let mut model: Vec<ModelDoc> = vec![ModelDoc::default(); 6];
+            let mut last: Vec<u64> = vec![0; READERS.len()];
+            for (step, (d, access)) in ops.into_iter().enumerate() {
+                let step = step + 1;
+                let id = format!("m{d}");
+                let doc_model = &mut model[d];
+                let live_before = doc_model.rev.is_some() && !doc_model.deleted;
+                let before: Vec<Held> = READERS.iter().map(|r| doc_model.seen_by(r)).collect();
+                match access {
+                    Some(mask) => {
+                        let list: Vec<&str> = PRINCIPALS
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| mask & (1 << i) != 0)
+                            .map(|(_, p)| *p)
+                            .collect();
+                        let mut body = json!({"_id": id, "_access": list, "m": mask});
+                        if let (Some(rev), false) = (&doc_model.rev, doc_model.deleted) {
+                            body["_rev"] = json!(rev);
+                        }
+                        doc_model.rev = Some(put(&db, body).await);
+                        doc_model.written(Some(mask), live_before, step);
+                        doc_model.deleted = false;
+                    }
+                    None if live_before => {
+                        let rev = doc_model.rev.clone().unwrap();
+                        doc_model.rev = Some(put(&db, json!({"_id": id, "_rev": rev, "_deleted": true})).await);
+                        doc_model.written(None, live_before, step);
+                        doc_model.deleted = true;
+                    }
+                    None => continue,
+                }
+                for (r, reader) in READERS.iter().enumerate() {
+                    let handle = db.for_reader(who(reader));
+                    let after = model[d].seen_by(reader);
+                    // Since their last look: this document, if it concerns them.
+                    let page = handle
+                        .changes(ChangesQuery { since: last[r], ..Default::default() })
+                        .await
+                        .unwrap();
+                    let rows: Vec<(String, bool)> =
+                        page.rows.iter().map(|row| (row.id.clone(), row.removed)).collect();
+                    let expected = if model[d].changed_for(reader, step) {
+                        vec![(id.clone(), after == Held::Gone)]
+                    } else {
+                        Vec::new()
+                    };
+                    assert_eq!(rows, expected, "reader {reader:?} after {id} ({before:?} → {after:?})");
+                    last[r] = page.last_seq;
+                    // Everything, from the start.
+                    let mut whole: Vec<(String, bool)> = ids_in_feed(&handle, 0).await;
+                    whole.sort();
+                    let mut want: Vec<(String, bool)> = model
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, m)| match m.seen_by(reader) {
+                            Held::Present => Some((format!("m{i}"), false)),
+                            Held::Gone => Some((format!("m{i}"), true)),
+                            Held::Absent => None,
+                        })
+                        .collect();
+                    want.sort();
+                    assert_eq!(whole, want, "reader {reader:?}: whole feed");
+                    let live: Vec<String> = model
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, m)| m.seen_by(reader) == Held::Present && !m.deleted)
+                        .map(|(i, _)| format!("m{i}"))
+                        .collect();
+                    assert_eq!(listed(&handle).await, (live.clone(), live.len() as u64));
+                    let readable = handle.get(&id, Default::default()).await.is_ok();
+                    assert_eq!(readable, after == Held::Present && !model[d].deleted);
+                }
+            }
+        });
+    });
+}

@@ -349,6 +349,11 @@ macro_rules! conformance_tests {
                 let Some(backend) = $open() else { return };
                 $crate::doc_access::a_lost_access_index_is_rebuilt_when_the_database_is_opened(&backend).await;
             }
+            #[test]
+            fn feeds_and_listings_follow_a_model() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::feeds_and_listings_follow_a_model(&backend);
+            }
         }
         pub mod local_docs {
             #[allow(unused_imports)]

@@ -87,7 +87,7 @@ pub use health::Health;
 pub use index::Index;
 pub use index_blocks::ReducePart;
 pub use index_rows::{IndexEntry, IndexPosition, IndexRange, IndexRow, IndexedDoc};
-pub use local::LocalRow;
+pub use local::{LocalRow, validate_local_id};
 pub use partition::{PartitionInfo, partition_range};
 pub use purge::{DEFAULT_PURGED_INFOS_LIMIT, PurgeInfo, PurgeRequest, PurgeResult, PurgedSince};
 pub use read::{DocJson, GetOptions, OpenRev, OpenRevs, RevisionsRead, RevisionsRequest};

@@ -101,6 +101,15 @@ fn local_docs_in(rows: &dyn ReadRows, query: &AllDocsQuery) -> Result<Vec<LocalR
     Ok(out)
 }
 
+/// A local document's id: `_local/` and a name, as CouchDB checks it
+/// before anything else of a write.
+pub fn validate_local_id(id: &str) -> Result<(), StoreError> {
+    if !id.starts_with("_local/") || id.len() == "_local/".len() {
+        return Err(StoreError::bad_request("Invalid _local document id."));
+    }
+    Ok(())
+}
+
 /// Whether a user (`who`: their name and roles) may read a local document
 /// of a database with per-document access: its `_access` names them.
 pub(crate) fn local_readable(doc: &Value, who: &[String]) -> bool {
@@ -165,9 +174,7 @@ impl Database {
 
     /// Writes a local document (`id` starts with `_local/`); returns the new `_rev`.
     pub async fn put_local(&self, id: &str, doc: Value) -> Result<String, StoreError> {
-        if !id.starts_with("_local/") || id.len() == "_local/".len() {
-            return Err(StoreError::bad_request("Invalid _local document id."));
-        }
+        validate_local_id(id)?;
         let Value::Object(mut map) = doc else {
             return Err(StoreError::bad_request("Document must be a JSON object"));
         };

@@ -322,7 +322,9 @@ async fn put(
         // A deletion written with PUT is a 200, as CouchDB answers it.
         let deleted = body.get("_deleted") == Some(&Value::Bool(true));
         // The write gate judges local documents too (and, where each
-        // document has its readers, names the writer in `_access`).
+        // document has its readers, names the writer in `_access`), once
+        // the id is one.
+        store::validate_local_id(&id)?;
         let mut checked = body.clone();
         checked.insert("_id".into(), Value::String(id.clone()));
         let mut input = DocInput::from_json(Value::Object(checked))?;
@@ -414,8 +416,10 @@ async fn delete(
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
     if id.starts_with("_local/") {
-        let mut doc = DocInput::from_json(json!({"_id": id, "_deleted": true}))?;
-        writer.check_one(database, &mut doc, true).await?;
+        if store::validate_local_id(&id).is_ok() {
+            let mut doc = DocInput::from_json(json!({"_id": id, "_deleted": true}))?;
+            writer.check_one(database, &mut doc, true).await?;
+        }
         let rev = database.delete_local(&id).await?;
         return Ok(crate::base::response::tagged_json_response(
             StatusCode::OK,
