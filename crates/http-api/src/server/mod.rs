@@ -1,6 +1,7 @@
 //! Server-level routes: `/`, `/_up`, `/_all_dbs`, `/_dbs_info`, `/_uuids`,
 //! `/_session`, `/_utils`; the table of every server route (`routes`).
 
+pub(crate) mod analyze;
 pub(crate) mod reshard;
 pub(crate) mod session;
 pub(crate) mod uuids;
@@ -47,6 +48,11 @@ pub(crate) fn routes() -> Router<AppState> {
         .route(
             "/_membership",
             only(get(crate::node::membership), "GET,HEAD"),
+        )
+        .route("/_nouveau_analyze", only(post(analyze::nouveau), "POST"))
+        .route(
+            "/_search_analyze",
+            only(get(analyze::search).post(analyze::search), "GET,POST"),
         )
         .route("/_reshard", only(get(reshard::summary), "GET,HEAD"))
         .route("/_reshard/state", axum::routing::any(reshard::switch))
