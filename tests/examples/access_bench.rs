@@ -51,11 +51,14 @@ struct Options {
     pattern_users: usize,
     samples: usize,
     node: String,
+    /// CouchDB's `couchdb.sh`: the pattern measured on CouchDB 3.5 too.
+    couchdb_script: Option<std::path::PathBuf>,
+    couchdb_users: usize,
 }
 
 fn usage() -> ! {
     eprintln!(
-        "usage: access_bench [--users 10000] [--docs-per-user 100] [--pattern-users 10000] [--samples 10] [--node node]"
+        "usage: access_bench [--users 10000] [--docs-per-user 100] [--pattern-users 10000] [--samples 10] [--node node] [--couchdb-script PATH] [--couchdb-users 1000]"
     );
     std::process::exit(2)
 }
@@ -67,6 +70,8 @@ fn options() -> Options {
         pattern_users: 10_000,
         samples: 10,
         node: "node".into(),
+        couchdb_script: None,
+        couchdb_users: 1_000,
     };
     let common = parse_options(usage, |flag, n| {
         match flag {
@@ -74,12 +79,15 @@ fn options() -> Options {
             "--docs-per-user" => o.docs_per_user = n,
             "--pattern-users" => o.pattern_users = n,
             "--samples" => o.samples = n,
+            "--couchdb-users" => o.couchdb_users = n,
             _ => return false,
         }
         true
     });
     o.node = common.node;
+    o.couchdb_script = common.couchdb_script;
     o.samples = o.samples.clamp(1, o.users);
+    o.docs_per_user = o.docs_per_user.max(2);
     o
 }
 
@@ -240,7 +248,7 @@ async fn admin_query(admin: &Client, db: &str, users: usize) -> (Duration, Durat
         )
         .await;
     assert_eq!(index.status, 200, "{}", index.text);
-    let query = json!({"selector": {"n": 7}, "limit": users * 2, "use_index": "by-n"});
+    let query = json!({"selector": {"n": 1}, "limit": users * 2, "use_index": "by-n"});
     let mut times = Vec::new();
     for _ in 0..2 {
         let started = Instant::now();
@@ -248,7 +256,7 @@ async fn admin_query(admin: &Client, db: &str, users: usize) -> (Duration, Durat
         times.push(started.elapsed());
         assert_eq!(r.status, 200, "{}", r.text);
         let found = r.json()["docs"].as_array().unwrap().len();
-        assert_eq!(found, users, "one document numbered 7 per user");
+        assert_eq!(found, users, "one document numbered 1 per user");
     }
     (times[0], times[1])
 }
@@ -388,18 +396,34 @@ struct PatternFigures {
     disk: f64,
 }
 
-async fn run_pattern(o: &Options) -> PatternFigures {
+/// Where the pattern is measured: a server, and how its replication
+/// documents name a source database.
+struct PatternServer {
+    admin: Client,
+    pid: u32,
+    dir: std::path::PathBuf,
+    /// A database's name as a replication's source.
+    source: Box<dyn Fn(&str) -> String>,
+    /// Created with `?q=1`: CouchDB's one shard, as Recliner's database.
+    one_shard: bool,
+}
+
+async fn run_pattern(o: &Options, server: PatternServer, users: usize) -> PatternFigures {
     use futures_util::StreamExt;
-    let data = TempDir::new("access-bench-pattern");
-    let server = TestServer::start(data.path(), &["--log-level", "warn"]);
-    let admin = Client::new(&server);
-    let users = o.pattern_users;
+    let admin = server.admin.clone();
+    let create = if server.one_shard { "?q=1" } else { "" };
     let started = Instant::now();
     futures_util::stream::iter((0..users).map(|u| {
         let admin = admin.clone();
         async move {
             let db = format!("userdb-{u:05}");
-            assert_eq!(admin.put(&format!("/{db}"), json!(null)).await.status, 201);
+            assert_eq!(
+                admin
+                    .put(&format!("/{db}{create}"), json!(null))
+                    .await
+                    .status,
+                201
+            );
             let docs: Vec<Value> = (0..o.docs_per_user)
                 .map(|n| doc(&format!("d{u:05}-{n:04}"), u, n))
                 .collect();
@@ -412,14 +436,22 @@ async fn run_pattern(o: &Options) -> PatternFigures {
     .buffer_unordered(CONCURRENCY * 4)
     .collect::<Vec<()>>()
     .await;
-    assert_eq!(admin.put("/shared", json!(null)).await.status, 201);
+    assert_eq!(
+        admin
+            .put(&format!("/shared{create}"), json!(null))
+            .await
+            .status,
+        201
+    );
+    let _ = admin.put("/_replicator", json!(null)).await;
     let setup = started.elapsed();
     let started = Instant::now();
+    let shared = (server.source)("shared");
     for start in (0..users).step_by(BATCH) {
         let jobs: Vec<Value> = (start..(start + BATCH).min(users))
             .map(|u| {
-                json!({"_id": format!("job-{u:05}"), "source": format!("userdb-{u:05}"),
-                       "target": "shared", "continuous": true})
+                json!({"_id": format!("job-{u:05}"), "source": (server.source)(&format!("userdb-{u:05}")),
+                       "target": shared, "continuous": true})
             })
             .collect();
         let r = admin
@@ -454,9 +486,11 @@ async fn run_pattern(o: &Options) -> PatternFigures {
             .get("/shared/_changes?descending=true&limit=1")
             .await
             .json()["last_seq"]
-            .as_str()
-            .unwrap()
-            .to_string();
+            .clone();
+        let since = match since {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
         let waiting = {
             let admin = admin.clone();
             let id = id.clone();
@@ -480,9 +514,8 @@ async fn run_pattern(o: &Options) -> PatternFigures {
         assert!(answer.text.contains(&id), "{}", answer.text);
     }
     let query = admin_query(&admin, "shared", users).await;
-    let rss = proc_status_mib(server.pid(), "VmRSS").unwrap_or(0.0);
-    let peak = proc_status_mib(server.pid(), "VmHWM").unwrap_or(0.0);
-    server.stop();
+    let rss = proc_status_mib(server.pid, "VmRSS").unwrap_or(0.0);
+    let peak = proc_status_mib(server.pid, "VmHWM").unwrap_or(0.0);
     PatternFigures {
         users,
         setup,
@@ -491,8 +524,56 @@ async fn run_pattern(o: &Options) -> PatternFigures {
         query,
         rss,
         peak,
-        disk: dir_mib(data.path()),
+        disk: dir_mib(&server.dir),
     }
+}
+
+/// The pattern on a `recliner` of its own.
+async fn run_pattern_on_recliner(o: &Options) -> PatternFigures {
+    let data = TempDir::new("access-bench-pattern");
+    let server = TestServer::start(data.path(), &["--log-level", "warn"]);
+    let target = PatternServer {
+        admin: Client::new(&server),
+        pid: server.pid(),
+        dir: data.path().to_path_buf(),
+        source: Box::new(|db: &str| db.to_string()),
+        one_shard: false,
+    };
+    let figures = run_pattern(o, target, o.pattern_users).await;
+    server.stop();
+    figures
+}
+
+/// The pattern on Apache CouchDB 3.5 (`--couchdb-script`), at
+/// `--couchdb-users`: CouchDB's replicator names databases by URL.
+async fn run_pattern_on_couchdb(o: &Options, script: &Path) -> PatternFigures {
+    let couch = recliner_tests::couchdb::CouchDbInstance::start(script);
+    let base = couch.url().trim_end_matches('/').to_string();
+    let target = PatternServer {
+        admin: Client::at(&base),
+        pid: couch.pid(),
+        dir: couch.dir().to_path_buf(),
+        source: Box::new(move |db: &str| format!("{base}/{db}")),
+        one_shard: true,
+    };
+    run_pattern(o, target, o.couchdb_users).await
+}
+
+fn print_pattern(label: &str, p: &PatternFigures, o: &Options) {
+    println!(
+        "| {label}: {} databases of {} documents | {:.0} s setup, {:.0} s until the shared database holds everything | {:.1} / {:.1} ms | {:.2} s / {:.0} ms | {:.0} / {:.0} MiB | {:.0} MiB |",
+        p.users,
+        o.docs_per_user,
+        p.setup.as_secs_f64(),
+        p.catch_up.as_secs_f64(),
+        median(p.delivery.clone()),
+        max(&p.delivery),
+        p.query.0.as_secs_f64(),
+        ms(p.query.1),
+        p.rss,
+        p.peak,
+        p.disk
+    );
 }
 
 #[tokio::main]
@@ -500,7 +581,11 @@ async fn main() {
     let o = options();
     eprintln!("bench: {o:?}");
     let a = run_access(&o).await;
-    let p = run_pattern(&o).await;
+    let p = run_pattern_on_recliner(&o).await;
+    let couch = match &o.couchdb_script {
+        Some(script) => Some(run_pattern_on_couchdb(&o, script).await),
+        None => None,
+    };
     let total = o.users * o.docs_per_user;
     println!(
         "\nOne database with per-document access: {} users, {} documents each ({total} documents), {} sampled users.\n",
@@ -587,4 +672,14 @@ async fn main() {
         a.rss, a.peak, p.rss, p.peak
     );
     println!("| data folder | {:.0} MiB | {:.0} MiB |", a.disk, p.disk);
+    if let Some(c) = couch {
+        println!(
+            "\nThe pattern on each server, same run (CouchDB 3.5's databases made with `?q=1`, one shard as Recliner's; its replications name databases by URL):\n"
+        );
+        println!(
+            "| server | time | one change user → shared, median / max | admin's query, first / next | memory (RSS / peak) | data folder |\n| --- | --- | --- | --- | --- | --- |"
+        );
+        print_pattern("Recliner", &p, &o);
+        print_pattern("CouchDB 3.5", &c, &o);
+    }
 }

@@ -111,6 +111,11 @@ impl CouchDbInstance {
     pub fn pid(&self) -> u32 {
         self.pid
     }
+
+    /// Where its data is kept.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
 }
 
 impl Drop for CouchDbInstance {
