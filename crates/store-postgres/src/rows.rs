@@ -261,9 +261,12 @@ impl<'a> PgRows<'a> {
         })
     }
 
-    /// One page of live documents: within the bounds, skipping `skip`.
+    /// One page of live documents: within the bounds, skipping `skip`;
+    /// with `reader`, only those its principals may read.
+    #[allow(clippy::too_many_arguments)]
     fn live_page(
         &self,
+        reader: Option<&[String]>,
         lo: &Bound<String>,
         hi: &Bound<String>,
         descending: bool,
@@ -272,6 +275,13 @@ impl<'a> PgRows<'a> {
         with_bodies: bool,
     ) -> Result<Vec<(String, DocRow)>, StoreError> {
         let mut args: Args = vec![Box::new(self.db_id)];
+        let live = match reader {
+            Some(principals) => {
+                args.push(Box::new(principals.to_vec()));
+                access::READABLE
+            }
+            None => "d.db_id = $1 AND NOT d.deleted",
+        };
         let filter = range_sql("d.id", lo, hi, &mut args);
         let order = if descending { "DESC" } else { "ASC" };
         args.push(Box::new(int(limit)));
@@ -279,7 +289,7 @@ impl<'a> PgRows<'a> {
         args.push(Box::new(int(skip)));
         let skip_arg = args.len();
         let sql = format!(
-            "SELECT {} WHERE d.db_id = $1 AND NOT d.deleted{filter}
+            "SELECT {} WHERE {live}{filter}
              ORDER BY d.id {order} LIMIT ${limit_arg} OFFSET ${skip_arg}",
             doc_columns(with_bodies)
         );
@@ -287,6 +297,45 @@ impl<'a> PgRows<'a> {
             .iter()
             .map(|row| doc_row(row, with_bodies))
             .collect()
+    }
+    /// Live documents page by page (see [`PgRows::live_page`]), each
+    /// handed on once its page is read.
+    fn scan_live(
+        &self,
+        reader: Option<&[String]>,
+        page: &IdPage<'_>,
+        each: &mut RowVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let (mut lo, mut hi) = (page.lo.clone(), page.hi.clone());
+        let (mut skip, mut left) = (page.skip, page.limit);
+        while left > 0 {
+            let want = left.min(SCAN_PAGE);
+            let rows = self.live_page(
+                reader,
+                &lo,
+                &hi,
+                page.descending,
+                skip,
+                want,
+                page.with_bodies,
+            )?;
+            let got = rows.len() as u64;
+            skip = 0;
+            for (id, doc) in rows {
+                // The next page starts past the last id seen.
+                if page.descending {
+                    hi = Bound::Excluded(id.clone());
+                } else {
+                    lo = Bound::Excluded(id.clone());
+                }
+                each(id, doc)?;
+            }
+            if got < want {
+                break;
+            }
+            left -= got;
+        }
+        Ok(())
     }
 }
 
@@ -755,28 +804,7 @@ impl ReadRows for PgRows<'_> {
     }
 
     fn live_docs(&self, page: &IdPage<'_>, each: &mut RowVisitor<'_>) -> Result<(), StoreError> {
-        let (mut lo, mut hi) = (page.lo.clone(), page.hi.clone());
-        let (mut skip, mut left) = (page.skip, page.limit);
-        while left > 0 {
-            let want = left.min(SCAN_PAGE);
-            let rows = self.live_page(&lo, &hi, page.descending, skip, want, page.with_bodies)?;
-            let got = rows.len() as u64;
-            skip = 0;
-            for (id, doc) in rows {
-                // The next page starts past the last id seen.
-                if page.descending {
-                    hi = Bound::Excluded(id.clone());
-                } else {
-                    lo = Bound::Excluded(id.clone());
-                }
-                each(id, doc)?;
-            }
-            if got < want {
-                break;
-            }
-            left -= got;
-        }
-        Ok(())
+        self.scan_live(None, page, each)
     }
 
     fn local_doc(&self, id: &str) -> Result<Option<LocalDocRow>, StoreError> {

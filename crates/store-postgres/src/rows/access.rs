@@ -7,10 +7,10 @@ use std::ops::Bound;
 use store::StoreError;
 use store::backend::{AccessChange, AccessRow, AccessVisitor, DocRow, IdPage, RowVisitor};
 
-use super::{Args, PgRows, SCAN_PAGE, doc_columns, doc_row, get, int, range_sql, refs};
+use super::{Args, PgRows, SCAN_PAGE, doc_columns, get, int, range_sql, refs};
 
 /// The live documents a user may read (`$2`: their principals).
-const READABLE: &str = "d.db_id = $1 AND NOT d.deleted AND d.doc_key IN
+pub(super) const READABLE: &str = "d.db_id = $1 AND NOT d.deleted AND d.doc_key IN
     (SELECT doc_key FROM recliner_access
      WHERE db_id = $1 AND principal = ANY($2) AND gone IS NULL)";
 
@@ -129,44 +129,7 @@ impl PgRows<'_> {
         page: &IdPage<'_>,
         each: &mut RowVisitor<'_>,
     ) -> Result<(), StoreError> {
-        let (mut lo, mut hi) = (page.lo.clone(), page.hi.clone());
-        let (mut skip, mut left) = (page.skip, page.limit);
-        let principals: Vec<String> = principals.to_vec();
-        while left > 0 {
-            let want = left.min(SCAN_PAGE);
-            let mut args: Args = vec![Box::new(self.db_id), Box::new(principals.clone())];
-            let filter = range_sql("d.id", &lo, &hi, &mut args);
-            let order = if page.descending { "DESC" } else { "ASC" };
-            args.push(Box::new(int(want)));
-            let limit_arg = args.len();
-            args.push(Box::new(int(skip)));
-            let skip_arg = args.len();
-            let sql = format!(
-                "SELECT {} WHERE {READABLE}{filter}
-                 ORDER BY d.id {order} LIMIT ${limit_arg} OFFSET ${skip_arg}",
-                doc_columns(page.with_bodies)
-            );
-            let rows = self.query(&sql, &refs(&args))?;
-            let got = rows.len() as u64;
-            skip = 0;
-            let docs: Vec<(String, DocRow)> = rows
-                .iter()
-                .map(|row| doc_row(row, page.with_bodies))
-                .collect::<Result<_, _>>()?;
-            for (id, doc) in docs {
-                if page.descending {
-                    hi = Bound::Excluded(id.clone());
-                } else {
-                    lo = Bound::Excluded(id.clone());
-                }
-                each(id, doc)?;
-            }
-            if got < want {
-                break;
-            }
-            left -= got;
-        }
-        Ok(())
+        self.scan_live(Some(principals), page, each)
     }
 
     pub(super) fn count_access_live(
