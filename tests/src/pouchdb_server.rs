@@ -83,6 +83,10 @@ impl PouchDbServer {
         std::fs::write(dir.path().join("config.json"), config.to_string())
             .expect("write pouchdb-server's config.json");
         let output = File::create(dir.path().join("output.txt")).expect("create output.txt");
+        // It spools uploaded attachments into the temporary folder and never
+        // deletes them: keep them in its own folder, which goes with it.
+        let spool = dir.path().join("tmp");
+        std::fs::create_dir(&spool).expect("create pouchdb-server's tmp folder");
         let child = Command::new(node)
             .arg(&script)
             .args(["--host", "127.0.0.1", "--port", &port.to_string()])
@@ -92,6 +96,7 @@ impl PouchDbServer {
             .arg(dir.path().join("config.json"))
             .arg("--no-stdout-logs")
             .current_dir(dir.path())
+            .env("TMPDIR", &spool)
             .stdin(Stdio::null())
             .stdout(output.try_clone().expect("clone the output file"))
             .stderr(output)
