@@ -537,6 +537,12 @@ async fn resharding_refuses_to_split_and_q_is_kept() {
     assert_eq!(admin.get("/parts").await.json()["cluster"]["q"], 8);
     assert_eq!(
         admin.get("/").await.json()["features"],
-        json!(["quickjs", "access-ready", "partitioned", "scheduler"])
+        json!([
+            "nouveau",
+            "quickjs",
+            "access-ready",
+            "partitioned",
+            "scheduler"
+        ])
     );
 }

@@ -106,6 +106,14 @@ pub const ACCESS_DENIED: &str = "access denied";
 /// their functions, listings of design or local documents, partitions,
 /// time bins) is for admins, as in CouchDB's design.
 fn per_doc_need(route: &Route<'_>) -> Need {
+    match route.segments {
+        // A search answers from the reader's own documents only (the
+        // index keeps each document's `_access`).
+        ["_design", _, "_nouveau", _] if matches!(route.method, "GET" | "POST") => {
+            return Need::Member;
+        }
+        _ => {}
+    }
     match route.segments.first().copied() {
         None => Need::Member,
         Some(

@@ -308,6 +308,8 @@ pub struct AppState {
     pub validators: design_functions::Validators,
     /// Open view indexes (one update at a time each).
     pub views: design_functions::views::Views,
+    /// Open search indexes (one update at a time each).
+    pub searches: search::Searches,
     /// This process among the nodes sharing its store: what it publishes
     /// of its replications is filed under this name.
     pub node: std::sync::Arc<str>,
@@ -337,6 +339,7 @@ impl AppState {
         AppState {
             validators,
             views: Default::default(),
+            searches: Default::default(),
             reshard: Default::default(),
             auth: std::sync::Arc::new(auth::Authenticator::new(config.auth.clone())),
             started: std::time::Instant::now(),

@@ -152,6 +152,28 @@ async fn serve(
             ddoc,
             kind,
             rest,
+        } if kind == "_nouveau" && rest.len() == 1 => {
+            let user = crate::base::auth::user_of(&request);
+            let database =
+                crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
+            let name = rest.into_iter().next().unwrap_or_default();
+            crate::design::search::nouveau(state, database, ddoc, name, query, request, None).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
+        } if kind == "_nouveau_info" && rest.len() == 1 => {
+            let database = state.store.db(&db).await?;
+            let name = rest.into_iter().next().unwrap_or_default();
+            crate::design::search::nouveau_info(state, database, ddoc, name, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
         } if kind == "_show" => {
             let database = state.store.db(&db).await?;
             crate::design::render::show(state, database, ddoc, rest, query, request).await
@@ -285,6 +307,11 @@ async fn endpoint(
             crate::design::views::cleanup(state, database).await
         }
         "_view_cleanup" => Err(ApiError::MethodNotAllowed("POST")),
+        "_nouveau_cleanup" => {
+            let database = state.store.db(&db).await?;
+            crate::design::search::cleanup(state, database, request).await
+        }
+
         // A partition path without the partition's name.
         "_partition" => {
             state.store.db(&db).await?;

@@ -43,6 +43,9 @@ CREATE INDEX IF NOT EXISTS rows_by_doc ON rows (doc_id);
 CREATE TABLE IF NOT EXISTS view_rows (view INTEGER PRIMARY KEY, n INTEGER NOT NULL);
 ";
 
+/// How a search index's folder name starts (then its signature).
+const SEARCH_PREFIX: &str = "search-";
+
 /// Prepared statements kept per index connection.
 const STATEMENT_CACHE: usize = 128;
 
@@ -131,6 +134,59 @@ impl Database {
         })
         .await
         .map_err(|e| StoreError::CommitFailed(format!("listing indexes: {e}")))?
+    }
+
+    /// The folder of a full-text search index of this database, named for
+    /// its signature, beside the view indexes (node-local derived data,
+    /// deleted with the database). Not created here: the search engine
+    /// owns what is inside.
+    pub fn search_index_dir(&self, signature: &str) -> Result<PathBuf, StoreError> {
+        if signature.is_empty()
+            || !signature
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return Err(StoreError::bad_request("invalid index signature"));
+        }
+        Ok(self.index_dir().join(format!("{SEARCH_PREFIX}{signature}")))
+    }
+
+    /// The signatures of this database's search index folders.
+    pub async fn search_index_signatures(&self) -> Result<Vec<String>, StoreError> {
+        let dir = self.index_dir();
+        tokio::task::spawn_blocking(move || {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(e.into()),
+            };
+            let mut found = Vec::new();
+            for entry in entries {
+                let entry = entry?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if let Some(signature) = name.strip_prefix(SEARCH_PREFIX)
+                    && entry.file_type()?.is_dir()
+                {
+                    found.push(signature.to_string());
+                }
+            }
+            found.sort();
+            Ok(found)
+        })
+        .await
+        .map_err(|e| StoreError::CommitFailed(format!("listing search indexes: {e}")))?
+    }
+
+    /// Deletes a search index folder no design document needs any more.
+    pub async fn drop_search_index(&self, signature: &str) -> Result<(), StoreError> {
+        let dir = self.search_index_dir(signature)?;
+        tokio::task::spawn_blocking(move || match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.into()),
+        })
+        .await
+        .map_err(|e| StoreError::CommitFailed(format!("dropping a search index: {e}")))?
     }
 
     /// Deletes an index file (and its journal), when no design document

@@ -70,6 +70,18 @@ pub(crate) async fn partition(
                 )
                 .await
             }
+            ["_design", ddoc, "_nouveau", index] => {
+                crate::design::search::nouveau(
+                    state,
+                    database,
+                    ddoc.to_string(),
+                    index.to_string(),
+                    query,
+                    request,
+                    Some(name),
+                )
+                .await
+            }
             _ => Err(ApiError::not_found("missing")),
         },
     }

@@ -8,6 +8,7 @@
 
 pub(crate) mod render;
 pub(crate) mod rewrite;
+pub(crate) mod search;
 pub(crate) mod views;
 
 use serde_json::Value;

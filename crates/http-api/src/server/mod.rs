@@ -23,7 +23,13 @@ use crate::{AppState, COUCHDB_COMPAT_VERSION};
 /// CouchDB's names: the JavaScript engine, partitioned databases, the
 /// replication scheduler. (`reshard` is left out: the endpoints answer,
 /// but nothing can be split.)
-const FEATURES: &[&str] = &["quickjs", "access-ready", "partitioned", "scheduler"];
+const FEATURES: &[&str] = &[
+    "nouveau",
+    "quickjs",
+    "access-ready",
+    "partitioned",
+    "scheduler",
+];
 
 /// CouchDB's cap on `/_uuids?count=`.
 const MAX_UUIDS: u64 = 1000;

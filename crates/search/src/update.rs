@@ -1,0 +1,260 @@
+//! Keeping search indexes up to date: the open indexes of the node, one
+//! update per index at a time, each fed the database's purges and then
+//! its changes since the last commit through the design document's index
+//! function, as views are.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use design_functions::Engine;
+use store::{ChangesQuery, Database};
+
+use crate::SearchError;
+use crate::definition::IndexDefinition;
+use crate::index::{Entry, SearchIndex, Writer};
+
+/// Documents given to the index function per call.
+const BATCH: usize = 500;
+/// Entries written between commits while an index catches up: a crash
+/// loses at most this much work.
+const COMMIT_EVERY: usize = 20_000;
+
+/// The node's open search indexes, keyed by (database uuid, signature).
+#[derive(Debug, Clone, Default)]
+pub struct Searches {
+    open: Arc<Mutex<HashMap<(String, String), Slot>>>,
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<SearchIndex>>>;
+
+/// An index ready to search, and what bringing it up to date cost.
+#[derive(Debug, Clone)]
+pub struct Ready {
+    pub index: SearchIndex,
+    pub update_latency: Duration,
+}
+
+impl Searches {
+    /// The index of `def`, brought up to the database's sequence unless
+    /// `update` is false; with `update` false an index never built is
+    /// CouchDB's 404.
+    pub async fn index(
+        &self,
+        engine: &Engine,
+        database: &Database,
+        def: &IndexDefinition,
+        update: bool,
+    ) -> Result<Ready, SearchError> {
+        let database = database.unscoped();
+        let slot = {
+            let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+            open.entry((database.uuid().to_string(), def.signature.clone()))
+                .or_default()
+                .clone()
+        };
+        let mut guard = slot.lock().await;
+        let index = match &*guard {
+            Some(index) => index.clone(),
+            None => {
+                let dir = database.search_index_dir(&def.signature)?;
+                if !update && !dir.join("meta.json").exists() {
+                    return Err(SearchError::NotFound("not found".into()));
+                }
+                let (def, uuid) = (def.clone(), database.uuid().to_string());
+                let index = blocking(move || SearchIndex::open(Some(&dir), &def, &uuid)).await?;
+                *guard = Some(index.clone());
+                index
+            }
+        };
+        let started = Instant::now();
+        let updated = update && catch_up(engine, &database, &index).await?;
+        Ok(Ready {
+            index,
+            update_latency: if updated {
+                started.elapsed()
+            } else {
+                Duration::ZERO
+            },
+        })
+    }
+
+    /// `_nouveau_cleanup`/`_search_cleanup`: deletes the database's search
+    /// indexes no design document defines (`keep` holds those in use).
+    pub async fn cleanup(&self, database: &Database, keep: &[String]) -> Result<(), SearchError> {
+        for signature in database.search_index_signatures().await? {
+            if keep.contains(&signature) {
+                continue;
+            }
+            let slot = self
+                .open
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&(database.uuid().to_string(), signature.clone()));
+            // Wait for an update in progress to end before the files go.
+            let _quiet = match &slot {
+                Some(slot) => Some(slot.lock().await),
+                None => None,
+            };
+            database.drop_search_index(&signature).await?;
+        }
+        Ok(())
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, SearchError> + Send + 'static,
+) -> Result<T, SearchError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| SearchError::Engine(format!("a search task failed: {e}")))?
+}
+
+/// Feeds the index what happened since its last commit: purges, then
+/// changes, committing as it goes and at the end. False when it was up to
+/// date.
+async fn catch_up(
+    engine: &Engine,
+    database: &Database,
+    index: &SearchIndex,
+) -> Result<bool, SearchError> {
+    let committed = index.committed();
+    let purged = database.purged_since(committed.purge_seq).await?;
+    let purges_new = purged.purge_seq > committed.purge_seq;
+    if !purges_new && committed.update_seq >= database.update_seq() {
+        return Ok(false);
+    }
+    let idx = index.clone();
+    let mut writer = Some(blocking(move || idx.writer()).await?);
+    let mut since = committed.update_seq;
+    let purge_seq = purged.purge_seq.max(committed.purge_seq);
+    if purges_new {
+        let mut w = take(&mut writer)?;
+        writer = Some(
+            blocking(move || {
+                if purged.complete {
+                    for id in purged.gone {
+                        w.put(Entry::Remove(id))?;
+                    }
+                } else {
+                    w.clear()?;
+                }
+                Ok(w)
+            })
+            .await?,
+        );
+        if !purged.complete {
+            since = 0;
+        }
+    }
+    let mut pending = 0usize;
+    loop {
+        let page = database
+            .changes(ChangesQuery {
+                since,
+                limit: BATCH,
+                include_docs: true,
+                ..Default::default()
+            })
+            .await?;
+        if page.rows.is_empty() {
+            // Sequences with no change left (a purge's) are reached too.
+            since = page.last_seq.max(since);
+            break;
+        }
+        let entries = entries_of(engine, database, index.definition(), &page.rows).await?;
+        pending += entries.len();
+        let reached = page.last_seq.max(since);
+        let commit = pending >= COMMIT_EVERY;
+        let mut w = take(&mut writer)?;
+        writer = Some(
+            blocking(move || {
+                for entry in entries {
+                    w.put(entry)?;
+                }
+                if commit {
+                    w.commit(reached, purge_seq)?;
+                }
+                Ok(w)
+            })
+            .await?,
+        );
+        if commit {
+            pending = 0;
+        }
+        since = reached;
+        if page.rows.len() < BATCH {
+            break;
+        }
+    }
+    let mut w = take(&mut writer)?;
+    blocking(move || {
+        w.commit(since, purge_seq)?;
+        w.finish()
+    })
+    .await?;
+    Ok(true)
+}
+
+fn take(writer: &mut Option<Writer>) -> Result<Writer, SearchError> {
+    writer
+        .take()
+        .ok_or_else(|| SearchError::Engine("the index writer is gone".into()))
+}
+
+/// Each changed document's entry: what the index function names, or its
+/// removal (deleted documents, design documents, a function that threw or
+/// named nothing).
+async fn entries_of(
+    engine: &Engine,
+    database: &Database,
+    def: &IndexDefinition,
+    rows: &[store::ChangeRow],
+) -> Result<Vec<Entry>, SearchError> {
+    let mut entries = Vec::with_capacity(rows.len());
+    let mut texts = Vec::new();
+    let mut at = Vec::new();
+    let mut access = Vec::new();
+    for row in rows {
+        entries.push(Entry::Remove(row.id.clone()));
+        if row.deleted || row.id.starts_with("_design/") {
+            continue;
+        }
+        let Some(doc) = &row.doc else { continue };
+        if database.has_doc_access() {
+            let principals = ejson::from_stored(doc.as_str())
+                .ok()
+                .and_then(|value| value.as_object().and_then(store::doc_access::access_list))
+                .unwrap_or_default();
+            access.push(principals);
+        } else {
+            access.push(Vec::new());
+        }
+        texts.push(doc.as_str().to_string());
+        at.push(entries.len() - 1);
+    }
+    if texts.is_empty() {
+        return Ok(entries);
+    }
+    let names = vec![def.name.clone()];
+    let indexed = engine
+        .index_fields(def.ddoc.clone(), def.api, &names, &texts)
+        .await?;
+    for ((position, per_index), principals) in at.into_iter().zip(indexed).zip(access) {
+        let Some(Some(fields)) = per_index.into_iter().next() else {
+            continue;
+        };
+        if fields.is_empty() {
+            continue;
+        }
+        if let Some(Entry::Remove(id)) = entries.get(position) {
+            let id = id.clone();
+            entries[position] = Entry::Put {
+                id,
+                access: principals,
+                fields,
+            };
+        }
+    }
+    Ok(entries)
+}
