@@ -139,6 +139,7 @@ impl NouveauParams {
                 top_n,
                 ranges: ranges.clone().unwrap_or_default(),
                 partition: None,
+                drilldown: Vec::new(),
                 readers: None,
             },
             include_docs,

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use design_functions::search::SearchApi;
 use serde_json::{Map, Value};
 use tantivy::query::{BooleanQuery, Occur, Query, TermQuery, TermSetQuery};
 use tantivy::schema::{IndexRecordOption, Value as _};
@@ -35,6 +36,9 @@ pub struct SearchRequest {
     pub top_n: usize,
     pub ranges: Vec<(String, Vec<RangeSpec>)>,
     pub partition: Option<String>,
+    /// Clouseau's `drilldown`: each entry a string field and values, one
+    /// of which a hit must have; every entry must hold.
+    pub drilldown: Vec<(String, Vec<String>)>,
     /// A per-document access database's reader: only documents naming
     /// one of these are searched (totals and counts included).
     pub readers: Option<Vec<String>>,
@@ -82,6 +86,12 @@ impl SearchIndex {
                 )),
             ));
         }
+        for (name, values) in &request.drilldown {
+            let terms = values
+                .iter()
+                .map(|value| crate::query::str_term(fields.strings, name, value));
+            clauses.push((Occur::Must, Box::new(TermSetQuery::new(terms))));
+        }
         if let Some(readers) = &request.readers {
             let terms = readers
                 .iter()
@@ -109,6 +119,14 @@ impl SearchIndex {
                         column: schema::column("d", name),
                         descending: *descending,
                     },
+                    // Clouseau keeps a string's value whole beside its
+                    // analyzed text, so its text fields sort too.
+                    Some(Kind::Text) if self.definition().api == SearchApi::Clouseau => {
+                        SortKey::Str {
+                            column: schema::column("s", name),
+                            descending: *descending,
+                        }
+                    }
                     Some(Kind::Text | Kind::Stored) => {
                         return Err(SearchError::BadRequest(format!(
                             "can't sort on field {name}"
