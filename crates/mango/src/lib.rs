@@ -11,6 +11,7 @@ pub mod index_def;
 pub mod normal;
 pub mod plan;
 pub mod selector;
+pub mod text;
 
 /// A Mango request CouchDB would refuse, with its status, error and reason.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,6 +3,7 @@
 //! the signature, so an edited function gets a fresh index.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use design_functions::DesignDoc;
 use design_functions::search::SearchApi;
@@ -23,6 +24,9 @@ pub struct IndexDefinition {
     pub field_analyzers: BTreeMap<String, String>,
     /// Documents are searched by partition (the design document is).
     pub partitioned: bool,
+    /// A Mango index's definition: its fields come from Rust, not from a
+    /// function.
+    pub mango: Option<Arc<mango::text::TextIndex>>,
     pub signature: String,
 }
 
@@ -39,10 +43,20 @@ impl IndexDefinition {
             .get(api.section())
             .and_then(|section| section.get(name))
             .ok_or_else(|| SearchError::NotFound(format!("{name} not found.")))?;
-        let Some(source) = entry.get("index").and_then(Value::as_str) else {
-            return Err(SearchError::InvalidDesignDoc(format!(
-                "index `{name}` must have parameter `index`"
-            )));
+        // Mango's indexes (`language: "query"`) are definitions, not code.
+        let query = ddoc.get("language").and_then(Value::as_str) == Some("query");
+        let source = match entry.get("index") {
+            Some(Value::String(source)) if !query => source.clone(),
+            Some(def @ Value::Object(_)) if query => def.to_string(),
+            _ => {
+                return Err(SearchError::InvalidDesignDoc(format!(
+                    "index `{name}` must have parameter `index`"
+                )));
+            }
+        };
+        let mango = match entry.get("index") {
+            Some(def) if query => Some(Arc::new(mango::text::TextIndex::of(def))),
+            _ => None,
         };
         let (default_analyzer, field_analyzers) = match api {
             SearchApi::Nouveau => (
@@ -97,6 +111,7 @@ impl IndexDefinition {
             default_analyzer,
             field_analyzers,
             partitioned,
+            mango,
             signature,
         })
     }

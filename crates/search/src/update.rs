@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use design_functions::Engine;
+use design_functions::search::{FieldKind, IndexedField};
+use mango::text::TextKind;
 use store::{ChangesQuery, Database};
 
 use crate::SearchError;
@@ -236,10 +238,18 @@ async fn entries_of(
     if texts.is_empty() {
         return Ok(entries);
     }
-    let names = vec![def.name.clone()];
-    let indexed = engine
-        .index_fields(def.ddoc.clone(), def.api, &names, &texts)
-        .await?;
+    let indexed = match &def.mango {
+        Some(mango) => texts
+            .iter()
+            .map(|text| vec![ejson::from_stored(text).ok().map(|doc| mango_fields(mango, &doc))])
+            .collect(),
+        None => {
+            let names = vec![def.name.clone()];
+            engine
+                .index_fields(def.ddoc.clone(), def.api, &names, &texts)
+                .await?
+        }
+    };
     for ((position, per_index), principals) in at.into_iter().zip(indexed).zip(access) {
         let Some(Some(fields)) = per_index.into_iter().next() else {
             continue;
@@ -257,4 +267,24 @@ async fn entries_of(
         }
     }
     Ok(entries)
+}
+
+/// A Mango index's fields of a document, as the engine indexes fields.
+fn mango_fields(index: &mango::text::TextIndex, doc: &serde_json::Value) -> Vec<IndexedField> {
+    index
+        .fields_of(doc)
+        .into_iter()
+        .map(|field| IndexedField {
+            kind: match field.kind {
+                TextKind::Text => FieldKind::Text,
+                TextKind::String => FieldKind::String,
+                TextKind::Number => FieldKind::Double,
+            },
+            name: field.name,
+            value: field.value,
+            store: false,
+            facet: false,
+            searchable: true,
+        })
+        .collect()
 }
