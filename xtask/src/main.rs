@@ -324,6 +324,22 @@ fn bench(args: &[String]) -> Result<(), String> {
         ),
         Some("many-replications") => bench_recliner_only("many_replications_bench", &args[1..]),
         Some("access") => bench_recliner_only("access_bench", &args[1..]),
+        // Recliner's `_nouveau` against SQLite FTS5 (the `sqlite3` shell)
+        // and, unless `--recliner-only`, PouchDB with pouchdb-quick-search
+        // from `bench/node` on a smaller corpus.
+        Some("search") => {
+            let mut bench = bench_client("search_bench")?;
+            bench.args(args[1..].iter().filter(|a| *a != "--recliner-only"));
+            if !args.iter().any(|a| a == "--recliner-only") {
+                pouchdb_server_script(
+                    "the search benchmark runs PouchDB with pouchdb-quick-search",
+                    "cargo xtask bench search",
+                )?;
+                let dir = workspace_root().join("bench").join("node");
+                bench.arg("--quick-search-dir").arg(dir);
+            }
+            run(bench)
+        }
         Some("bodies") => bench_against_pouchdb_server(
             "bodies_bench",
             "the request-body benchmark runs PouchDB Server",
@@ -338,7 +354,8 @@ fn bench(args: &[String]) -> Result<(), String> {
                   find [--recliner-only] [--docs N]|\
                   bodies [--recliner-only] [--clients N] [--mib N]|\
                   many-replications [--jobs N] [--remote-jobs N] [--seconds N] [--rate N]|\
-                  access [--users N] [--docs-per-user N] [--pattern-users N] [--samples N]>"
+                  access [--users N] [--docs-per-user N] [--pattern-users N] [--samples N]|\
+                  search [--recliner-only] [--docs N] [--queries N] [--quick-search-docs N]>"
                 .into(),
         ),
     }

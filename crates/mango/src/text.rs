@@ -46,10 +46,11 @@ impl TextIndex {
                 list.iter()
                     .filter_map(|f| {
                         let name = f.get("name")?.as_str()?;
-                        let kind = match f.get("type").and_then(Value::as_str) {
-                            Some(t @ ("number" | "boolean" | "text")) => t,
-                            _ => "string",
-                        };
+                        let kind = f
+                            .get("type")
+                            .and_then(Value::as_str)
+                            .filter(|t| matches!(*t, "number" | "boolean" | "text"))
+                            .unwrap_or("string");
                         Some(escape_user(&format!("{name}:{kind}")))
                     })
                     .collect(),
@@ -186,7 +187,7 @@ impl TextIndex {
         let name = field_name(path, kind_name);
         let wanted = match &self.fields {
             None => true,
-            Some(fields) => fields.iter().any(|f| *f == name),
+            Some(fields) => fields.contains(&name),
         };
         if wanted {
             out.push(TextField { kind, name, value });
