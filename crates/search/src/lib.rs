@@ -21,7 +21,7 @@ pub use collect::{RangeSpec, SortValue};
 pub use definition::IndexDefinition;
 pub use index::SearchIndex;
 pub use request::{SearchRequest, SearchResults};
-pub use update::{Ready, Searches};
+pub use update::{IndexingTask, Ready, Searches};
 
 /// Why a search or an index update gave no answer.
 #[derive(Debug, thiserror::Error)]

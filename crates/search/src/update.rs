@@ -22,10 +22,67 @@ const BATCH: usize = 500;
 /// loses at most this much work.
 const COMMIT_EVERY: usize = 20_000;
 
-/// The node's open search indexes, keyed by (database uuid, signature).
+/// The node's open search indexes, keyed by (database uuid, signature),
+/// and the updates running now.
 #[derive(Debug, Clone, Default)]
 pub struct Searches {
     open: Arc<Mutex<HashMap<(String, String), Slot>>>,
+    running: Arc<Mutex<HashMap<(String, String), IndexingTask>>>,
+}
+
+/// An index update in progress, as `_active_tasks` shows it
+/// (`search_indexer`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexingTask {
+    pub database: String,
+    pub design_document: String,
+    pub index: String,
+    pub changes_done: u64,
+    pub total_changes: u64,
+    /// Seconds since the Unix epoch.
+    pub started_on: u64,
+    pub updated_on: u64,
+}
+
+impl IndexingTask {
+    /// Percent done.
+    pub fn progress(&self) -> u64 {
+        (self.changes_done * 100)
+            .checked_div(self.total_changes)
+            .unwrap_or(0)
+            .min(100)
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Keeps a running update's task listed while it lives.
+struct TaskGuard {
+    running: Arc<Mutex<HashMap<(String, String), IndexingTask>>>,
+    key: (String, String),
+}
+
+impl TaskGuard {
+    fn advance(&self, done: u64) {
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(task) = running.get_mut(&self.key) {
+            task.changes_done += done;
+            task.updated_on = now();
+        }
+    }
+}
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.key);
+    }
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<SearchIndex>>>;
@@ -70,7 +127,7 @@ impl Searches {
             }
         };
         let started = Instant::now();
-        let updated = update && catch_up(engine, &database, &index).await?;
+        let updated = update && catch_up(engine, &database, &index, self).await?;
         Ok(Ready {
             index,
             update_latency: if updated {
@@ -79,6 +136,38 @@ impl Searches {
                 Duration::ZERO
             },
         })
+    }
+
+    /// The updates running now.
+    pub fn tasks(&self) -> Vec<IndexingTask> {
+        let running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tasks: Vec<IndexingTask> = running.values().cloned().collect();
+        tasks.sort_by(|a, b| (&a.database, &a.index).cmp(&(&b.database, &b.index)));
+        tasks
+    }
+
+    fn start_task(&self, database: &Database, def: &IndexDefinition, total: u64) -> TaskGuard {
+        let key = (database.uuid().to_string(), def.signature.clone());
+        let started = now();
+        self.running
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                key.clone(),
+                IndexingTask {
+                    database: database.name().to_string(),
+                    design_document: def.ddoc.id.clone(),
+                    index: def.name.clone(),
+                    changes_done: 0,
+                    total_changes: total,
+                    started_on: started,
+                    updated_on: started,
+                },
+            );
+        TaskGuard {
+            running: self.running.clone(),
+            key,
+        }
     }
 
     /// `_nouveau_cleanup`/`_search_cleanup`: deletes the database's search
@@ -119,6 +208,7 @@ async fn catch_up(
     engine: &Engine,
     database: &Database,
     index: &SearchIndex,
+    searches: &Searches,
 ) -> Result<bool, SearchError> {
     let committed = index.committed();
     let purged = database.purged_since(committed.purge_seq).await?;
@@ -149,6 +239,11 @@ async fn catch_up(
             since = 0;
         }
     }
+    let task = searches.start_task(
+        database,
+        index.definition(),
+        database.update_seq().saturating_sub(since),
+    );
     let mut pending = 0usize;
     loop {
         let page = database
@@ -165,6 +260,7 @@ async fn catch_up(
             break;
         }
         let entries = entries_of(engine, database, index.definition(), &page.rows).await?;
+        task.advance(page.rows.len() as u64);
         pending += entries.len();
         let reached = page.last_seq.max(since);
         let commit = pending >= COMMIT_EVERY;
@@ -241,7 +337,13 @@ async fn entries_of(
     let indexed = match &def.mango {
         Some(mango) => texts
             .iter()
-            .map(|text| vec![ejson::from_stored(text).ok().map(|doc| mango_fields(mango, &doc))])
+            .map(|text| {
+                vec![
+                    ejson::from_stored(text)
+                        .ok()
+                        .map(|doc| mango_fields(mango, &doc)),
+                ]
+            })
             .collect(),
         None => {
             let names = vec![def.name.clone()];

@@ -367,3 +367,54 @@ async fn members_may_search_and_strangers_may_not() {
     assert_eq!(refused.status, 403, "{}", refused.text);
     assert_eq!(refused.json()["error"], "forbidden", "{}", refused.text);
 }
+
+#[tokio::test]
+async fn a_long_build_shows_in_active_tasks() {
+    let corpus = Corpus::empty("search-active-tasks");
+    let c = &corpus.c;
+    create_db(c, "db").await;
+    for batch in 0..10 {
+        let docs: Vec<_> = (0..1000)
+            .map(|i| json!({"_id": format!("d{batch}-{i}"), "foo": "x", "bar": i, "baz": "some words to index"}))
+            .collect();
+        let reply = c.post("/db/_bulk_docs", json!({"docs": docs})).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+    }
+    create_ddoc(c, "db", default_ddoc()).await;
+    let path = format!("{SEARCH}?q=*:*&limit=1");
+    let search = c.get(&path);
+    let watch = async {
+        loop {
+            let tasks = c.get("/_active_tasks").await.json();
+            if let Some(task) = tasks
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|t| t["type"] == "search_indexer")
+            {
+                return task.clone();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    };
+    let (found, task) = tokio::join!(search, async {
+        tokio::time::timeout(std::time::Duration::from_secs(60), watch).await
+    });
+    assert_eq!(found.status, 200, "{}", found.text);
+    assert_eq!(found.json()["total_hits"], 10_000);
+    let task = task.expect("a search_indexer task while the index builds");
+    assert_eq!(task["database"], "db", "{task}");
+    assert_eq!(task["design_document"], "_design/foo", "{task}");
+    assert_eq!(task["index"], "bar", "{task}");
+    assert_eq!(task["total_changes"], 10_001, "{task}");
+    assert!(task["progress"].as_u64().unwrap() <= 100, "{task}");
+    let after = c.get("/_active_tasks").await.json();
+    assert!(
+        !after
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["type"] == "search_indexer"),
+        "{after}"
+    );
+}

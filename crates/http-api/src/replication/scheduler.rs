@@ -129,7 +129,8 @@ fn owner_fields(owner: &Owner) -> (Value, Value) {
 }
 
 /// # GET /_active_tasks
-/// Running replications only, as CouchDB lists its running job processes.
+/// Running replications, as CouchDB lists its running job processes, and
+/// search index updates in progress.
 pub(crate) async fn active_tasks(State(state): State<AppState>) -> Response {
     let tasks: Vec<Value> = state
         .scheduler
@@ -162,6 +163,20 @@ pub(crate) async fn active_tasks(State(state): State<AppState>) -> Response {
             }
             Value::Object(task)
         })
+        .chain(state.searches.tasks().into_iter().map(|task| {
+            json!({
+                "type": "search_indexer",
+                "node": NODE,
+                "database": task.database,
+                "design_document": task.design_document,
+                "index": task.index,
+                "progress": task.progress(),
+                "changes_done": task.changes_done,
+                "total_changes": task.total_changes,
+                "started_on": task.started_on,
+                "updated_on": task.updated_on,
+            })
+        }))
         .collect();
     json_response(StatusCode::OK, &tasks)
 }
