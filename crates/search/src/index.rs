@@ -18,6 +18,9 @@ use crate::{SearchError, analyzer};
 
 /// The memory the writer may buffer before it writes a segment.
 const WRITER_BUDGET: usize = 48 << 20;
+/// The share of a segment's documents deleted or replaced that gets it
+/// rewritten without them.
+const DELETED_BEFORE_MERGE: f32 = 0.3;
 
 /// An open search index. Cheap to clone; writes are serialized by the
 /// caller (one update per index at a time).
@@ -154,6 +157,12 @@ impl SearchIndex {
             .index
             .writer_with_num_threads(1, WRITER_BUDGET)
             .map_err(engine)?;
+        // Segments are merged as they pile up, and one whose documents are
+        // mostly replaced or deleted is rewritten: the index compacts
+        // itself in the background of its updates.
+        let mut policy = tantivy::indexer::LogMergePolicy::default();
+        policy.set_del_docs_ratio_before_merge(DELETED_BEFORE_MERGE);
+        writer.set_merge_policy(Box::new(policy));
         Ok(Writer {
             index: self.clone(),
             writer: Some(writer),

@@ -1,7 +1,7 @@
 //! The index over time (deletions, purges, cleanup), errors, and who may search.
 
 use crate::corpus::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test]
 async fn a_deleted_document_leaves_the_index() {
@@ -416,5 +416,42 @@ async fn a_long_build_shows_in_active_tasks() {
             .iter()
             .any(|t| t["type"] == "search_indexer"),
         "{after}"
+    );
+}
+
+#[tokio::test]
+async fn an_index_of_documents_edited_again_and_again_stays_compact() {
+    let corpus = Corpus::empty("search-compacts");
+    let c = &corpus.c;
+    create_db(c, "db").await;
+    create_ddoc(c, "db", default_ddoc()).await;
+    let mut docs: Vec<Value> = (0..200)
+        .map(|i| json!({"_id": format!("d{i:03}"), "foo": "x", "bar": i, "baz": "words words words"}))
+        .collect();
+    let mut first_size = 0;
+    for round in 0..40 {
+        // All but the first `round` documents: each round's segment keeps
+        // one live document among many replaced ones.
+        let edited: Vec<usize> = (round..docs.len()).collect();
+        let batch: Vec<Value> = edited.iter().map(|&i| docs[i].clone()).collect();
+        let reply = c.post("/db/_bulk_docs", json!({"docs": batch})).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        for (&i, row) in edited.iter().zip(reply.json().as_array().unwrap()) {
+            docs[i]["_rev"] = row["rev"].clone();
+            docs[i]["foo"] = json!(format!("round{round}"));
+        }
+        let found = search_get(c, SEARCH, &[("q", "*:*"), ("limit", "1")]).await;
+        assert_eq!(found["total_hits"], 200, "{found}");
+        if round == 0 {
+            let info = c.get(INFO).await.json();
+            first_size = info["search_index"]["disk_size"].as_u64().unwrap();
+        }
+    }
+    let info = c.get(INFO).await.json();
+    assert_eq!(info["search_index"]["num_docs"], 200, "{info}");
+    let size = info["search_index"]["disk_size"].as_u64().unwrap();
+    assert!(
+        size < first_size * 3,
+        "after 40 rounds of edits the index holds {size} bytes, {first_size} after the first"
     );
 }
