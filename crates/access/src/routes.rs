@@ -109,7 +109,7 @@ fn per_doc_need(route: &Route<'_>) -> Need {
     match route.segments {
         // A search answers from the reader's own documents only (the
         // index keeps each document's `_access`).
-        ["_design", _, "_nouveau", _] if matches!(route.method, "GET" | "POST") => {
+        ["_design", _, "_nouveau" | "_search", _] if matches!(route.method, "GET" | "POST") => {
             return Need::Member;
         }
         _ => {}

@@ -174,6 +174,38 @@ async fn serve(
             ddoc,
             kind,
             rest,
+        } if kind == "_search" && rest.len() == 1 => {
+            let user = crate::base::auth::user_of(&request);
+            let database =
+                crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
+            let name = rest.into_iter().next().unwrap_or_default();
+            crate::design::clouseau::search(state, database, ddoc, name, query, request, None).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
+        } if kind == "_search_info" && rest.len() == 1 => {
+            let database = state.store.db(&db).await?;
+            let name = rest.into_iter().next().unwrap_or_default();
+            crate::design::clouseau::search_info(state, database, ddoc, name, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
+        } if kind == "_search_disk_size" && rest.len() == 1 => {
+            let database = state.store.db(&db).await?;
+            let name = rest.into_iter().next().unwrap_or_default();
+            crate::design::clouseau::search_disk_size(state, database, ddoc, name, request).await
+        }
+        Target::DesignFunction {
+            db,
+            ddoc,
+            kind,
+            rest,
         } if kind == "_show" => {
             let database = state.store.db(&db).await?;
             crate::design::render::show(state, database, ddoc, rest, query, request).await
@@ -307,7 +339,7 @@ async fn endpoint(
             crate::design::views::cleanup(state, database).await
         }
         "_view_cleanup" => Err(ApiError::MethodNotAllowed("POST")),
-        "_nouveau_cleanup" => {
+        "_nouveau_cleanup" | "_search_cleanup" => {
             let database = state.store.db(&db).await?;
             crate::design::search::cleanup(state, database, request).await
         }

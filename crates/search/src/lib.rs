@@ -5,6 +5,7 @@
 //! and searches with sorting, paging, counts and ranges in one pass.
 
 pub mod analyzers;
+pub mod clouseau;
 mod collect;
 pub mod definition;
 pub mod index;

@@ -82,6 +82,18 @@ pub(crate) async fn partition(
                 )
                 .await
             }
+            ["_design", ddoc, "_search", index] => {
+                crate::design::clouseau::search(
+                    state,
+                    database,
+                    ddoc.to_string(),
+                    index.to_string(),
+                    query,
+                    request,
+                    Some(name),
+                )
+                .await
+            }
             _ => Err(ApiError::not_found("missing")),
         },
     }

@@ -6,6 +6,7 @@
 //! CouchDB answers when the design document is missing (404), and with
 //! 501 when it exists.
 
+pub(crate) mod clouseau;
 pub(crate) mod render;
 pub(crate) mod rewrite;
 pub(crate) mod search;
