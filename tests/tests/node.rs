@@ -538,6 +538,7 @@ async fn resharding_refuses_to_split_and_q_is_kept() {
     assert_eq!(
         admin.get("/").await.json()["features"],
         json!([
+            "search",
             "nouveau",
             "quickjs",
             "access-ready",

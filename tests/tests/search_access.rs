@@ -33,10 +33,16 @@ async fn add_user(admin: &Client, name: &str, roles: Value) {
 
 /// An index of every document's `kind` (a string, counted) and `text`.
 fn ddoc() -> Value {
-    json!({"nouveau": {"all": {"index": "function (doc) {
-        index('string', 'kind', doc.kind, {store: true});
-        index('text', 'text', doc.text);
-    }"}}})
+    json!({
+        "nouveau": {"all": {"index": "function (doc) {
+            index('string', 'kind', doc.kind, {store: true});
+            index('text', 'text', doc.text);
+        }"}},
+        "indexes": {"all": {"index": "function (doc) {
+            index('kind', doc.kind, {store: true, facet: true});
+            index('text', doc.text);
+        }"}},
+    })
 }
 
 fn sorted_ids(results: &Value) -> Vec<String> {
@@ -100,6 +106,26 @@ async fn a_users_search_sees_only_documents_naming_them() {
         .await;
     assert_eq!(by_get.status, 200, "{}", by_get.text);
     assert_eq!(sorted_ids(&by_get.json()), ["ab", "b2"]);
+
+    // Clouseau's API answers from the same rule.
+    let clouseau = alice
+        .get("/db/_design/s/_search/all?q=text:secret&counts=%5B%22kind%22%5D&include_docs=true")
+        .await;
+    assert_eq!(clouseau.status, 200, "{}", clouseau.text);
+    let clouseau = clouseau.json();
+    assert_eq!(clouseau["total_rows"], 3, "{clouseau}");
+    let mut rows: Vec<&str> = clouseau["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    rows.sort_unstable();
+    assert_eq!(rows, ["a1", "ab", "t1"]);
+    assert_eq!(
+        clouseau["counts"],
+        json!({"kind": {"memo": 1, "note": 1, "task": 1}})
+    );
 
     // Taken off `ab`, alice no longer finds it; bob still does.
     let ab = admin.get("/db/ab").await.json();

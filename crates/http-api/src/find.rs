@@ -1,7 +1,10 @@
 //! Mango over HTTP: `POST /{db}/_find` and `_explain`, and the indexes
 //! (`GET|POST /{db}/_index`, `DELETE /{db}/_index/{ddoc}/json/{name}`,
 //! `POST /{db}/_index/_bulk_delete`). The plan comes from `mango`;
-//! JSON indexes are design-document views built by `design_functions::views`.
+//! JSON indexes are design-document views built by `design_functions::views`;
+//! full-text (`nouveau`) ones are searched by `nouveau`.
+
+mod nouveau;
 
 use std::ops::Bound as Edge;
 use std::time::Instant;
@@ -14,6 +17,7 @@ use mango::MangoError;
 use mango::bookmark::Bookmark;
 use mango::find::FindRequest;
 use mango::index_def::{IndexDef, all_docs_description, parse_new_index};
+use mango::nouveau::NouveauIndex;
 use mango::plan::{Bound, Chosen, Plan, plan};
 use serde_json::{Map, Value, json};
 use store::{AllDocsQuery, Database, DocInput, GetOptions, IndexRange, StoreError};
@@ -64,6 +68,10 @@ fn mango_error(e: MangoError) -> ApiError {
         "required index service unavailable",
         "invalid_bulk_docs",
         "invalid_ddoc_lang",
+        "multiple_text_selector",
+        "multiple_nouveau_indexes",
+        "text_sort_error",
+        "invalid_index_fields_definition",
     ];
     let error = KNOWN
         .iter()
@@ -115,8 +123,11 @@ fn narrow_to_partition(plan: &mut Plan, partition: &str) {
     plan.high = Some(Bound::Id(end));
 }
 
-/// The database's JSON indexes, in CouchDB's listing order.
-async fn json_indexes(database: &Database, partitioned: bool) -> Result<Vec<IndexDef>, ApiError> {
+/// The database's JSON and nouveau indexes, each in CouchDB's order.
+async fn design_indexes(
+    database: &Database,
+    partitioned: bool,
+) -> Result<(Vec<IndexDef>, Vec<NouveauIndex>), ApiError> {
     let page = database
         .all_docs(AllDocsQuery {
             start: Edge::Included("_design/".into()),
@@ -126,13 +137,41 @@ async fn json_indexes(database: &Database, partitioned: bool) -> Result<Vec<Inde
         })
         .await?;
     let mut out = Vec::new();
+    let mut texts = Vec::new();
     for row in page.rows {
         if let Some(doc) = row.doc {
-            out.extend(IndexDef::of_design_doc(&doc.to_value()?, partitioned));
+            let doc = doc.to_value()?;
+            out.extend(IndexDef::of_design_doc(&doc, partitioned));
+            texts.extend(NouveauIndex::of_design_doc(&doc, partitioned));
         }
     }
     out.sort_by(|a, b| (&a.ddoc, &a.name).cmp(&(&b.ddoc, &b.name)));
-    Ok(out)
+    texts.sort_by(|a, b| (&a.ddoc, &a.name).cmp(&(&b.ddoc, &b.name)));
+    Ok((out, texts))
+}
+
+/// `_explain`'s `selector_hints`: for each index type, the selector's
+/// fields it could index and the others.
+fn selector_hints(req: &FindRequest) -> Value {
+    let all = req.selector.fields();
+    let split = |indexable: Vec<String>| {
+        let unindexable: Vec<&String> = all.iter().filter(|f| !indexable.contains(f)).collect();
+        (indexable.clone(), json!(unindexable))
+    };
+    let (json_fields, json_rest) = split(req.selector.field_ranges().into_keys().collect());
+    let mut text: Vec<String> = req
+        .selector
+        .text_fields()
+        .iter()
+        .map(|f| f.split(':').next().unwrap_or(f).to_string())
+        .collect();
+    text.sort();
+    text.dedup();
+    let (text_fields, text_rest) = split(text);
+    json!([
+        {"type": "json", "indexable_fields": json_fields, "unindexable_fields": json_rest},
+        {"type": "nouveau", "indexable_fields": text_fields, "unindexable_fields": text_rest},
+    ])
 }
 
 /// # POST /{db}/_find and /{db}/_explain
@@ -186,15 +225,34 @@ pub(crate) async fn find_in(
     }
     let scoped = req.partition.is_some();
     // Indexes are design documents: found in the whole database, whoever asks.
-    let indexes: Vec<IndexDef> = json_indexes(&database.unscoped(), partitioned)
-        .await?
+    let (indexes, texts) = design_indexes(&database.unscoped(), partitioned).await?;
+    let indexes: Vec<IndexDef> = indexes
         .into_iter()
         .filter(|i| i.partitioned == scoped)
         .collect();
+    let texts: Vec<NouveauIndex> = texts
+        .into_iter()
+        .filter(|i| i.partitioned == scoped)
+        .collect();
+    let planned = plan(&req, &indexes);
+    // CouchDB's order of index types: JSON, then nouveau, then `_all_docs`.
+    let json_chosen = matches!(&planned, Ok(p) if matches!(p.index, Chosen::Json(_)));
+    if let Some(index) = nouveau::choose(&req, &texts, json_chosen).map_err(mango_error)? {
+        if explain {
+            return Ok(json_response(
+                StatusCode::OK,
+                &nouveau::explain(&database, &req, &index),
+            ));
+        }
+        return nouveau::find(state, database, req, index).await;
+    }
     if explain {
         return explain_answer(&database, &req, &indexes);
     }
-    let mut plan = plan(&req, &indexes).map_err(|e| scope_error(e, partitioned, scoped))?;
+    if let Some(e) = req.bookmark_error.clone() {
+        return Err(mango_error(e));
+    }
+    let mut plan = planned.map_err(|e| scope_error(e, partitioned, scoped))?;
     if let Some(p) = &req.partition {
         narrow_to_partition(&mut plan, p);
     }
@@ -598,13 +656,6 @@ fn explain_answer(
         Err(e) if e.error == "no_usable_index" => None,
         Err(e) => return Err(mango_error(e)),
     };
-    let indexable: Vec<String> = req.selector.field_ranges().into_keys().collect();
-    let unindexable: Vec<String> = req
-        .selector
-        .fields()
-        .into_iter()
-        .filter(|f| !indexable.contains(f))
-        .collect();
     let mut out = json!({
         "dbname": database.name(),
         "index": Value::Null,
@@ -617,7 +668,7 @@ fn explain_answer(
     });
     let Some(plan) = chosen else {
         out["index_candidates"] = json!([]);
-        out["selector_hints"] = json!([{"type": "json", "indexable_fields": indexable, "unindexable_fields": unindexable}]);
+        out["selector_hints"] = selector_hints(req);
         return Ok(json_response(StatusCode::OK, &out));
     };
     out["index"] = match &plan.index {
@@ -625,8 +676,7 @@ fn explain_answer(
         Chosen::Json(def) => def.describe(),
     };
     out["index_candidates"] = Value::Array(plan.candidates.clone());
-    out["selector_hints"] =
-        json!([{"type": "json", "indexable_fields": indexable, "unindexable_fields": unindexable}]);
+    out["selector_hints"] = selector_hints(req);
     out["mrargs"] = json!({
         "include_docs": !plan.covering,
         "view_type": "map",
@@ -652,9 +702,20 @@ pub(crate) async fn indexes(
 ) -> Result<Response, ApiError> {
     let method = request.method().clone();
     if method == Method::GET || method == Method::HEAD {
-        let all = json_indexes(&database, database.is_partitioned()).await?;
+        let (all, texts) = design_indexes(&database, database.is_partitioned()).await?;
+        // CouchDB sorts its index records: by design document, name, type.
+        let mut described: Vec<((String, String, &str), Value)> = all
+            .iter()
+            .map(|i| ((i.ddoc.clone(), i.name.clone(), "json"), i.describe()))
+            .chain(
+                texts
+                    .iter()
+                    .map(|i| ((i.ddoc.clone(), i.name.clone(), "nouveau"), i.describe())),
+            )
+            .collect();
+        described.sort_by(|a, b| a.0.cmp(&b.0));
         let mut listed = vec![all_docs_description()];
-        listed.extend(all.iter().map(IndexDef::describe));
+        listed.extend(described.into_iter().map(|(_, d)| d));
         let total = listed.len();
         let bad = || ApiError::Status {
             status: StatusCode::INTERNAL_SERVER_ERROR,
@@ -714,18 +775,22 @@ pub(crate) async fn indexes(
             }
             doc
         }
-        None => json!({"_id": new.ddoc, "language": "query", "views": {}}),
+        None if new.section == "views" => {
+            json!({"_id": new.ddoc, "language": "query", "views": {}})
+        }
+        None => json!({"_id": new.ddoc, "language": "query"}),
     };
-    if doc.pointer(&format!("/views/{}", pointer_escape(&new.name))) == Some(&new.view) {
+    let at = format!("/{}/{}", new.section, pointer_escape(&new.name));
+    if doc.pointer(&at) == Some(&new.view) {
         return Ok(json_response(
             StatusCode::OK,
             &json!({"result": "exists", "id": new.ddoc, "name": new.name}),
         ));
     }
-    if !doc.get("views").is_some_and(Value::is_object) {
-        doc["views"] = json!({});
+    if !doc.get(new.section).is_some_and(Value::is_object) {
+        doc[new.section] = json!({});
     }
-    doc["views"][&new.name] = new.view.clone();
+    doc[new.section][&new.name] = new.view.clone();
     if let Some(partitioned) = new.partitioned
         && doc.get("_rev").is_none()
     {
@@ -788,7 +853,7 @@ pub(crate) async fn index_path(
             } else {
                 format!("_design/{id}")
             };
-            match delete_json_views(&database, &full, None).await {
+            match delete_json_views(&database, &full, "views", None).await {
                 Ok(()) => success.push(json!({"id": full, "ok": true})),
                 Err(_) => fail.push(json!({"id": full, "error": "not_found"})),
             }
@@ -813,18 +878,21 @@ pub(crate) async fn index_path(
         [d, k, n] => (*d, *k, *n),
         _ => return Err(ApiError::not_found("missing")),
     };
-    if kind != "json" {
-        return Err(ApiError::not_found("missing"));
-    }
-    delete_json_views(&database, &format!("_design/{ddoc}"), Some(name)).await?;
+    let section = match kind {
+        "json" => "views",
+        "nouveau" => "nouveau",
+        _ => return Err(ApiError::not_found("missing")),
+    };
+    delete_json_views(&database, &format!("_design/{ddoc}"), section, Some(name)).await?;
     Ok(json_response(StatusCode::OK, &json!({"ok": true})))
 }
 
-/// Removes one view (or every view) of a Mango design document; the
-/// document goes when nothing else is left in it.
+/// Removes one index (or every view) of a Mango design document's
+/// `section`; the document goes when nothing else is left in it.
 async fn delete_json_views(
     database: &Database,
     id: &str,
+    section: &str,
     name: Option<&str>,
 ) -> Result<(), ApiError> {
     let doc = match database.get(id, GetOptions::default()).await {
@@ -836,7 +904,7 @@ async fn delete_json_views(
         return Err(ApiError::not_found("missing"));
     }
     let mut doc = doc;
-    let Some(Value::Object(views)) = doc.get_mut("views") else {
+    let Some(Value::Object(views)) = doc.get_mut(section) else {
         return Err(ApiError::not_found("missing"));
     };
     match name {
@@ -851,12 +919,12 @@ async fn delete_json_views(
     let bare = empty
         && doc.as_object().is_some_and(|m| {
             m.keys()
-                .all(|k| ["_id", "_rev", "language", "views"].contains(&k.as_str()))
+                .all(|k| ["_id", "_rev", "language", section].contains(&k.as_str()))
         });
     if bare {
         doc = json!({"_id": doc["_id"], "_rev": doc["_rev"], "_deleted": true});
     } else if empty && let Some(map) = doc.as_object_mut() {
-        map.remove("views");
+        map.remove(section);
     }
     database.put_doc(DocInput::from_json(doc)?, true).await?;
     Ok(())

@@ -24,6 +24,9 @@ pub struct FindRequest {
     /// Fields to return (all when empty).
     pub fields: Vec<String>,
     pub bookmark: Option<Bookmark>,
+    /// Why the bookmark is not a JSON index's: a full-text index reads its
+    /// own kind, so the error waits until the index is known.
+    pub bookmark_error: Option<MangoError>,
     /// The bookmark text as sent (echoed when a page is empty).
     pub bookmark_text: Option<String>,
     /// `use_index`: a design document (without `_design/`) and maybe a name.
@@ -88,6 +91,15 @@ impl FindRequest {
             ));
         }
         let selector = Selector::parse(&selector_json).map_err(selector_error)?;
+        if selector.text_count() > 1 {
+            return Err(MangoError::bad(
+                "multiple_text_selector",
+                format!(
+                    "Selector cannot contain more than one $text operator: {}",
+                    erlang_text(&selector_json)
+                ),
+            ));
+        }
         let (sort, descending) = match map.get("sort") {
             None => (Vec::new(), false),
             Some(spec) => super::index_def::sort_fields(spec)?,
@@ -107,7 +119,11 @@ impl FindRequest {
                 });
             }
         };
-        let bookmark = bookmark_text.as_deref().map(Bookmark::decode).transpose()?;
+        let (bookmark, bookmark_error) = match bookmark_text.as_deref().map(Bookmark::decode) {
+            None => (None, None),
+            Some(Ok(mark)) => (Some(mark), None),
+            Some(Err(e)) => (None, Some(e)),
+        };
         let stale = match map.get("stale") {
             None | Some(Value::Bool(false)) => false,
             Some(Value::String(s)) if s == "false" => false,
@@ -143,6 +159,7 @@ impl FindRequest {
             descending,
             fields: fields(map)?,
             bookmark,
+            bookmark_error,
             bookmark_text,
             use_index: use_index(map.get("use_index"))?,
             r: pos(map, "r")?.unwrap_or(1),

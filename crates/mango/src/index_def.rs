@@ -97,7 +97,10 @@ pub struct NewIndex {
     /// `_design/...`.
     pub ddoc: String,
     pub name: String,
-    /// The view to put in the design document under `name`.
+    /// The design document's section the index goes in: `views` for a
+    /// JSON index, `nouveau` for a full-text one.
+    pub section: &'static str,
+    /// The entry to put in that section under `name`.
     pub view: Value,
     /// Given explicitly: written into the design document's options.
     pub partitioned: Option<bool>,
@@ -143,7 +146,19 @@ pub fn parse_new_index(body: &Value) -> Result<NewIndex, MangoError> {
     };
     match kind.as_str() {
         "json" => {}
-        "text" | "nouveau" => {
+        "nouveau" => {
+            let (ddoc, name, w, partitioned) = options(map)?;
+            let view = super::nouveau_def::new_entry(index)?;
+            let generated = gen_name(index, &ddoc, &name, partitioned, &kind, w);
+            return Ok(NewIndex {
+                ddoc: ddoc_id(&ddoc, &generated),
+                name: name.unwrap_or(generated),
+                section: "nouveau",
+                view,
+                partitioned,
+            });
+        }
+        "text" => {
             return Err(MangoError {
                 status: 503,
                 error: "required index service unavailable".into(),
@@ -186,6 +201,42 @@ pub fn parse_new_index(body: &Value) -> Result<NewIndex, MangoError> {
             ));
         }
     };
+    let (ddoc, name, w, partitioned) = options(map)?;
+    let generated = gen_name(index, &ddoc, &name, partitioned, &kind, w);
+    let ddoc_id = ddoc_id(&ddoc, &generated);
+    let name = name.unwrap_or(generated);
+    let dir = if descending { "desc" } else { "asc" };
+    let mut map_fields = Map::new();
+    for f in &fields {
+        map_fields.insert(f.clone(), Value::String(dir.into()));
+    }
+    let view = json!({
+        "map": {"fields": map_fields, "partial_filter_selector": partial},
+        "reduce": "_count",
+        "options": {"def": index},
+    });
+    Ok(NewIndex {
+        ddoc: ddoc_id,
+        name,
+        section: "views",
+        view,
+        partitioned,
+    })
+}
+
+/// `_design/` and the design document asked for, or the generated name.
+fn ddoc_id(ddoc: &Option<String>, generated: &str) -> String {
+    match ddoc {
+        Some(d) if d.starts_with("_design/") => d.clone(),
+        Some(d) => format!("_design/{d}"),
+        None => format!("_design/{generated}"),
+    }
+}
+
+/// The request's `ddoc`, `name`, `w` and `partitioned`, checked.
+type Options = (Option<String>, Option<String>, u64, Option<bool>);
+
+fn options(map: &Map<String, Value>) -> Result<Options, MangoError> {
     let text = |key: &str| -> Result<Option<String>, MangoError> {
         match map.get(key) {
             None => Ok(None),
@@ -228,29 +279,7 @@ pub fn parse_new_index(body: &Value) -> Result<NewIndex, MangoError> {
             });
         }
     };
-    let generated = gen_name(index, &ddoc, &name, partitioned, &kind, w);
-    let ddoc_id = match &ddoc {
-        Some(d) if d.starts_with("_design/") => d.clone(),
-        Some(d) => format!("_design/{d}"),
-        None => format!("_design/{generated}"),
-    };
-    let name = name.unwrap_or(generated);
-    let dir = if descending { "desc" } else { "asc" };
-    let mut map_fields = Map::new();
-    for f in &fields {
-        map_fields.insert(f.clone(), Value::String(dir.into()));
-    }
-    let view = json!({
-        "map": {"fields": map_fields, "partial_filter_selector": partial},
-        "reduce": "_count",
-        "options": {"def": index},
-    });
-    Ok(NewIndex {
-        ddoc: ddoc_id,
-        name,
-        view,
-        partitioned,
-    })
+    Ok((ddoc, name, w, partitioned))
 }
 
 /// Sort specs (`"f"` or `{"f": "asc"|"desc"}`), one direction for all.
@@ -470,6 +499,9 @@ mod tests {
         }
         let text =
             parse_new_index(&json!({"index": {"fields": ["a"]}, "type": "text"})).unwrap_err();
+        let nouveau =
+            parse_new_index(&json!({"index": {}, "type": "nouveau", "name": "n"})).unwrap();
+        assert_eq!((nouveau.section, nouveau.name.as_str()), ("nouveau", "n"));
         assert_eq!((text.status, text.reason.as_str()), (503, "text"));
     }
 }

@@ -9,6 +9,8 @@ pub mod fields;
 pub mod find;
 pub mod index_def;
 pub mod normal;
+pub mod nouveau;
+pub mod nouveau_def;
 pub mod plan;
 pub mod selector;
 pub mod text;

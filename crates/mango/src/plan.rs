@@ -72,7 +72,9 @@ pub fn plan(req: &FindRequest, indexes: &[IndexDef]) -> Result<Plan, MangoError>
     let analyses: Vec<Analysis> = indexes
         .iter()
         .map(|idx| {
-            let (usable, reason) = if idx.partial.is_some() && !named(idx) {
+            let (usable, reason) = if req.selector.has_text() {
+                (false, "needs_text_search")
+            } else if idx.partial.is_some() && !named(idx) {
                 (false, "is_partial")
             } else if !has_required(req, idx) {
                 (false, "field_mismatch")

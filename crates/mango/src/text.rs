@@ -46,10 +46,11 @@ impl TextIndex {
                 list.iter()
                     .filter_map(|f| {
                         let name = f.get("name")?.as_str()?;
+                        // `text` fields are strings (`get_text_field_type`).
                         let kind = f
                             .get("type")
                             .and_then(Value::as_str)
-                            .filter(|t| matches!(*t, "number" | "boolean" | "text"))
+                            .filter(|t| matches!(*t, "number" | "boolean"))
                             .unwrap_or("string");
                         Some(escape_user(&format!("{name}:{kind}")))
                     })

@@ -13,7 +13,7 @@ use tantivy::schema::OwnedValue;
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 use crate::definition::IndexDefinition;
-use crate::schema::{Fields, Kind, Registry, tokenizer_name};
+use crate::schema::{self, Fields, Kind, Registry, tokenizer_name};
 use crate::{SearchError, analyzer};
 
 /// The memory the writer may buffer before it writes a segment.
@@ -278,6 +278,7 @@ impl Writer {
         let mut stored: Vec<Value> = Vec::new();
         for field in indexed {
             let name = field.name.as_str();
+            let key = schema::path(name);
             let text = field.value.as_str();
             let number = field.value.as_f64().filter(|n| n.is_finite());
             let kind = match field.kind {
@@ -301,7 +302,7 @@ impl Writer {
             }
             if !field.searchable && field.kind == FieldKind::Auto {
                 if let (Some(text), true) = (text, field.facet) {
-                    strings.entry(name.into()).or_default().push(text.into());
+                    strings.entry(key.clone()).or_default().push(text.into());
                 }
                 continue;
             }
@@ -310,19 +311,19 @@ impl Writer {
                     texts
                         .entry(def.analyzer_of(name))
                         .or_default()
-                        .entry(name.into())
+                        .entry(key.clone())
                         .or_default()
                         .push(text.into());
                     if field.kind == FieldKind::Auto {
-                        strings.entry(name.into()).or_default().push(text.into());
+                        strings.entry(key.clone()).or_default().push(text.into());
                     }
                 }
                 (Kind::String, Some(text), _) => {
-                    strings.entry(name.into()).or_default().push(text.into());
+                    strings.entry(key.clone()).or_default().push(text.into());
                 }
                 (Kind::Double, _, Some(number)) => {
                     doubles
-                        .entry(name.into())
+                        .entry(key.clone())
                         .or_default()
                         .push(OwnedValue::F64(number));
                 }

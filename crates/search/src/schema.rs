@@ -196,15 +196,19 @@ impl Fields {
     }
 }
 
-/// A field name as one segment of a JSON path (dots and backslashes
-/// escaped, so `a.b` is not `a` then `b`).
+/// A field name as one segment of a JSON path, in the index's documents,
+/// terms and fast columns alike: `%`, `.` and `\\` are percent-encoded,
+/// because tantivy splits paths at dots in places where an escaped dot
+/// is not kept (the fast-field range of a `double` named `a.b`).
 pub fn path(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for c in name.chars() {
-        if c == '.' || c == '\\' {
-            out.push('\\');
+        match c {
+            '%' => out.push_str("%25"),
+            '.' => out.push_str("%2E"),
+            '\\' => out.push_str("%5C"),
+            c => out.push(c),
         }
-        out.push(c);
     }
     out
 }

@@ -24,6 +24,7 @@ use crate::{AppState, COUCHDB_COMPAT_VERSION};
 /// replication scheduler. (`reshard` is left out: the endpoints answer,
 /// but nothing can be split.)
 const FEATURES: &[&str] = &[
+    "search",
     "nouveau",
     "quickjs",
     "access-ready",

@@ -38,7 +38,9 @@
 //!   means "no clause matches"; CouchDB 3.x cannot evaluate it there and the
 //!   sub-selector silently never matches.
 //! * `$mod` with a zero divisor is a parse error (CouchDB fails at match time).
-//! * `$text` is refused as unsupported: it needs a full-text index.
+//! * `$text` (a Lucene query on a `nouveau` index's `$default` field)
+//!   matches every document here, as in CouchDB: the index decides; see
+//!   [`Selector::text_query`] for the query a selector asks of the index.
 
 use std::cmp::Ordering;
 
@@ -147,6 +149,8 @@ enum Cond {
     ElemMatch(Box<Node>),
     AllMatch(Box<Node>),
     KeyMapMatch(Box<Node>),
+    /// `$text`: a query for the full-text index, which alone can judge it.
+    Text(String),
     /// The negation of a condition that has no direct opposite (`$size`,
     /// `$regex`, `$elemMatch`, ...).
     Not(Box<Cond>),
@@ -312,10 +316,21 @@ fn parse_operator(op: &str, arg: &Value, path: &[String]) -> Result<Node, Select
                 _ => Cond::KeyMapMatch(sub),
             }
         }
+        "$text" => {
+            let query = match arg {
+                Value::String(s) => s.clone(),
+                Value::Number(_) | Value::Bool(_) => arg.to_string(),
+                _ => return Err(bad_arg(op, arg, "expected a string")),
+            };
+            // At the top it is asked of the index's `$default` field.
+            if path.is_empty() {
+                return Ok(field(&["$default".to_string()], Cond::Text(query)));
+            }
+            Cond::Text(query)
+        }
         // Operators CouchDB knows but that need something Recliner lacks
-        // (`$text` needs a full-text index, `$default` is its internal form).
-        "$text" | "$default" | "$where" | "$geoWithin" | "$geoIntersects" | "$near"
-        | "$nearSphere" => {
+        // (`$default` is `$text`'s internal form).
+        "$default" | "$where" | "$geoWithin" | "$geoIntersects" | "$near" | "$nearSphere" => {
             return Err(SelectorError(format!("Unsupported operator: {op}")));
         }
         _ => return Err(SelectorError(format!("Invalid operator: {op}"))),
@@ -487,6 +502,11 @@ impl Node {
             Node::Or(items) => items.is_empty() || items.iter().any(|node| node.matches(value)),
             Node::Not(inner) => !inner.matches(value),
             Node::Nor(items) => !items.iter().any(|node| node.matches(value)),
+            // Only the full-text index can judge `$text`: trusted, as CouchDB does.
+            Node::Field {
+                cond: Cond::Text(_),
+                ..
+            } => true,
             Node::Field { path, cond } => match lookup(value, path) {
                 Lookup::Found(found) => cond.matches(found),
                 // Only an explicit `$exists: false` selects a missing field.
@@ -546,6 +566,7 @@ impl Cond {
                 map.keys()
                     .any(|key| sub.matches(&Value::String(key.clone())))
             }),
+            Cond::Text(_) => true,
             Cond::Not(inner) => !inner.matches(value),
         }
     }
@@ -619,6 +640,8 @@ fn type_name(value: &Value) -> &'static str {
 
 #[cfg(test)]
 mod tests;
+
+mod text_query;
 
 /// One end of a field's range, as an index can use it.
 #[derive(Debug, Clone, PartialEq)]
