@@ -42,6 +42,28 @@ async fn analyzers_answer_with_tokens_and_couchdbs_errors() {
         )
         .await;
     assert_eq!(english.json()["tokens"], json!(["runner", "were", "run"]));
+    // Snowball stemmers beyond tantivy's, and Lucene's CJK bigrams.
+    for (analyzer, text, tokens) in [
+        (
+            "polish",
+            "książki w bibliotekach",
+            json!(["książk", "w", "bibliotek"]),
+        ),
+        (
+            "cjk",
+            "一二三四 한국어",
+            json!(["一二", "二三", "三四", "한국", "국어"]),
+        ),
+    ] {
+        let reply = admin
+            .post(
+                "/_nouveau_analyze",
+                json!({"analyzer": analyzer, "text": text}),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        assert_eq!(reply.json()["tokens"], tokens, "{analyzer}");
+    }
 
     for body in [
         json!({"analyzer": "standard"}),
@@ -63,6 +85,15 @@ async fn analyzers_answer_with_tokens_and_couchdbs_errors() {
         .await;
     assert_eq!(unknown.status, 400);
     assert_eq!(unknown.json()["reason"], "klingon not a valid analyzer");
+    // Lucene's analyzers with dictionaries (Thai's word breaker) are not here.
+    let thai = admin
+        .post(
+            "/_nouveau_analyze",
+            json!({"analyzer": "thai", "text": "x"}),
+        )
+        .await;
+    assert_eq!(thai.status, 400);
+    assert_eq!(thai.json()["reason"], "thai not a valid analyzer");
     assert_eq!(admin.get("/_nouveau_analyze").await.status, 405);
 
     // Clouseau's form: GET parameters or a JSON body.
