@@ -244,46 +244,75 @@ async fn catch_up(
         index.definition(),
         database.update_seq().saturating_sub(since),
     );
+    // A pipeline of three stages run together, as the view updater's:
+    // while the index function runs on one page, the next page is read
+    // and the previous one's entries are written (each stage waits on a
+    // different thread: the JavaScript pool's, the database's readers,
+    // the index writer's), so the build uses every core.
     let mut pending = 0usize;
-    loop {
-        let page = database
-            .changes(ChangesQuery {
-                since,
-                limit: BATCH,
-                include_docs: true,
-                ..Default::default()
-            })
-            .await?;
-        if page.rows.is_empty() {
+    let mut page = Some(read_page(database, since).await?);
+    // The previous page's entries and the sequence they reach, to write.
+    let mut mapped: Option<(Vec<Entry>, u64)> = None;
+    while page.is_some() || mapped.is_some() {
+        let current = page.take();
+        if let Some(current) = &current
+            && current.rows.is_empty()
+        {
             // Sequences with no change left (a purge's) are reached too.
-            since = page.last_seq.max(since);
-            break;
+            since = current.last_seq.max(since);
         }
-        let entries = entries_of(engine, database, index.definition(), &page.rows).await?;
-        task.advance(page.rows.len() as u64);
-        pending += entries.len();
-        let reached = page.last_seq.max(since);
-        let commit = pending >= COMMIT_EVERY;
-        let mut w = take(&mut writer)?;
-        writer = Some(
-            blocking(move || {
-                for entry in entries {
-                    w.put(entry)?;
+        let current = current.filter(|p| !p.rows.is_empty());
+        let next_since = current
+            .as_ref()
+            .filter(|p| p.rows.len() >= BATCH)
+            .map(|p| p.last_seq);
+        let map = async {
+            match &current {
+                Some(p) => entries_of(engine, database, index.definition(), &p.rows)
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        };
+        let read = async {
+            match next_since {
+                Some(since) => read_page(database, since).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let to_write = mapped.take();
+        let w = take(&mut writer)?;
+        let write = async {
+            match to_write {
+                Some((entries, reached)) => {
+                    pending += entries.len();
+                    let commit = pending >= COMMIT_EVERY;
+                    if commit {
+                        pending = 0;
+                    }
+                    blocking(move || {
+                        let mut w = w;
+                        for entry in entries {
+                            w.put(entry)?;
+                        }
+                        if commit {
+                            w.commit(reached, purge_seq)?;
+                        }
+                        Ok(w)
+                    })
+                    .await
                 }
-                if commit {
-                    w.commit(reached, purge_seq)?;
-                }
-                Ok(w)
-            })
-            .await?,
-        );
-        if commit {
-            pending = 0;
+                None => Ok(w),
+            }
+        };
+        let (entries, next, written) = tokio::join!(map, read, write);
+        writer = Some(written?);
+        if let (Some(entries), Some(p)) = (entries?, &current) {
+            task.advance(p.rows.len() as u64);
+            since = p.last_seq.max(since);
+            mapped = Some((entries, since));
         }
-        since = reached;
-        if page.rows.len() < BATCH {
-            break;
-        }
+        page = next?;
     }
     let mut w = take(&mut writer)?;
     blocking(move || {
@@ -292,6 +321,19 @@ async fn catch_up(
     })
     .await?;
     Ok(true)
+}
+
+/// One page of changes with the documents as the index function gets
+/// them.
+async fn read_page(database: &Database, since: u64) -> Result<store::FeedPage, SearchError> {
+    Ok(database
+        .changes(ChangesQuery {
+            since,
+            limit: BATCH,
+            include_docs: true,
+            ..Default::default()
+        })
+        .await?)
 }
 
 fn take(writer: &mut Option<Writer>) -> Result<Writer, SearchError> {
