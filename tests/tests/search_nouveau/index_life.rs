@@ -455,3 +455,19 @@ async fn an_index_of_documents_edited_again_and_again_stays_compact() {
         "after 40 rounds of edits the index holds {size} bytes, {first_size} after the first"
     );
 }
+
+#[tokio::test]
+async fn searches_show_in_the_nodes_statistics() {
+    let corpus = Corpus::new("search-stats").await;
+    let c = &corpus.c;
+    for _ in 0..3 {
+        search_get(c, SEARCH, &[("q", "*:*")]).await;
+    }
+    let stats = c.get("/_node/_local/_stats").await.json();
+    let nouveau = &stats["nouveau"];
+    assert_eq!(nouveau["active_searches"]["value"], 0, "{nouveau}");
+    assert_eq!(nouveau["active_searches"]["type"], "counter", "{nouveau}");
+    assert_eq!(nouveau["search_latency"]["type"], "histogram", "{nouveau}");
+    assert_eq!(nouveau["search_latency"]["value"]["n"], 3, "{nouveau}");
+    assert_eq!(nouveau["update_latency"]["value"]["n"], 3, "{nouveau}");
+}

@@ -48,6 +48,7 @@ pub(crate) async fn nouveau(
     request: Request,
     partition: Option<String>,
 ) -> Result<Response, ApiError> {
+    let _timer = state.stats.search_started();
     let method = request.method().clone();
     let mut params = if method == Method::GET {
         NouveauParams::from_query(query.pairs()).map_err(search_error)?
@@ -79,6 +80,7 @@ pub(crate) async fn nouveau(
         .index(&engine, &database, &def, params.update)
         .await
         .map_err(search_error)?;
+    state.stats.record_search_update(ready.update_latency);
     let index = ready.index.clone();
     let request = params.request.clone();
     let results = tokio::task::spawn_blocking(move || index.search(&request))

@@ -6,7 +6,8 @@
 //! and descriptions (the interface monitoring tools already know): requests
 //! by method and status code, request and database-info latencies, bulk
 //! requests, documents read and written through the HTTP API, open
-//! databases and the replication scheduler's jobs. CouchDB's other figures
+//! databases, searches (Nouveau's figures) and the replication
+//! scheduler's jobs. CouchDB's other figures
 //! (query servers, shards, caches, the Erlang VM...) have no counterpart
 //! here and are left out rather than shown as zeros.
 //!
@@ -173,6 +174,31 @@ pub struct Stats {
     request_time: Histogram,
     /// Milliseconds to answer `GET /db`.
     dbinfo: Histogram,
+    /// Searches being answered now.
+    active_searches: AtomicU64,
+    /// Milliseconds to answer a search, and of that, to bring its index
+    /// up to date.
+    search_latency: Histogram,
+    search_update_latency: Histogram,
+}
+
+/// A search being answered: counted while it lives, its latency recorded
+/// when it ends.
+#[derive(Debug)]
+pub(crate) struct SearchTimer<'a> {
+    stats: &'a Stats,
+    started: Instant,
+}
+
+impl Drop for SearchTimer<'_> {
+    fn drop(&mut self) {
+        let now = Instant::now();
+        self.stats.active_searches.fetch_sub(1, Ordering::Relaxed);
+        self.stats.search_latency.record(
+            self.stats.second(now),
+            millis(now.saturating_duration_since(self.started)),
+        );
+    }
 }
 
 impl std::fmt::Debug for Stats {
@@ -201,7 +227,25 @@ impl Stats {
             database_writes: AtomicU64::new(0),
             request_time: Histogram::new(),
             dbinfo: Histogram::new(),
+            active_searches: AtomicU64::new(0),
+            search_latency: Histogram::new(),
+            search_update_latency: Histogram::new(),
         }
+    }
+
+    /// A search began; it ends when the timer is dropped.
+    pub(crate) fn search_started(&self) -> SearchTimer<'_> {
+        self.active_searches.fetch_add(1, Ordering::Relaxed);
+        SearchTimer {
+            stats: self,
+            started: Instant::now(),
+        }
+    }
+
+    /// A search waited `took` for its index to be brought up to date.
+    pub(crate) fn record_search_update(&self, took: Duration) {
+        self.search_update_latency
+            .record(self.second(Instant::now()), millis(took));
     }
 
     pub(super) fn second(&self, at: Instant) -> u64 {
@@ -309,6 +353,22 @@ impl Stats {
                 &["couchdb", "dbinfo"],
                 "distribution of latencies for calls to retrieve DB info",
                 Summary::of(&self.dbinfo.window(now)),
+            ),
+            // Nouveau's figures (CouchDB's with its search service on).
+            Metric::counter(
+                &["nouveau", "active_searches"],
+                "number of active search requests",
+                count(&self.active_searches),
+            ),
+            Metric::histogram(
+                &["nouveau", "search_latency"],
+                "Distribution of overall search request latency as experienced by the end user",
+                Summary::of(&self.search_latency.window(now)),
+            ),
+            Metric::histogram(
+                &["nouveau", "update_latency"],
+                "Distribution of time during search waiting for the index to be updated",
+                Summary::of(&self.search_update_latency.window(now)),
             ),
         ]);
         let jobs = gauges.jobs;
