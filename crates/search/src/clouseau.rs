@@ -25,8 +25,9 @@ pub const MAX_GROUP_LIMIT: usize = 200;
 /// dreyfus's default number of groups (`#grouping.limit`).
 const DEFAULT_GROUP_LIMIT: usize = 10;
 /// Grouping runs one search per distinct value of `group_field`: values
-/// beyond the most frequent this many are not grouped, bounding the work.
-pub const MAX_GROUP_VALUES: usize = 10_000;
+/// beyond the most frequent this many are not grouped, bounding the work
+/// (at most a thousand small searches per request).
+pub const MAX_GROUP_VALUES: usize = 1_000;
 
 fn parse_error(reason: impl Into<String>) -> SearchError {
     SearchError::QueryParse(reason.into())

@@ -16,6 +16,11 @@ use crate::query::QueryBuilder;
 use crate::query_syntax;
 use crate::schema::{self, Kind};
 
+/// The most ranges one search may count.
+pub const MAX_RANGES: usize = 1_000;
+/// The most fields one search may count values of.
+pub const MAX_COUNTS: usize = 100;
+
 /// A sort key as a request names it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SortSpec {
@@ -66,6 +71,19 @@ pub struct SearchResults {
 impl SearchIndex {
     /// Runs `request` on what the index has committed (blocking).
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResults, SearchError> {
+        // Each range and each counted field is work for every match: bound
+        // them, so one request cannot hold a core for minutes.
+        let ranges: usize = request.ranges.iter().map(|(_, specs)| specs.len()).sum();
+        if ranges > MAX_RANGES {
+            return Err(SearchError::QueryParse(format!(
+                "too many ranges: at most {MAX_RANGES}"
+            )));
+        }
+        if request.counts.len() > MAX_COUNTS {
+            return Err(SearchError::QueryParse(format!(
+                "too many fields to count: at most {MAX_COUNTS}"
+            )));
+        }
         let committed = self.committed();
         let fields = self.fields();
         let parsed =

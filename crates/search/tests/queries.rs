@@ -118,3 +118,39 @@ fn bad_queries_are_refused_with_a_reason() {
         assert!(refused.is_err(), "{query} was accepted");
     }
 }
+
+#[test]
+fn counting_work_is_bounded() {
+    let index = index();
+    let range = search::RangeSpec {
+        label: "r".into(),
+        min: None,
+        max: None,
+        min_inclusive: true,
+        max_inclusive: true,
+    };
+    let too_many = index.search(&SearchRequest {
+        query: "*:*".into(),
+        limit: 1,
+        ranges: vec![("size.cm".into(), vec![range.clone(); 1_001])],
+        ..Default::default()
+    });
+    assert!(too_many.is_err());
+    let enough = index
+        .search(&SearchRequest {
+            query: "*:*".into(),
+            limit: 1,
+            top_n: 10,
+            ranges: vec![("size.cm".into(), vec![range; 1_000])],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(enough.ranges[0].1[0].1, 4);
+    let counts = index.search(&SearchRequest {
+        query: "*:*".into(),
+        limit: 1,
+        counts: vec!["color.name".into(); 101],
+        ..Default::default()
+    });
+    assert!(counts.is_err());
+}
