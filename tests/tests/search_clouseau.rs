@@ -454,6 +454,26 @@ async fn info_cleanup_and_errors() {
         "{size}"
     );
 
+    // A deleted document leaves the count and waits in doc_del_count for a
+    // merge.
+    let llama = zoo.c.get("/zoo/llama").await.json();
+    let gone = zoo
+        .c
+        .delete(&format!(
+            "/zoo/llama?rev={}",
+            llama["_rev"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(gone.status, 200, "{}", gone.text);
+    assert_eq!(zoo.get(&[("q", "*:*")]).await["total_rows"], 7);
+    let info = zoo
+        .c
+        .get("/zoo/_design/zoo/_search_info/animals")
+        .await
+        .json();
+    assert_eq!(info["search_index"]["doc_count"], 7, "{info}");
+    assert_eq!(info["search_index"]["doc_del_count"], 1, "{info}");
+
     let cleaned = zoo.c.post("/zoo/_search_cleanup", json!({})).await;
     assert_eq!(cleaned.status, 202, "{}", cleaned.text);
     assert_eq!(cleaned.json(), json!({"ok": true}));

@@ -133,6 +133,18 @@ impl SearchIndex {
         self.inner.reader.searcher().num_docs()
     }
 
+    /// Documents deleted or replaced whose space a merge has not taken back
+    /// yet.
+    pub fn num_deleted_docs(&self) -> u64 {
+        self.inner
+            .reader
+            .searcher()
+            .segment_readers()
+            .iter()
+            .map(|segment| u64::from(segment.num_deleted_docs()))
+            .sum()
+    }
+
     /// The bytes of its files.
     pub fn disk_size(&self) -> u64 {
         let Some(dir) = &self.inner.dir else {

@@ -171,15 +171,16 @@ async fn definition(
     IndexDefinition::of(database, &doc, SearchApi::Clouseau, name).map_err(search_error)
 }
 
-/// `_search_info`'s answer: Clouseau's `info` plus dreyfus's signature.
-/// Deleted documents awaiting a merge are not counted here: 0.
+/// `_search_info`'s answer: Clouseau's `info` plus dreyfus's signature;
+/// `doc_del_count` counts the deleted or replaced documents a merge has
+/// not dropped yet, as Lucene's `numDeletedDocs`.
 fn info(name: &str, index: &search::SearchIndex) -> Value {
     let committed = index.committed();
     json!({
         "name": name,
         "search_index": {
             "pending_seq": committed.update_seq,
-            "doc_del_count": 0,
+            "doc_del_count": index.num_deleted_docs(),
             "doc_count": index.num_docs(),
             "disk_size": index.disk_size(),
             "committed_seq": committed.update_seq,
