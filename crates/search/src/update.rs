@@ -85,7 +85,22 @@ impl Drop for TaskGuard {
     }
 }
 
-type Slot = Arc<tokio::sync::Mutex<Option<SearchIndex>>>;
+type Slot = Arc<SlotState>;
+
+/// An index once opened, and the turn its updates take.
+#[derive(Debug, Default)]
+struct SlotState {
+    /// Searches that need no update take it without waiting for one.
+    index: Mutex<Option<SearchIndex>>,
+    /// Held while the index is opened or brought up to date.
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl SlotState {
+    fn index(&self) -> Option<SearchIndex> {
+        self.index.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
 
 /// An index ready to search, and what bringing it up to date cost.
 #[derive(Debug, Clone)]
@@ -112,9 +127,17 @@ impl Searches {
                 .or_default()
                 .clone()
         };
-        let mut guard = slot.lock().await;
-        let index = match &*guard {
-            Some(index) => index.clone(),
+        // `update=false` answers from what is committed, even while an
+        // update runs.
+        if !update && let Some(index) = slot.index() {
+            return Ok(Ready {
+                index,
+                update_latency: Duration::ZERO,
+            });
+        }
+        let _turn = slot.turn.lock().await;
+        let index = match slot.index() {
+            Some(index) => index,
             None => {
                 let dir = database.search_index_dir(&def.signature)?;
                 if !update && !dir.join("meta.json").exists() {
@@ -122,7 +145,7 @@ impl Searches {
                 }
                 let (def, uuid) = (def.clone(), database.uuid().to_string());
                 let index = blocking(move || SearchIndex::open(Some(&dir), &def, &uuid)).await?;
-                *guard = Some(index.clone());
+                *slot.index.lock().unwrap_or_else(|p| p.into_inner()) = Some(index.clone());
                 index
             }
         };
@@ -184,7 +207,7 @@ impl Searches {
                 .remove(&(database.uuid().to_string(), signature.clone()));
             // Wait for an update in progress to end before the files go.
             let _quiet = match &slot {
-                Some(slot) => Some(slot.lock().await),
+                Some(slot) => Some(slot.turn.lock().await),
                 None => None,
             };
             database.drop_search_index(&signature).await?;

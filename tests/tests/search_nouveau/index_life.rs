@@ -392,7 +392,10 @@ async fn a_long_build_shows_in_active_tasks() {
                 .flatten()
                 .find(|t| t["type"] == "search_indexer")
             {
-                return task.clone();
+                // A stale search answers at once from what is committed
+                // (nothing yet), without waiting for the build.
+                let stale = c.get(&format!("{SEARCH}?q=*:*&update=false")).await;
+                return (task.clone(), stale);
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
@@ -402,7 +405,9 @@ async fn a_long_build_shows_in_active_tasks() {
     });
     assert_eq!(found.status, 200, "{}", found.text);
     assert_eq!(found.json()["total_hits"], 10_000);
-    let task = task.expect("a search_indexer task while the index builds");
+    let (task, stale) = task.expect("a search_indexer task while the index builds");
+    assert_eq!(stale.status, 200, "{}", stale.text);
+    assert_eq!(stale.json()["total_hits"], 0, "{}", stale.text);
     assert_eq!(task["database"], "db", "{task}");
     assert_eq!(task["design_document"], "_design/foo", "{task}");
     assert_eq!(task["index"], "bar", "{task}");
