@@ -111,6 +111,7 @@ fn plain_rows() -> Vec<Row> {
         ),
         row("GET", "/{db}/_design/app/_show/whole/doc", None, OPEN),
         row("GET", "/{db}/_design/app/_list/rows/all", None, OPEN),
+        row("GET", "/{db}/_design/app/_nouveau/all?q=*:*", None, OPEN),
         row(
             "POST",
             "/{db}/_design/app/_update/stamp/upd-{role}",
@@ -275,6 +276,9 @@ fn per_doc_rows() -> Vec<Row> {
         row("GET", "/{db}/_design/app/_view/all", None, ADMINS),
         row("GET", "/{db}/_design/app/_show/whole/doc", None, ADMINS),
         row("GET", "/{db}/_design/app/_list/rows/all", None, ADMINS),
+        // A member searches their own documents; the index's info is for admins.
+        row("GET", "/{db}/_design/app/_nouveau/all?q=*:*", None, OPEN),
+        row("GET", "/{db}/_design/app/_nouveau_info/all", None, ADMINS),
         row(
             "POST",
             "/{db}/_design/app/_update/stamp/upd-{role}",
@@ -535,6 +539,7 @@ fn design_doc() -> Value {
         "views": {"all": {"map": "function(d) { emit(d._id, d); }"}},
         "shows": {"whole": "function(d) { return JSON.stringify(d); }"},
         "lists": {"rows": "function() { var r; while ((r = getRow())) { send(JSON.stringify(r)); } }"},
+        "nouveau": {"all": {"index": "function(d) { index('string', 'id', d._id); }"}},
         "updates": {"stamp": "function(d, req) { return [{_id: req.id, v: 1}, 'ok']; }"}
     })
 }
