@@ -53,6 +53,20 @@ fn stricter(
     }
 }
 
+/// A row for a feature the reference CouchDB runs without (its Nouveau needs a
+/// separate Java service, so its search routes answer 404 there).
+fn beyond_reference(
+    method: &'static str,
+    path: impl Into<String>,
+    body: Option<Value>,
+    expect: [u16; 5],
+) -> Row {
+    Row {
+        couchdb: false,
+        ..row(method, path, body, expect)
+    }
+}
+
 const OPEN: [u16; 5] = [401, 403, 200, 200, 200];
 const CREATED: [u16; 5] = [401, 403, 201, 201, 201];
 const SERVER_ADMIN: [u16; 5] = [401, 401, 401, 401, 200];
@@ -111,7 +125,7 @@ fn plain_rows() -> Vec<Row> {
         ),
         row("GET", "/{db}/_design/app/_show/whole/doc", None, OPEN),
         row("GET", "/{db}/_design/app/_list/rows/all", None, OPEN),
-        row("GET", "/{db}/_design/app/_nouveau/all?q=*:*", None, OPEN),
+        beyond_reference("GET", "/{db}/_design/app/_nouveau/all?q=*:*", None, OPEN),
         row(
             "POST",
             "/{db}/_design/app/_update/stamp/upd-{role}",
