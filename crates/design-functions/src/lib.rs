@@ -127,12 +127,14 @@ pub enum Verdict {
 #[derive(Debug, Clone)]
 pub struct Engine {
     pool: Arc<pool::Pool>,
+    limits: Limits,
 }
 
 impl Engine {
     pub fn new(limits: Limits) -> Engine {
         Engine {
             pool: Arc::new(pool::Pool::new(limits)),
+            limits,
         }
     }
 
@@ -271,7 +273,12 @@ impl Engine {
     ) -> Result<String, JsError> {
         let answer = self
             .pool
-            .call_with(ddoc, "list", vec![name.to_string(), head, req], Some(io))
+            .call_with(
+                ddoc,
+                "list",
+                vec![name.to_string(), head, req],
+                sandbox::CallIo::List(io),
+            )
             .await?;
         match answer {
             Answer::Ok(serde_json::Value::String(tail)) => Ok(tail),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
-use crate::sandbox::{Answer, ListIo, Sandbox, THREAD_STACK};
+use crate::sandbox::{Answer, CallIo, Sandbox, THREAD_STACK};
 use crate::{DesignDoc, JsError, Limits};
 
 /// How long an extra worker waits for work before it stops.
@@ -18,7 +18,7 @@ struct Call {
     ddoc: DesignDoc,
     entry: &'static str,
     args: Vec<String>,
-    io: Option<ListIo>,
+    io: CallIo,
     reply: oneshot::Sender<Result<Answer, JsError>>,
 }
 
@@ -113,16 +113,17 @@ impl Pool {
         entry: &'static str,
         args: Vec<String>,
     ) -> Result<Answer, JsError> {
-        self.call_with(ddoc, entry, args, None).await
+        self.call_with(ddoc, entry, args, CallIo::Nothing).await
     }
 
-    /// A call that talks to the caller while it runs (a list function).
+    /// A call that talks to the caller while it runs (a list function,
+    /// index functions).
     pub(crate) async fn call_with(
         &self,
         ddoc: DesignDoc,
         entry: &'static str,
         args: Vec<String>,
-        io: Option<ListIo>,
+        io: CallIo,
     ) -> Result<Answer, JsError> {
         let (reply, answer) = oneshot::channel();
         {

@@ -11,10 +11,24 @@ var __couch = (function () {
   var compiled = {};
   var modules = {};
   var emitted = null;
-  // The fields a search index function indexes, while it runs, and its
-  // section ("nouveau" or "indexes").
-  var indexed = null;
+  // The section ("nouveau" or "indexes") of the search index function
+  // running, and the host's ends of index(), kept from design functions.
   var indexing = null;
+  var indexHost = {
+    begin: __couch_index_begin,
+    field: __couch_index_field,
+    done: __couch_index_done
+  };
+  delete globalThis.__couch_index_begin;
+  delete globalThis.__couch_index_field;
+  delete globalThis.__couch_index_done;
+
+  // An argument of index() of the wrong type: CouchDB's TypeError.
+  function mustBe(what, expected, value) {
+    if (typeof value !== expected) {
+      throw new TypeError("type of " + what + " must be a " + expected + " not " + typeof value);
+    }
+  }
 
   function isError(e) {
     return e !== null && typeof e === "object" && "name" in e && "message" in e && "stack" in e;
@@ -703,10 +717,11 @@ var __couch = (function () {
     },
 
     // <section>.<name>.index for each search index and each document
-    // (`section`: "nouveau", or "indexes" for `_search`): the fields each
-    // indexes, as [type, name, value, store, facet]. A function that
-    // throws leaves the document out of that index (null), as CouchDB;
-    // the error is logged.
+    // (`section`: "nouveau", or "indexes" for `_search`). The fields go to
+    // the host as index() names them ([type, name, value, store, facet,
+    // searchable]), each function's kept when it returns and dropped when
+    // it throws: a function that throws leaves the document out of that
+    // index, as CouchDB; the error is logged.
     index: function (sectionJson, names, docs) {
       return answer(function () {
         var section = JSON.parse(sectionJson);
@@ -715,54 +730,47 @@ var __couch = (function () {
         for (var n = 0; n < list.length; n++) {
           funs.push(lookup([section, list[n], "index"]));
         }
+        indexHost.begin(funs.length);
         var lines = docs === "" ? [] : docs.split("\n");
-        var out = [];
         for (var i = 0; i < lines.length; i++) {
           var doc;
           try {
             doc = freeze(JSON.parse(lines[i]));
           } catch (e) {
             __couch_log("document skipped by every index function: " + String(e));
-            out.push(funs.map(function () { return null; }));
+            for (var skipped = 0; skipped < funs.length; skipped++) {
+              indexHost.done(i, false);
+            }
             continue;
           }
-          var perIndex = [];
           for (var f = 0; f < funs.length; f++) {
-            indexed = [];
+            var kept = false;
             indexing = section;
             try {
               funs[f].call(ddoc, doc);
-              perIndex.push(indexed);
+              kept = true;
             } catch (e) {
               __couch_log("function raised exception " + (isError(e) ? e.name + ": " + e.message : JSON.stringify(e)) +
                 " with doc._id " + (doc && doc._id));
-              perIndex.push(null);
             } finally {
-              indexed = null;
               indexing = null;
             }
+            indexHost.done(i, kept);
           }
-          out.push(perIndex);
         }
-        return out;
+        return null;
       });
     },
 
     // `index(...)` inside a search index function: Nouveau's
     // index(type, name, value[, {store}]), or Clouseau's
     // index(name, value[, {store, index, facet}]) in `indexes`.
-    indexField: function (args) {
-      if (indexed === null) {
+    indexField: function (first, second, third, fourth) {
+      if (indexing === null) {
         throw new Error("index() is only available in a search index function");
       }
-      function mustBe(what, expected, value) {
-        if (typeof value !== expected) {
-          var e = new TypeError("type of " + what + " must be a " + expected + " not " + typeof value);
-          throw e;
-        }
-      }
       if (indexing === "nouveau") {
-        var type = args[0], name = args[1], value = args[2], options = args[3] || {};
+        var type = first, name = second, value = third, options = fourth || {};
         mustBe("type", "string", type);
         mustBe("name", "string", name);
         if (name.substring(0, 1) === "_") {
@@ -786,10 +794,10 @@ var __couch = (function () {
           default:
             throw new TypeError(type + " not supported");
         }
-        indexed.push([type, name, value, options.store === true, options.facet === true]);
+        indexHost.field(type, name, value, options.store === true, options.facet === true, true);
         return;
       }
-      var fieldName = args[0], fieldValue = args[1], opts = args[2] || {};
+      var fieldName = first, fieldValue = second, opts = third || {};
       mustBe("name", "string", fieldName);
       if (typeof fieldValue === "boolean") {
         fieldValue = fieldValue ? "true" : "false";
@@ -797,8 +805,8 @@ var __couch = (function () {
       if (typeof fieldValue !== "string" && typeof fieldValue !== "number") {
         throw new TypeError("value must be a string, a number or boolean not " + typeof fieldValue);
       }
-      indexed.push(["auto", fieldName, fieldValue, opts.store === true || opts.store === "yes",
-        opts.facet === true, opts.index !== false && opts.index !== "no"]);
+      indexHost.field("auto", fieldName, fieldValue, opts.store === true || opts.store === "yes",
+        opts.facet === true, opts.index !== false && opts.index !== "no");
     },
 
     emit: function (key, value) {
@@ -818,8 +826,8 @@ function emit(key, value) {
   __couch.emit(key, value);
 }
 
-function index() {
-  __couch.indexField(Array.prototype.slice.call(arguments));
+function index(first, second, third, fourth) {
+  __couch.indexField(first, second, third, fourth);
 }
 
 function sum(values) {

@@ -6,13 +6,14 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rquickjs::{Context, Ctx, Exception, Function, Runtime};
 use tokio::sync::mpsc;
 
+use crate::search::Gathered;
 use crate::{DesignDoc, JsError};
 
 const PRELUDE: &str = include_str!("prelude.js");
@@ -56,6 +57,15 @@ impl ListIo {
     }
 }
 
+/// What a call exchanges with its caller while it runs, beside its answer.
+pub(crate) enum CallIo {
+    Nothing,
+    /// A list function's rows in and text out.
+    List(ListIo),
+    /// The fields index functions name, gathered as they name them.
+    Index(Arc<Mutex<Gathered>>),
+}
+
 /// The engine of one worker thread.
 pub(crate) struct Sandbox {
     limits: crate::Limits,
@@ -67,6 +77,8 @@ pub(crate) struct Sandbox {
     uses: u64,
     /// The running list function's channels, while one runs.
     list: Rc<RefCell<Option<ListIo>>>,
+    /// Where the running index functions' fields go, while they run.
+    gathering: Rc<RefCell<Option<Arc<Mutex<Gathered>>>>>,
 }
 
 type ContextKey = (String, String, String);
@@ -89,6 +101,7 @@ impl Sandbox {
             epoch,
             uses: 0,
             list: Rc::new(RefCell::new(None)),
+            gathering: Rc::new(RefCell::new(None)),
         })
     }
 
@@ -99,9 +112,13 @@ impl Sandbox {
         ddoc: &DesignDoc,
         entry: &str,
         args: Vec<String>,
-        io: Option<ListIo>,
+        io: CallIo,
     ) -> Result<Answer, JsError> {
-        *self.list.borrow_mut() = io;
+        match io {
+            CallIo::Nothing => {}
+            CallIo::List(io) => *self.list.borrow_mut() = Some(io),
+            CallIo::Index(gathered) => *self.gathering.borrow_mut() = Some(gathered),
+        }
         // One deadline for the whole call: opening the design document's
         // context (its `init`) counts against it too.
         let (deadline, epoch, timeout) = (self.deadline.clone(), self.epoch, self.limits.timeout);
@@ -110,6 +127,7 @@ impl Sandbox {
         });
         // Dropping the channels tells the other side the function is done.
         self.list.borrow_mut().take();
+        self.gathering.borrow_mut().take();
         answer
     }
 
@@ -205,6 +223,7 @@ impl Sandbox {
                     .set("__couch_script", script)
                     .map_err(internal)?;
                 self.list_functions(&ctx)?;
+                crate::search::install(&ctx, self.gathering.clone()).map_err(internal)?;
                 ctx.eval::<(), _>(PRELUDE).map_err(|e| uncaught(&ctx, e))?;
                 let couch: rquickjs::Object = ctx.globals().get("__couch").map_err(internal)?;
                 let init: Function = couch.get("init").map_err(internal)?;

@@ -208,6 +208,18 @@ impl Writer {
 
     /// Replaces a document's entry.
     pub fn put(&mut self, entry: Entry) -> Result<(), SearchError> {
+        self.write(entry, true)
+    }
+
+    /// A document's entry, for a document the index cannot hold yet (a
+    /// build from an empty index meets each document once before the
+    /// sequence it started at): nothing to replace, and no delete for the
+    /// engine to apply to every segment at each commit.
+    pub fn add(&mut self, entry: Entry) -> Result<(), SearchError> {
+        self.write(entry, false)
+    }
+
+    fn write(&mut self, entry: Entry, replaces: bool) -> Result<(), SearchError> {
         let fields = self.index.inner.fields.clone();
         let (id, doc) = match entry {
             Entry::Remove(id) => (id, None),
@@ -221,7 +233,9 @@ impl Writer {
             }
         };
         let writer = self.writer()?;
-        writer.delete_term(Term::from_field_text(fields.id, &id));
+        if replaces {
+            writer.delete_term(Term::from_field_text(fields.id, &id));
+        }
         if let Some(doc) = doc {
             writer.add_document(doc).map_err(engine)?;
         }

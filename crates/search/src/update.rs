@@ -18,9 +18,11 @@ use crate::index::{Entry, SearchIndex, Writer};
 
 /// Documents given to the index function per call.
 const BATCH: usize = 500;
-/// Entries written between commits while an index catches up: a crash
-/// loses at most this much work.
-const COMMIT_EVERY: usize = 20_000;
+/// How often an index catching up commits (Nouveau's and Clouseau's
+/// commit interval is 30 s): a crash loses at most this much work, and a
+/// commit, which waits for the engine to write out everything it was given,
+/// stalls the build only this often.
+const COMMIT_INTERVAL: Duration = Duration::from_secs(10);
 
 /// The node's open search indexes, keyed by (database uuid, signature),
 /// and the updates running now.
@@ -243,6 +245,7 @@ async fn catch_up(
     let mut writer = Some(blocking(move || idx.writer()).await?);
     let mut since = committed.update_seq;
     let purge_seq = purged.purge_seq.max(committed.purge_seq);
+    let mut empty = index.num_docs() == 0 && index.num_deleted_docs() == 0;
     if purges_new {
         let mut w = take(&mut writer)?;
         writer = Some(
@@ -260,8 +263,13 @@ async fn catch_up(
         );
         if !purged.complete {
             since = 0;
+            empty = true;
         }
     }
+    // Built from empty, every document changed up to here comes once and
+    // is added without a delete; one changed again meanwhile comes again,
+    // after this sequence, and replaces its first entry.
+    let added_until = if empty { database.update_seq() } else { 0 };
     let task = searches.start_task(
         database,
         index.definition(),
@@ -272,10 +280,11 @@ async fn catch_up(
     // and the previous one's entries are written (each stage waits on a
     // different thread: the JavaScript pool's, the database's readers,
     // the index writer's), so the build uses every core.
-    let mut pending = 0usize;
+    let mut last_commit = Instant::now();
     let mut page = Some(read_page(database, since).await?);
-    // The previous page's entries and the sequence they reach, to write.
-    let mut mapped: Option<(Vec<Entry>, u64)> = None;
+    // The previous page's entries (each with its change's sequence) and
+    // the sequence they reach, to write.
+    let mut mapped: Option<(Vec<(Entry, u64)>, u64)> = None;
     while page.is_some() || mapped.is_some() {
         let current = page.take();
         if let Some(current) = &current
@@ -308,15 +317,18 @@ async fn catch_up(
         let write = async {
             match to_write {
                 Some((entries, reached)) => {
-                    pending += entries.len();
-                    let commit = pending >= COMMIT_EVERY;
+                    let commit = last_commit.elapsed() >= COMMIT_INTERVAL;
                     if commit {
-                        pending = 0;
+                        last_commit = Instant::now();
                     }
                     blocking(move || {
                         let mut w = w;
-                        for entry in entries {
-                            w.put(entry)?;
+                        for (entry, seq) in entries {
+                            if seq <= added_until {
+                                w.add(entry)?;
+                            } else {
+                                w.put(entry)?;
+                            }
                         }
                         if commit {
                             w.commit(reached, purge_seq)?;
@@ -373,13 +385,13 @@ async fn entries_of(
     database: &Database,
     def: &IndexDefinition,
     rows: &[store::ChangeRow],
-) -> Result<Vec<Entry>, SearchError> {
+) -> Result<Vec<(Entry, u64)>, SearchError> {
     let mut entries = Vec::with_capacity(rows.len());
     let mut texts = Vec::new();
     let mut at = Vec::new();
     let mut access = Vec::new();
     for row in rows {
-        entries.push(Entry::Remove(row.id.clone()));
+        entries.push((Entry::Remove(row.id.clone()), row.seq));
         if row.deleted || row.id.starts_with("_design/") {
             continue;
         }
@@ -424,9 +436,9 @@ async fn entries_of(
         if fields.is_empty() {
             continue;
         }
-        if let Some(Entry::Remove(id)) = entries.get(position) {
+        if let Some((Entry::Remove(id), _)) = entries.get(position) {
             let id = id.clone();
-            entries[position] = Entry::Put {
+            entries[position].0 = Entry::Put {
                 id,
                 access: principals,
                 fields,

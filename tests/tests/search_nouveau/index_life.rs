@@ -425,6 +425,58 @@ async fn a_long_build_shows_in_active_tasks() {
 }
 
 #[tokio::test]
+async fn documents_edited_while_the_index_builds_are_indexed_once_as_they_end() {
+    let corpus = Corpus::empty("search-edit-during-build");
+    let c = &corpus.c;
+    create_db(c, "db").await;
+    let mut revs = Vec::new();
+    for batch in 0..10 {
+        let docs: Vec<_> = (0..1000)
+            .map(|i| json!({"_id": format!("d{batch}-{i:04}"), "foo": "old", "bar": i}))
+            .collect();
+        let reply = c.post("/db/_bulk_docs", json!({"docs": docs})).await;
+        assert_eq!(reply.status, 201, "{}", reply.text);
+        revs.extend(reply.json().as_array().unwrap().iter().cloned());
+    }
+    create_ddoc(c, "db", default_ddoc()).await;
+    // The first documents (indexed first) change while the build runs: the
+    // build from an empty index adds what it meets without deleting, so the
+    // edits must still replace what it added.
+    let edits: Vec<_> = revs[..300]
+        .iter()
+        .map(|r| json!({"_id": r["id"], "_rev": r["rev"], "foo": "new", "bar": -1}))
+        .collect();
+    let path = format!("{SEARCH}?q=*:*&limit=1");
+    let build = c.get(&path);
+    let edit = async {
+        for _ in 0..6000 {
+            let tasks = c.get("/_active_tasks").await.json();
+            if tasks
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|t| t["type"] == "search_indexer")
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        c.post("/db/_bulk_docs", json!({"docs": edits})).await
+    };
+    let (built, edited) = tokio::join!(build, edit);
+    assert_eq!(built.status, 200, "{}", built.text);
+    assert_eq!(edited.status, 201, "{}", edited.text);
+    let count = |q: &'static str| async move {
+        let found = search_get(c, SEARCH, &[("q", q), ("limit", "1")]).await;
+        found["total_hits"].as_u64().unwrap()
+    };
+    assert_eq!(count("*:*").await, 10_000, "each document once");
+    assert_eq!(count("foo:new").await, 300);
+    assert_eq!(count("foo:old").await, 9_700);
+    assert_eq!(count("bar:[-1 TO -1]").await, 300);
+}
+
+#[tokio::test]
 async fn an_index_of_documents_edited_again_and_again_stays_compact() {
     let corpus = Corpus::empty("search-compacts");
     let c = &corpus.c;
