@@ -29,7 +29,10 @@ use tantivy::tokenizer::{
     StopWordFilter, TextAnalyzer, TextAnalyzerBuilder, Token, TokenFilter, TokenStream, Tokenizer,
     WhitespaceTokenizer,
 };
-use unicode_segmentation::UnicodeSegmentation;
+
+mod tokenizers;
+
+use tokenizers::{EmailTokenizer, LetterTokenizer, StandardTokenizer, WordTokenizer};
 
 /// Longest token kept, in bytes (Lucene's `maxTokenLength`).
 const MAX_TOKEN: usize = 255;
@@ -121,11 +124,7 @@ pub struct UnknownAnalyzer(pub String);
 
 /// The analyzer called `name`.
 pub fn analyzer(name: &str) -> Result<TextAnalyzer, UnknownAnalyzer> {
-    let standard = || {
-        TextAnalyzer::builder(WordTokenizer::default())
-            .filter(RemoveLongFilter::limit(MAX_TOKEN + 1))
-            .filter(LowerCaser)
-    };
+    let standard = || TextAnalyzer::builder(StandardTokenizer::default());
     Ok(match name {
         "standard" => standard().build(),
         "keyword" => TextAnalyzer::builder(RawTokenizer::default()).build(),
@@ -157,10 +156,7 @@ pub fn analyzer(name: &str) -> Result<TextAnalyzer, UnknownAnalyzer> {
             let Some((_, stem)) = LANGUAGES.iter().find(|(n, _)| *n == other) else {
                 return Err(UnknownAnalyzer(other.to_string()));
             };
-            let builder = TextAnalyzer::builder(WordTokenizer::default())
-                .filter(RemoveLongFilter::limit(MAX_TOKEN + 1))
-                .dynamic();
-            let builder = before_stop_words(other, builder);
+            let builder = before_stop_words(other);
             match *stem {
                 Stem::Tantivy(language) => {
                     let builder = match StopWordFilter::new(language) {
@@ -177,21 +173,24 @@ pub fn analyzer(name: &str) -> Result<TextAnalyzer, UnknownAnalyzer> {
     })
 }
 
-/// A language analyzer's filters from its words to its stop words:
-/// lowercasing, and elision where Lucene's analyzer elides.
-fn before_stop_words(language: &str, builder: TextAnalyzerBuilder) -> TextAnalyzerBuilder {
+/// A language analyzer up to its stop words: its words lowercased, and
+/// elided where Lucene's analyzer elides.
+fn before_stop_words(language: &str) -> TextAnalyzerBuilder {
+    let lowercased = || TextAnalyzer::builder(StandardTokenizer::default()).dynamic();
     match language {
-        "catalan" => builder
-            .filter_dynamic(LowerCaser)
-            .filter_dynamic(Rewriting(Elision(&["d", "l", "m", "n", "s", "t"]))),
+        "catalan" => {
+            lowercased().filter_dynamic(Rewriting(Elision(&["d", "l", "m", "n", "s", "t"])))
+        }
         // Lucene's IrishAnalyzer: `nAthair` is `n-athair`; `h`, `n`, `t`
         // alone are what is left of `h-`, `n-`, `t-` prefixes split off.
-        "irish" => builder
+        "irish" => TextAnalyzer::builder(WordTokenizer::default())
+            .filter(RemoveLongFilter::limit(MAX_TOKEN + 1))
+            .dynamic()
             .filter_dynamic(Rewriting(IrishPrefix))
             .filter_dynamic(LowerCaser)
             .filter_dynamic(StopWordFilter::remove(["h", "n", "t"].map(str::to_string)))
             .filter_dynamic(Rewriting(Elision(&["d", "m", "b"]))),
-        _ => builder.filter_dynamic(LowerCaser),
+        _ => lowercased(),
     }
 }
 
@@ -535,242 +534,8 @@ impl TokenStream for TokenList {
     }
 }
 
-/// Tokens found by a splitter as byte ranges, handed out one by one.
-struct RangeStream<'a> {
-    text: &'a str,
-    ranges: std::vec::IntoIter<(usize, usize)>,
-    token: &'a mut Token,
-}
-
-impl<'a> RangeStream<'a> {
-    fn new(text: &'a str, ranges: Vec<(usize, usize)>, token: &'a mut Token) -> RangeStream<'a> {
-        token.reset();
-        RangeStream {
-            text,
-            ranges: ranges.into_iter(),
-            token,
-        }
-    }
-}
-
-impl TokenStream for RangeStream<'_> {
-    fn advance(&mut self) -> bool {
-        let Some((from, to)) = self.ranges.next() else {
-            return false;
-        };
-        self.token.text.clear();
-        self.token.text.push_str(&self.text[from..to]);
-        self.token.offset_from = from;
-        self.token.offset_to = to;
-        self.token.position = self.token.position.wrapping_add(1);
-        true
-    }
-
-    fn token(&self) -> &Token {
-        self.token
-    }
-
-    fn token_mut(&mut self) -> &mut Token {
-        self.token
-    }
-}
-
-/// Unicode's words (UAX #29): what lies between word boundaries and holds
-/// a letter or a digit (`O'Neil` and `renovations.com` stay whole).
-fn words(text: &str) -> Vec<(usize, usize)> {
-    if text.is_ascii() {
-        return ascii_words(text.as_bytes());
-    }
-    unicode_words(text)
-}
-
-/// [`words`] by Unicode's tables, for any text.
-fn unicode_words(text: &str) -> Vec<(usize, usize)> {
-    text.split_word_bound_indices()
-        .filter(|(_, word)| word.chars().any(char::is_alphanumeric))
-        .map(|(at, word)| (at, at + word.len()))
-        .collect()
-}
-
-/// What a character is to Unicode's word boundaries, for ASCII.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum WordClass {
-    Letter,
-    Digit,
-    /// `_` (ExtendNumLet).
-    Connector,
-    /// `:` (MidLetter): joins letters.
-    MidLetter,
-    /// `.` and `'` (MidNumLet, Single_Quote): join letters, or digits.
-    MidBoth,
-    /// `,` and `;` (MidNum): join digits.
-    MidDigit,
-    Other,
-}
-
-fn word_class(byte: u8) -> WordClass {
-    match byte {
-        b'a'..=b'z' | b'A'..=b'Z' => WordClass::Letter,
-        b'0'..=b'9' => WordClass::Digit,
-        b'_' => WordClass::Connector,
-        b':' => WordClass::MidLetter,
-        b'.' | b'\'' => WordClass::MidBoth,
-        b',' | b';' => WordClass::MidDigit,
-        _ => WordClass::Other,
-    }
-}
-
-/// [`words`] for ASCII text, without Unicode's tables (most text indexed
-/// is ASCII, and the tables' lookups were the tokenizer's cost): letters,
-/// digits and `_` join (WB5, WB8-WB10, WB13a/b); `:` joins two letters,
-/// `.` and `'` two letters or two digits, `,` and `;` two digits (WB6,
-/// WB7, WB11, WB12). A property test checks it against [`words`]' general
-/// path.
-fn ascii_words(bytes: &[u8]) -> Vec<(usize, usize)> {
-    use WordClass::*;
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < bytes.len() {
-        let first = word_class(bytes[i]);
-        if !matches!(first, Letter | Digit | Connector) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        let mut alnum = first != Connector;
-        let mut last = first;
-        i += 1;
-        while i < bytes.len() {
-            let class = word_class(bytes[i]);
-            match class {
-                Letter | Digit | Connector => {
-                    alnum |= class != Connector;
-                    last = class;
-                    i += 1;
-                }
-                MidLetter | MidBoth | MidDigit => {
-                    let next = bytes.get(i + 1).map_or(Other, |b| word_class(*b));
-                    let joins = match class {
-                        MidLetter => last == Letter && next == Letter,
-                        MidBoth => {
-                            (last == Letter && next == Letter) || (last == Digit && next == Digit)
-                        }
-                        _ => last == Digit && next == Digit,
-                    };
-                    if !joins {
-                        break;
-                    }
-                    last = next;
-                    i += 2;
-                }
-                Other => break,
-            }
-        }
-        if alnum {
-            out.push((start, i));
-        }
-    }
-    out
-}
-
-/// Lucene's standard tokenizer's words: Unicode's word boundaries.
-#[derive(Clone, Default)]
-struct WordTokenizer {
-    token: Token,
-}
-
-impl Tokenizer for WordTokenizer {
-    type TokenStream<'a> = RangeStream<'a>;
-
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> RangeStream<'a> {
-        RangeStream::new(text, words(text), &mut self.token)
-    }
-}
-
-/// Lucene's letter tokenizer: runs of letters.
-#[derive(Clone, Default)]
-struct LetterTokenizer {
-    token: Token,
-}
-
-impl Tokenizer for LetterTokenizer {
-    type TokenStream<'a> = RangeStream<'a>;
-
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> RangeStream<'a> {
-        let mut ranges = Vec::new();
-        let mut start = None;
-        for (at, c) in text.char_indices() {
-            match (c.is_alphabetic(), start) {
-                (true, None) => start = Some(at),
-                (false, Some(from)) => {
-                    ranges.push((from, at));
-                    start = None;
-                }
-                _ => {}
-            }
-        }
-        if let Some(from) = start {
-            ranges.push((from, text.len()));
-        }
-        RangeStream::new(text, ranges, &mut self.token)
-    }
-}
-
-/// Words, but e-mail addresses and URLs whole (`email`).
-#[derive(Clone, Default)]
-struct EmailTokenizer {
-    token: Token,
-}
-
-fn whole_tokens() -> &'static regex::Regex {
-    static WHOLE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    WHOLE.get_or_init(|| {
-        // An address (local part, `@`, dotted domain) or a URL with a scheme.
-        regex::Regex::new(
-            r"(?i)[a-z0-9!#$%&'*+/=?^_`{|}~.-]+@[a-z0-9-]+(?:\.[a-z0-9-]+)+|[a-z][a-z0-9+.-]*://[^\s<>\x22]+",
-        )
-        .unwrap_or_else(|_| regex::Regex::new("$^").unwrap_or_else(|_| unreachable!()))
-    })
-}
-
-impl Tokenizer for EmailTokenizer {
-    type TokenStream<'a> = RangeStream<'a>;
-
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> RangeStream<'a> {
-        let mut ranges = Vec::new();
-        let mut at = 0;
-        for found in whole_tokens().find_iter(text) {
-            ranges.extend(
-                words(&text[at..found.start()])
-                    .into_iter()
-                    .map(|(from, to)| (from + at, to + at)),
-            );
-            ranges.push((found.start(), found.end()));
-            at = found.end();
-        }
-        ranges.extend(
-            words(&text[at..])
-                .into_iter()
-                .map(|(from, to)| (from + at, to + at)),
-        );
-        RangeStream::new(text, ranges, &mut self.token)
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use proptest::prelude::*;
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(2000))]
-
-        /// The ASCII path finds exactly the words Unicode's tables find.
-        #[test]
-        fn ascii_words_are_unicodes_words(text in "[a-cA-C0-2_:.',; \\-!\"\t]{0,24}") {
-            prop_assert_eq!(super::ascii_words(text.as_bytes()), super::unicode_words(&text));
-        }
-    }
-
     use super::*;
 
     fn tokens(name: &str, text: &str) -> Vec<String> {
