@@ -4,6 +4,7 @@
 //! document revision keeps its compiled functions; a call that throws,
 //! loops or exhausts memory becomes an error, never a crash.
 
+mod index_fields;
 mod pool;
 pub mod query_validation;
 mod sandbox;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use rquickjs::{Context, Ctx, Exception, Function, Runtime};
 use tokio::sync::mpsc;
 
-use crate::search::Gathered;
+use crate::index_fields::Gathered;
 use crate::{DesignDoc, JsError};
 
 const PRELUDE: &str = include_str!("prelude.js");
@@ -223,7 +223,7 @@ impl Sandbox {
                     .set("__couch_script", script)
                     .map_err(internal)?;
                 self.list_functions(&ctx)?;
-                crate::search::install(&ctx, self.gathering.clone()).map_err(internal)?;
+                crate::index_fields::install(&ctx, self.gathering.clone()).map_err(internal)?;
                 ctx.eval::<(), _>(PRELUDE).map_err(|e| uncaught(&ctx, e))?;
                 let couch: rquickjs::Object = ctx.globals().get("__couch").map_err(internal)?;
                 let init: Function = couch.get("init").map_err(internal)?;

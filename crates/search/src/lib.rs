@@ -22,7 +22,7 @@ pub use collect::{RangeSpec, SortValue};
 pub use definition::IndexDefinition;
 pub use index::SearchIndex;
 pub use request::{SearchRequest, SearchResults};
-pub use update::{IndexingTask, Ready, Searches};
+pub use update::{IndexingTask, Ready, SearchHealth, Searches};
 
 /// Why a search or an index update gave no answer.
 #[derive(Debug, thiserror::Error)]

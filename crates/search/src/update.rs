@@ -92,10 +92,26 @@ type Slot = Arc<SlotState>;
 /// An index once opened, and the turn its updates take.
 #[derive(Debug, Default)]
 struct SlotState {
+    /// The database's name, to forget the index when it is deleted.
+    database: String,
     /// Searches that need no update take it without waiting for one.
     index: Mutex<Option<SearchIndex>>,
     /// Held while the index is opened or brought up to date.
     turn: tokio::sync::Mutex<()>,
+    /// Why its last update failed, until one succeeds.
+    failure: Mutex<Option<String>>,
+}
+
+/// The node's search indexes at a glance, for `/_up`: no names, which a
+/// caller of `/_up` (anyone) may not see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SearchHealth {
+    /// Indexes open on this node.
+    pub open: usize,
+    /// Updates running now.
+    pub updating: usize,
+    /// Indexes whose last update failed (the reason is logged).
+    pub failing: usize,
 }
 
 impl SlotState {
@@ -126,7 +142,12 @@ impl Searches {
         let slot = {
             let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
             open.entry((database.uuid().to_string(), def.signature.clone()))
-                .or_default()
+                .or_insert_with(|| {
+                    Arc::new(SlotState {
+                        database: database.name().to_string(),
+                        ..SlotState::default()
+                    })
+                })
                 .clone()
         };
         // `update=false` answers from what is committed, even while an
@@ -138,6 +159,28 @@ impl Searches {
             });
         }
         let _turn = slot.turn.lock().await;
+        let updated = self
+            .open_and_update(engine, &database, def, &slot, update)
+            .await;
+        let failure = match &updated {
+            Err(SearchError::NotFound(_)) | Ok(_) => None,
+            Err(e) => {
+                tracing::error!(db = %database.name(), ddoc = %def.ddoc.id, index = %def.name, error = %e, "a search index cannot be updated");
+                Some(e.to_string())
+            }
+        };
+        *slot.failure.lock().unwrap_or_else(|p| p.into_inner()) = failure;
+        updated
+    }
+
+    async fn open_and_update(
+        &self,
+        engine: &Engine,
+        database: &Database,
+        def: &IndexDefinition,
+        slot: &SlotState,
+        update: bool,
+    ) -> Result<Ready, SearchError> {
         let index = match slot.index() {
             Some(index) => index,
             None => {
@@ -152,7 +195,7 @@ impl Searches {
             }
         };
         let started = Instant::now();
-        let updated = update && catch_up(engine, &database, &index, self).await?;
+        let updated = update && catch_up(engine, database, &index, self).await?;
         Ok(Ready {
             index,
             update_latency: if updated {
@@ -161,6 +204,69 @@ impl Searches {
                 Duration::ZERO
             },
         })
+    }
+
+    /// How many indexes are open, updating, failing.
+    pub fn health(&self) -> SearchHealth {
+        let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        SearchHealth {
+            open: open.values().filter(|slot| slot.index().is_some()).count(),
+            updating: self.running.lock().unwrap_or_else(|p| p.into_inner()).len(),
+            failing: open
+                .values()
+                .filter(|slot| {
+                    slot.failure
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .is_some()
+                })
+                .count(),
+        }
+    }
+
+    /// Closes the indexes of a deleted database (its files went with it).
+    /// An update still running ends on its own and drops what it holds.
+    pub fn forget_database(&self, name: &str) {
+        self.open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, slot| slot.database != name);
+    }
+
+    /// Follows the store's database deletions, forgetting their indexes,
+    /// until `stop` changes (or the store's events end).
+    pub async fn forget_deleted_databases(
+        &self,
+        store: &store::Store,
+        mut stop: tokio::sync::watch::Receiver<bool>,
+    ) {
+        use tokio::sync::broadcast::error::RecvError;
+        let mut events = store.subscribe_db_updates();
+        loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Ok(update) if update.kind == store::db_events::DbEventType::Deleted => {
+                        self.forget_database(&update.db);
+                    }
+                    Ok(_) => {}
+                    Err(RecvError::Lagged(_)) => self.forget_missing(store).await,
+                    Err(RecvError::Closed) => break,
+                },
+                _ = stop.changed() => break,
+            }
+        }
+    }
+
+    /// After missed events: forgets the indexes of databases gone.
+    async fn forget_missing(&self, store: &store::Store) {
+        let Ok(names) = store.all_dbs().await else {
+            return;
+        };
+        let names: std::collections::HashSet<String> = names.into_iter().collect();
+        self.open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|_, slot| names.contains(&slot.database));
     }
 
     /// The updates running now.

@@ -446,6 +446,12 @@ async fn serve(
         let stop = shutdown_rx.clone();
         async move { store.record_db_events(stop).await }
     });
+    // A deleted database's search indexes are closed with it.
+    let search_cleanup = tokio::spawn({
+        let (store, searches) = (store.clone(), state.searches.clone());
+        let stop = shutdown_rx.clone();
+        async move { searches.forget_deleted_databases(&store, stop).await }
+    });
     let stopping = state.shutdown.clone();
     let restart = state.restart.clone();
     let live = http_api::LiveApi::new(state);
@@ -564,6 +570,7 @@ async fn serve(
     // that does not answer cannot hold the shutdown past the limit.
     finish_within(rotation, "the replication jobs").await;
     finish_within(db_events, "the database events recorder").await;
+    search_cleanup.abort();
     if let Some(publisher) = publisher {
         publisher.abort();
     }

@@ -15,5 +15,6 @@
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
 mod corpus;
+mod health;
 mod index_life;
 mod queries;

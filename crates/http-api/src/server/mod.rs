@@ -221,7 +221,8 @@ async fn welcome(State(state): State<AppState>) -> Response {
 /// # GET /_up
 /// Health check for load balancers, shaped as CouchDB 3's.
 /// 200 only when the store can be read and written, else 503, so that a
-/// load balancer stops sending traffic here; the body says which failed.
+/// load balancer stops sending traffic here; the body says which failed,
+/// and how many search indexes are open, updating and failing.
 async fn up(State(state): State<AppState>) -> impl IntoResponse {
     let health = state.store.health().await;
     let shown = |probe: &Result<(), String>| match probe {
@@ -229,16 +230,25 @@ async fn up(State(state): State<AppState>) -> impl IntoResponse {
         Err(reason) => json!({"error": reason}),
     };
     let store = json!({"read": shown(&health.read), "write": shown(&health.write)});
+    // Search indexes at a glance: a failing index does not take the node
+    // out of a load balancer (everything else still works), it says so.
+    let searches = state.searches.health();
+    let search = json!({
+        "status": if searches.failing == 0 { "ok" } else { "failing" },
+        "open_indexes": searches.open,
+        "updating": searches.updating,
+        "failing": searches.failing,
+    });
     if health.is_ok() {
         json_response(
             StatusCode::OK,
-            &json!({"status": "ok", "seeds": {}, "store": store}),
+            &json!({"status": "ok", "seeds": {}, "store": store, "search": search}),
         )
     } else {
         tracing::error!(?health, "the store fails its health probe");
         json_response(
             StatusCode::SERVICE_UNAVAILABLE,
-            &json!({"status": "error", "seeds": {}, "store": store}),
+            &json!({"status": "error", "seeds": {}, "store": store, "search": search}),
         )
     }
 }
