@@ -127,6 +127,28 @@ async fn a_users_search_sees_only_documents_naming_them() {
         json!({"kind": {"memo": 1, "note": 1, "task": 1}})
     );
 
+    // Mango's `$text` too.
+    let made = admin
+        .post(
+            "/db/_index",
+            json!({"type": "nouveau", "name": "words",
+                   "index": {"fields": [{"name": "text", "type": "text"}]}}),
+        )
+        .await;
+    assert_eq!(made.status, 200, "{}", made.text);
+    let mango = alice
+        .post("/db/_find", json!({"selector": {"$text": "secret"}}))
+        .await;
+    assert_eq!(mango.status, 200, "{}", mango.text);
+    let mut mango_ids: Vec<String> = mango.json()["docs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["_id"].as_str().unwrap().to_string())
+        .collect();
+    mango_ids.sort_unstable();
+    assert_eq!(mango_ids, ["a1", "ab", "t1"]);
+
     // Taken off `ab`, alice no longer finds it; bob still does.
     let ab = admin.get("/db/ab").await.json();
     let mut edited = ab.clone();

@@ -22,11 +22,17 @@ const WRITER_BUDGET: usize = 48 << 20;
 /// rewritten without them.
 const DELETED_BEFORE_MERGE: f32 = 0.3;
 
-/// An open search index. Cheap to clone; writes are serialized by the
-/// caller (one update per index at a time).
+/// An open search index, as one reader may search it. Cheap to clone;
+/// writes are serialized by the caller (one update per index at a time).
 #[derive(Clone)]
 pub struct SearchIndex {
     inner: Arc<Inner>,
+    /// The principals of the database handle it was reached through: in a
+    /// per-document access database, only documents naming one of them are
+    /// searched (totals and counts included). `None`: everything. Bound
+    /// where the handle is given (`Searches::index`), so that no way to
+    /// search can forget the database's read gate.
+    readers: Option<Arc<[String]>>,
 }
 
 impl std::fmt::Debug for SearchIndex {
@@ -104,7 +110,21 @@ impl SearchIndex {
                 committed: Mutex::new(committed),
                 dir: dir.map(Path::to_path_buf),
             }),
+            readers: None,
         })
+    }
+
+    /// The same index, searched as `readers` may read it.
+    pub(crate) fn scoped(&self, readers: Option<&[String]>) -> SearchIndex {
+        SearchIndex {
+            inner: self.inner.clone(),
+            readers: readers.map(Arc::from),
+        }
+    }
+
+    /// Whom searches of this handle are for (`None`: everyone).
+    pub(crate) fn readers(&self) -> Option<&[String]> {
+        self.readers.as_deref()
     }
 
     pub fn definition(&self) -> &IndexDefinition {

@@ -140,7 +140,6 @@ impl NouveauParams {
                 ranges: ranges.clone().unwrap_or_default(),
                 partition: None,
                 drilldown: Vec::new(),
-                readers: None,
             },
             include_docs,
             update,

@@ -44,9 +44,6 @@ pub struct SearchRequest {
     /// Clouseau's `drilldown`: each entry a string field and values, one
     /// of which a hit must have; every entry must hold.
     pub drilldown: Vec<(String, Vec<String>)>,
-    /// A per-document access database's reader: only documents naming
-    /// one of these are searched (totals and counts included).
-    pub readers: Option<Vec<String>>,
 }
 
 /// A hit: its id, its sort values, its stored fields.
@@ -110,7 +107,7 @@ impl SearchIndex {
                 .map(|value| crate::query::str_term(fields.strings, name, value));
             clauses.push((Occur::Must, Box::new(TermSetQuery::new(terms))));
         }
-        if let Some(readers) = &request.readers {
+        if let Some(readers) = self.readers() {
             let terms = readers
                 .iter()
                 .map(|r| Term::from_field_text(fields.access, r));

@@ -120,7 +120,8 @@ impl SlotState {
     }
 }
 
-/// An index ready to search, and what bringing it up to date cost.
+/// An index ready to search (as the database handle it was asked through
+/// may read it), and what bringing it up to date cost.
 #[derive(Debug, Clone)]
 pub struct Ready {
     pub index: SearchIndex,
@@ -138,6 +139,8 @@ impl Searches {
         def: &IndexDefinition,
         update: bool,
     ) -> Result<Ready, SearchError> {
+        // Searched as the handle asking may read; updated as a whole.
+        let readers: Option<Vec<String>> = database.reader().map(<[String]>::to_vec);
         let database = database.unscoped();
         let slot = {
             let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
@@ -170,7 +173,10 @@ impl Searches {
             }
         };
         *slot.failure.lock().unwrap_or_else(|p| p.into_inner()) = failure;
-        updated
+        updated.map(|ready| Ready {
+            index: ready.index.scoped(readers.as_deref()),
+            ..ready
+        })
     }
 
     async fn open_and_update(

@@ -65,7 +65,6 @@ pub(crate) async fn search(
     let ready = ready(&state, &database, &def, !params.stale).await?;
     let base = SearchRequest {
         partition: params.partition.clone(),
-        readers: database.reader().map(<[String]>::to_vec),
         ..SearchRequest::default()
     };
     let index = ready.index.clone();

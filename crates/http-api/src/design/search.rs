@@ -73,7 +73,6 @@ pub(crate) async fn nouveau(
             "`partition` parameter is mandatory for queries to this index.",
         ));
     }
-    params.request.readers = database.reader().map(<[String]>::to_vec);
     let engine = state.validators.engine().clone();
     let ready = state
         .searches

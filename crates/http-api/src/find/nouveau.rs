@@ -140,7 +140,6 @@ pub(super) async fn find(
                 sort: sort.clone(),
                 after: after.clone(),
                 partition: req.partition.clone(),
-                readers: database.reader().map(<[String]>::to_vec),
                 ..Default::default()
             };
             let searcher = ready.index.clone();
