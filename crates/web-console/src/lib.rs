@@ -23,12 +23,30 @@ macro_rules! asset {
     };
 }
 
-/// Every file of the console; `index.html` is the page.
+macro_rules! script {
+    ($name:literal) => {
+        asset!($name, "text/javascript; charset=utf-8")
+    };
+}
+
+/// Every file of the console; `index.html` is the page and `app.js` the
+/// module it loads, which imports the others (`lib/` for what pages
+/// share, `pages/` for one page each).
 pub const ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
-    asset!("app.js", "text/javascript; charset=utf-8"),
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("favicon.svg", "image/svg+xml"),
+    script!("app.js"),
+    script!("lib/api.js"),
+    script!("lib/dom.js"),
+    script!("lib/json-editor.js"),
+    script!("lib/paths.js"),
+    script!("lib/shell.js"),
+    script!("lib/widgets.js"),
+    script!("pages/database.js"),
+    script!("pages/databases.js"),
+    script!("pages/document.js"),
+    script!("pages/replication.js"),
 ];
 
 /// The file served for `name` (a path below `/_utils/`; empty for the page).
@@ -59,8 +77,40 @@ mod tests {
         assert_eq!(page.name, "index.html");
         assert!(std::str::from_utf8(page.bytes).is_ok_and(|t| t.contains("app.js")));
         assert!(asset("app.js").is_some());
-        for name in ["../Cargo.toml", "assets/app.js", "/etc/passwd", "nope.js"] {
+        assert!(asset("pages/replication.js").is_some());
+        for name in [
+            "../Cargo.toml",
+            "assets/app.js",
+            "/etc/passwd",
+            "nope.js",
+            "lib/../app.js",
+            "pages",
+        ] {
             assert!(asset(name).is_none(), "{name}");
         }
+    }
+
+    /// A module added to `assets/` but not to `ASSETS` would be a 404 in
+    /// the browser and a blank console: every file there must be served.
+    #[test]
+    fn every_file_in_the_assets_folder_is_served() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets");
+        let mut found = Vec::new();
+        let mut folders = vec![root.clone()];
+        while let Some(folder) = folders.pop() {
+            for entry in std::fs::read_dir(&folder).expect("the assets folder") {
+                let path = entry.expect("an entry").path();
+                if path.is_dir() {
+                    folders.push(path);
+                } else {
+                    let name = path.strip_prefix(&root).expect("below the root");
+                    found.push(name.to_string_lossy().replace('\\', "/"));
+                }
+            }
+        }
+        found.sort();
+        let mut served: Vec<String> = ASSETS.iter().map(|a| a.name.to_string()).collect();
+        served.sort();
+        assert_eq!(found, served);
     }
 }
