@@ -9,16 +9,38 @@ import { renderDatabase } from './pages/database.js';
 import { renderDatabases } from './pages/databases.js';
 import { renderDocument, renderNewDocument } from './pages/document.js';
 import { renderReplication } from './pages/replication.js';
+import { renderMango } from './pages/mango.js';
+import { renderViews } from './pages/views.js';
+import { renderSearch } from './pages/search.js';
+import { renderConflicts } from './pages/conflicts.js';
+import { renderPermissions } from './pages/permissions.js';
+import { renderUsers } from './pages/users.js';
+import { renderServer } from './pages/server.js';
+import { renderActivity } from './pages/activity.js';
 
-/** The pages below `#/db/NAME/`, by their next segment. */
+/**
+ * The pages below `#/db/NAME/`, by their next segment; each is called with
+ * the database, the segments after its own and the route's parameters.
+ */
 const DATABASE_PAGES = {
   doc: (db, rest, params) => (rest.length ? renderDocument(db, rest.join('/')) : renderDatabase(db, params)),
   new: (db) => renderNewDocument(db),
+  mango: renderMango,
+  views: renderViews,
+  search: renderSearch,
+  conflicts: renderConflicts,
+  permissions: renderPermissions,
 };
 
-/** The pages of the server, by the route's first segment. */
+/**
+ * The pages of the server, by the route's first segment; each is called
+ * with the segments after it and the route's parameters.
+ */
 const SERVER_PAGES = {
   replication: () => renderReplication(),
+  users: renderUsers,
+  server: renderServer,
+  activity: renderActivity,
 };
 
 /** Renders the page of a route (`#/db/NAME/...`, `#/replication`, ...). */
@@ -29,7 +51,7 @@ function renderRoute(segments, params) {
     return page ? page(db, rest, params) : renderDatabase(db, params);
   }
   const page = SERVER_PAGES[head];
-  return page ? page(params, segments.slice(1)) : renderDatabases(params);
+  return page ? page(segments.slice(1), params) : renderDatabases(params);
 }
 
 async function start() {

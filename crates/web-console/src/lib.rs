@@ -43,10 +43,18 @@ pub const ASSETS: &[Asset] = &[
     script!("lib/paths.js"),
     script!("lib/shell.js"),
     script!("lib/widgets.js"),
+    script!("pages/activity.js"),
+    script!("pages/conflicts.js"),
     script!("pages/database.js"),
     script!("pages/databases.js"),
     script!("pages/document.js"),
+    script!("pages/mango.js"),
+    script!("pages/permissions.js"),
     script!("pages/replication.js"),
+    script!("pages/search.js"),
+    script!("pages/server.js"),
+    script!("pages/users.js"),
+    script!("pages/views.js"),
 ];
 
 /// The file served for `name` (a path below `/_utils/`; empty for the page).

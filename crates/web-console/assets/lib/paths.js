@@ -23,7 +23,12 @@ export const link = {
   db: (db, params) => `#/db/${encodeURIComponent(db)}${query(params)}`,
   doc: (db, id) => `#/db/${encodeURIComponent(db)}/doc/${encodeURIComponent(id)}`,
   newDoc: (db) => `#/db/${encodeURIComponent(db)}/new`,
+  /** A page of a database below its documents (`mango`, `views`, ...). */
+  dbPage: (db, name, params) => `#/db/${encodeURIComponent(db)}/${name}${query(params)}`,
   replication: () => '#/replication',
+  users: (params) => `#/users${query(params)}`,
+  server: (params) => `#/server${query(params)}`,
+  activity: () => '#/activity',
 };
 
 export function query(params) {

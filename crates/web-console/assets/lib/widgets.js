@@ -2,6 +2,7 @@
 // breadcrumbs.
 
 import { append, fmtNumber, h, uid } from './dom.js';
+import { link } from './paths.js';
 import { navigate } from './shell.js';
 
 // -------------------------------------------------------------- dialogs
@@ -86,4 +87,34 @@ export function breadcrumbs(items) {
   return h('nav', { class: 'crumbs', 'aria-label': 'Breadcrumb' },
     h('ol', {}, items.map(([text, href]) => h('li', {},
       href ? h('a', { href, text }) : h('span', { 'aria-current': 'page', text })))));
+}
+
+/** The pages of one database, in the order of its tabs. */
+export const DATABASE_TABS = [
+  ['', 'Documents'],
+  ['mango', 'Mango'],
+  ['views', 'Views'],
+  ['search', 'Search'],
+  ['conflicts', 'Conflicts'],
+  ['permissions', 'Permissions'],
+];
+
+/**
+ * The breadcrumbs and tabs at the top of every page of a database; `current`
+ * is the tab's key ('' for the documents).
+ */
+export function databaseHeader(db, current) {
+  const tabs = h('nav', { class: 'tabs', 'aria-label': `Pages of ${db}` },
+    h('ul', {}, DATABASE_TABS.map(([key, label]) => h('li', {},
+      h('a', {
+        href: key ? link.dbPage(db, key) : link.db(db),
+        'aria-current': key === current ? 'page' : null,
+        dataset: { tab: key || 'documents' },
+        text: label,
+      })))));
+  const here = DATABASE_TABS.find(([key]) => key === current);
+  const crumbs = here && current
+    ? breadcrumbs([['Databases', link.dbs()], [db, link.db(db)], [here[1], null]])
+    : breadcrumbs([['Databases', link.dbs()], [db, null]]);
+  return [crumbs, tabs];
 }

@@ -4,7 +4,7 @@ import { api } from '../lib/api.js';
 import { clear, fmtBytes, fmtNumber, h, shortSeq, uid } from '../lib/dom.js';
 import { dbPath, link } from '../lib/paths.js';
 import { main, navigate, startPage } from '../lib/shell.js';
-import { breadcrumbs, clampPerPage, pager, stat } from '../lib/widgets.js';
+import { clampPerPage, databaseHeader, pager, stat } from '../lib/widgets.js';
 import { deleteDatabase } from './databases.js';
 
 // --------------------------------------------------------------- database
@@ -28,7 +28,7 @@ export async function renderDatabase(db, params) {
   const hasNext = docs.rows.length > perPage;
 
   const root = clear(main());
-  root.append(breadcrumbs([['Databases', link.dbs()], [db, null]]));
+  root.append(...databaseHeader(db, ''));
   root.append(h('div', { class: 'page-head' },
     h('div', {}, h('h1', { class: 'break', text: db }),
       h('p', { class: 'muted', text: 'Database' })),
