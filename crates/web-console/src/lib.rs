@@ -38,6 +38,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("favicon.svg", "image/svg+xml"),
     script!("app.js"),
     script!("lib/api.js"),
+    script!("lib/conflicts.js"),
     script!("lib/dom.js"),
     script!("lib/json-editor.js"),
     script!("lib/paths.js"),

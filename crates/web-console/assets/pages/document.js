@@ -3,6 +3,7 @@
 
 import { ApiError, api, describeError } from '../lib/api.js';
 import { clear, fmtBytes, h, setText, uid } from '../lib/dom.js';
+import { deletionsKeeping, writeDeletions } from '../lib/conflicts.js';
 import { jsonEditor } from '../lib/json-editor.js';
 import { attPath, dbPath, docPath, link } from '../lib/paths.js';
 import { announce, handlePageError, main, navigate, route, startPage } from '../lib/shell.js';
@@ -317,12 +318,9 @@ export function revisionsSection(db, id, doc, leafAnswers) {
       if (!ok) return;
       button.disabled = true;
       try {
-        const results = await api('POST', `${dbPath(db)}/_bulk_docs`, {
-          json: { docs: losers.map((l) => ({ _id: id, _rev: l._rev, _deleted: true })) },
-        });
-        const failed = results.filter((r) => r.error);
-        if (failed.length) {
-          throw new Error(`Some revisions were not deleted: ${failed.map((r) => `${r.error} (${r.reason || ''})`).join('; ')}`);
+        const refused = await writeDeletions(db, deletionsKeeping(id, liveLeaves.map((l) => l._rev), chosen));
+        if (refused.length) {
+          throw new Error(`Some revisions were not deleted: ${refused.map((r) => `${r.error} (${r.reason})`).join('; ')}`);
         }
         announce(`Conflict resolved: ${chosen} is the winner.`);
         route();
