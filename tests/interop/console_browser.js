@@ -13,28 +13,13 @@
 // (folder for PNG screenshots, created), BROWSER (`chromium`, the default, or
 // `firefox`), BROWSER_PATH (default /usr/bin/chromium or /usr/bin/firefox-esr).
 
-const fs = require('node:fs');
-const os = require('node:os');
-const path = require('node:path');
-const { assert, serverUrl, uniqueName, runSteps, waitFor, sleep, http, fail } = require('./lib');
+const { assert, uniqueName, runSteps, waitFor, sleep, http } = require('./lib');
+const {
+  USER, PASSWORD, ORIGIN, CONSOLE, BROWSER, api, enc, openSession, noProblems, expectRefusals, closeAll,
+  visit: visitIn, heading: headingIn, shot: shotIn,
+} = require('./console_lib');
 
 const SCRIPT = 'console_browser.js';
-const url = new URL(serverUrl());
-const USER = decodeURIComponent(url.username);
-const PASSWORD = decodeURIComponent(url.password);
-if (!USER || !PASSWORD) {
-  fail('RECLINER_URL must carry an admin\'s credentials (http://user:password@host:port)');
-}
-const ADMIN_URL = url.toString().replace(/\/+$/, '');
-url.username = '';
-url.password = '';
-const ORIGIN = url.origin;
-const CONSOLE = `${ORIGIN}/_utils`;
-const SHOTS = process.env.CONSOLE_SCREENSHOTS || path.join(os.tmpdir(), 'recliner-console-screenshots');
-const BROWSER = process.env.BROWSER || 'chromium';
-const DEFAULT_PATHS = { chromium: '/usr/bin/chromium', firefox: '/usr/bin/firefox-esr' };
-if (!(BROWSER in DEFAULT_PATHS)) fail(`BROWSER must be chromium or firefox, not ${BROWSER}`);
-const BROWSER_PATH = process.env.BROWSER_PATH || DEFAULT_PATHS[BROWSER];
 
 const db = uniqueName('console');
 const source = uniqueName('console-src');
@@ -47,52 +32,20 @@ const BATCHES = 16;
 const BATCH_SIZE = 200;
 const TOTAL_DOCS = INITIAL_DOCS + BATCHES * BATCH_SIZE;
 
-// Before each screenshot in Firefox, playwright inserts a `<style>body {}</style>`
-// of its own to settle animations; the console's content security policy
-// refuses it (as it should) and Firefox reports that as a page error naming
-// the style's hash. That one report is the driver's, not the console's.
-const DRIVER_STYLE_HASH = 'sha256-YjaKGiklmzC6wjXA513HAMmzus8VE61XCOT+SmwNZWA=';
-
-let browser;
 let context;
 let page;
-const problems = [];
 
-/** The server's answer over HTTP, as the admin. */
-async function api(method, p, body) {
-  return http(method, `${ADMIN_URL}${p}`, { body });
-}
-
-function enc(name) {
-  return encodeURIComponent(name);
-}
-
-/**
- * Opens a route of the console (`#/...`) as a link would: a change of the
- * page's hash. (playwright's goto to a same-document URL never settles over
- * WebDriver BiDi.) With `reload`, the page is then loaded again.
- */
-async function visit(route, { reload = false } = {}) {
-  await page.evaluate((hash) => { window.location.hash = hash; }, route);
-  if (reload) await page.reload();
-}
-
-/** A PNG of the page, without the passing status message over it. */
-async function shot(name, options = {}) {
-  await page.locator('#status').evaluate((el) => { el.hidden = true; });
-  // caret: 'initial', since hiding the caret injects an inline style, which
-  // the console's content security policy refuses (Firefox reports it).
-  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), caret: 'initial', ...options });
-  await page.locator('#status').evaluate((el) => { el.hidden = false; });
-}
-
-/** Fails the step if the page logged an error or threw since the start. */
-function noProblems() {
-  assert.deepEqual(problems, [], 'the page logged errors');
+/** Opens a route of the console in this script's page. */
+async function visit(route, options) {
+  await visitIn(page, route, options);
 }
 
 async function heading(text) {
-  await page.getByRole('heading', { level: 1, name: text, exact: true }).waitFor({ timeout: 10000 });
+  await headingIn(page, text);
+}
+
+async function shot(name, options) {
+  await shotIn(page, name, options);
 }
 
 async function writeDocs(dbName, from, count) {
@@ -120,43 +73,7 @@ async function cardStat(docId, label) {
 
 const steps = [
   [`start ${BROWSER}`, async () => {
-    assert.ok(fs.existsSync(BROWSER_PATH), `${BROWSER_PATH} is missing`);
-    fs.mkdirSync(SHOTS, { recursive: true });
-    const playwright = require('playwright-core');
-    if (BROWSER === 'firefox') {
-      // Stock Firefox speaks WebDriver BiDi: playwright's `moz-` channels.
-      browser = await playwright.firefox.launch({
-        channel: 'moz-firefox',
-        executablePath: BROWSER_PATH,
-        headless: true,
-      });
-      context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
-    } else {
-      const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'recliner-console-chromium-'));
-      process.on('exit', () => fs.rmSync(profile, { recursive: true, force: true }));
-      context = await playwright.chromium.launchPersistentContext(profile, {
-        executablePath: BROWSER_PATH,
-        headless: true,
-        viewport: { width: 1280, height: 800 },
-        args: [
-          '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-          '--disable-background-networking', '--disable-component-update', '--disable-sync',
-        ],
-      });
-      browser = context;
-    }
-    page = context.pages()[0] || await context.newPage();
-    page.on('console', (msg) => {
-      if (msg.type() === 'error') problems.push(`console error: ${msg.text()} (${JSON.stringify(msg.location())})`);
-    });
-    page.on('pageerror', (err) => {
-      if (BROWSER === 'firefox' && err.message.includes(DRIVER_STYLE_HASH)) return;
-      problems.push(`page error: ${err.stack || err.message}`);
-    });
-    page.on('dialog', (dialog) => {
-      problems.push(`unexpected browser dialog: ${dialog.message()}`);
-      dialog.dismiss().catch(() => {});
-    });
+    ({ context, page } = await openSession('admin'));
   }],
 
   ['the console asks for a login', async () => {
@@ -257,9 +174,7 @@ const steps = [
     await conflictAnswer;
     await page.locator('.json-msg-error', { hasText: 'Conflict' }).waitFor();
     // That 409 is the expected answer: forget the browser's log line for it.
-    for (let i = problems.length - 1; i >= 0; i -= 1) {
-      if (/status of 409/.test(problems[i])) problems.splice(i, 1);
-    }
+    expectRefusals(/status of 409/);
     await page.getByRole('button', { name: 'Reload' }).click();
     await page.locator('.page-head .mono', { hasText: /^3-/ }).waitFor();
     noProblems();
@@ -480,9 +395,7 @@ const steps = [
   }],
 
   ['clean up', async () => {
-    await context.close();
-    if (browser !== context) await browser.close();
-    browser = undefined;
+    await closeAll();
     for (const name of [db, source, liveTarget, snapshotTarget]) {
       await api('DELETE', `/${enc(name)}`);
     }
@@ -491,15 +404,5 @@ const steps = [
     noProblems();
   }],
 ];
-
-process.on('exit', () => {
-  if (browser) {
-    try {
-      browser.close();
-    } catch {
-      // Closing is best effort at exit.
-    }
-  }
-});
 
 runSteps(SCRIPT, steps, { timeoutMs: 150000 });
