@@ -211,6 +211,9 @@ impl WriteSession for PgSession {
                 state,
             };
             let commit = group(&tx)?;
+            if commit {
+                tx.rows.flush()?;
+            }
             Ok((commit, commit))
         })
     }
@@ -234,11 +237,19 @@ impl WriteTx for PgTx<'_> {
     fn savepoint(&self, job: &mut dyn FnMut(&dyn WriteRows) -> bool) -> Result<bool, StoreError> {
         self.rows.batch("SAVEPOINT job")?;
         let kept = job(&self.rows);
-        if !kept {
+        // The job's rows are sent inside its savepoint, so a row refused
+        // fails this job alone.
+        let sent = if kept {
+            self.rows.flush()
+        } else {
+            self.rows.discard();
+            Ok(())
+        };
+        if !kept || sent.is_err() {
             self.rows.batch("ROLLBACK TO SAVEPOINT job")?;
         }
         self.rows.batch("RELEASE SAVEPOINT job")?;
-        Ok(kept)
+        sent.map(|()| kept)
     }
 
     fn save_state(&self, state: &DbState) -> Result<(), StoreError> {

@@ -23,6 +23,9 @@ use store::{PartitionInfo, StoreError, digest_of, partition_range};
 use crate::conn::{PgConn, pg};
 
 mod access;
+mod pending;
+
+use pending::{Pending, PendingDoc};
 
 /// Rows read per query of a scan.
 const SCAN_PAGE: u64 = 500;
@@ -37,6 +40,9 @@ pub(crate) struct PgRows<'a> {
     /// Documents a batch prefetched, as the transaction found them: each is
     /// handed out once, and any write that could change one drops them all.
     prefetched: RefCell<HashMap<String, Option<StoredDoc>>>,
+    /// The writer's revision and document rows not sent yet: every other
+    /// statement sends them first (see [`pending`]).
+    pending: RefCell<Pending>,
 }
 
 /// A query's arguments, built alongside its text.
@@ -145,7 +151,30 @@ impl<'a> PgRows<'a> {
             name,
             channel,
             prefetched: RefCell::default(),
+            pending: RefCell::default(),
         }
+    }
+
+    /// The connection, once the rows held back are sent: every statement
+    /// goes through here, so each sees the writes made before it.
+    fn conn(&self) -> Result<std::cell::RefMut<'_, &'a mut PgConn>, StoreError> {
+        let mut conn = self.conn.borrow_mut();
+        let mut pending = self.pending.borrow_mut();
+        if !pending.is_empty() {
+            pending.send(&mut conn, self.db_id)?;
+        }
+        Ok(conn)
+    }
+
+    /// Sends the rows held back (before a commit or a savepoint's end).
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+        self.conn().map(drop)
+    }
+
+    /// Drops the rows held back: the savepoint they were written in is
+    /// being rolled back (and one of them may be why).
+    pub(crate) fn discard(&self) {
+        self.pending.borrow_mut().discard();
     }
 
     fn notify(&self, payload: &str) -> Result<(), StoreError> {
@@ -155,7 +184,7 @@ impl<'a> PgRows<'a> {
 
     /// Statements without parameters (savepoints).
     pub(crate) fn batch(&self, sql: &str) -> Result<(), StoreError> {
-        self.conn.borrow_mut().batch(sql)
+        self.conn()?.batch(sql)
     }
 
     /// Writes the counters back and tells every node the database moved
@@ -180,7 +209,7 @@ impl<'a> PgRows<'a> {
     }
 
     fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
-        self.conn.borrow_mut().query(sql, params)
+        self.conn()?.query(sql, params)
     }
 
     fn query_opt(
@@ -188,16 +217,16 @@ impl<'a> PgRows<'a> {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, StoreError> {
-        self.conn.borrow_mut().query_opt(sql, params)
+        self.conn()?.query_opt(sql, params)
     }
 
     fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
-        self.conn.borrow_mut().execute(sql, params)
+        self.conn()?.execute(sql, params)
     }
 
     /// Runs `sql` (with `$1` the database) and collects its rows' first column.
     fn count(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
-        let row = self.conn.borrow_mut().query_one(sql, params)?;
+        let row = self.conn()?.query_one(sql, params)?;
         Ok(get::<i64>(&row, 0)?.max(0) as u64)
     }
 
@@ -247,7 +276,7 @@ impl<'a> PgRows<'a> {
 
     fn partition(&self, partition: &str) -> Result<PartitionInfo, StoreError> {
         let (start, end) = partition_range(partition);
-        let row = self.conn.borrow_mut().query_one(
+        let row = self.conn()?.query_one(
             "SELECT count(*) FILTER (WHERE NOT d.deleted), count(*) FILTER (WHERE d.deleted),
                     COALESCE(sum(r.body_len) FILTER (WHERE NOT d.deleted), 0)::bigint
              FROM recliner_docs d JOIN recliner_revs r ON r.row = d.winner_row
@@ -413,29 +442,15 @@ impl WriteRows for PgRows<'_> {
             StoredBody::Snappy { data, .. } => (data, true),
         };
         let body_len = body.text_len();
-        let atts = encode_atts(atts);
-        // A revision known until now without its body gets it.
-        let row = self.conn.borrow_mut().query_one(
-            "INSERT INTO recliner_revs (db_id, doc_key, rev, body, snappy, body_len, atts)
-             VALUES ($1, $2, $3, $4, $5, $6, $7)
-             ON CONFLICT (db_id, doc_key, rev) DO UPDATE
-             SET body = EXCLUDED.body, snappy = EXCLUDED.snappy,
-                 body_len = EXCLUDED.body_len, atts = EXCLUDED.atts
-             RETURNING row",
-            &[
-                &self.db_id,
-                &key,
-                &rev.to_string(),
-                &bytes,
-                &snappy,
-                &body_len,
-                &atts,
-            ],
-        )?;
-        Ok(RevisionRef {
-            row: get(&row, 0)?,
+        let row = self.pending.borrow_mut().revision(
+            key,
+            rev.to_string(),
+            bytes,
+            snappy,
             body_len,
-        })
+            encode_atts(atts),
+        );
+        Ok(RevisionRef { row, body_len })
     }
 
     fn revision_ref(&self, key: i64, rev: &RevId) -> Result<Option<RevisionRef>, StoreError> {
@@ -462,22 +477,16 @@ impl WriteRows for PgRows<'_> {
 
     fn write_doc(&self, u: &DocUpdate<'_>) -> Result<(), StoreError> {
         self.prefetched.borrow_mut().remove(u.id);
-        let winner = u.winner.to_string();
-        let seq = int(u.seq);
-        let tree = u.tree.encode();
-        if u.is_new {
-            self.execute(
-                "INSERT INTO recliner_docs (db_id, doc_key, id, seq, winner, deleted, winner_row, tree)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                &[&self.db_id, &u.key, &u.id, &seq, &winner, &u.deleted, &u.winner_row, &tree],
-            )?;
-        } else {
-            self.execute(
-                "UPDATE recliner_docs SET seq = $3, winner = $4, deleted = $5, winner_row = $6, tree = $7
-                 WHERE db_id = $1 AND doc_key = $2",
-                &[&self.db_id, &u.key, &seq, &winner, &u.deleted, &u.winner_row, &tree],
-            )?;
-        }
+        self.pending.borrow_mut().doc(PendingDoc {
+            key: u.key,
+            id: u.id.to_string(),
+            seq: int(u.seq),
+            winner: u.winner.to_string(),
+            deleted: u.deleted,
+            winner_row: u.winner_row,
+            tree: u.tree.encode(),
+            is_new: u.is_new,
+        });
         Ok(())
     }
 
