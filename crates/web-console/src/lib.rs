@@ -56,6 +56,9 @@ pub const ASSETS: &[Asset] = &[
     script!("pages/server.js"),
     script!("pages/users.js"),
     script!("pages/views.js"),
+    script!("pages/views-common.js"),
+    script!("pages/views-edit.js"),
+    script!("pages/views-run.js"),
 ];
 
 /// The file served for `name` (a path below `/_utils/`; empty for the page).
