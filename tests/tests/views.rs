@@ -861,3 +861,70 @@ async fn other_query_languages_are_refused_when_run() {
         }
     }
 }
+
+/// As CouchDB 3.5 answers: grouping needs a reduce (even on a view that has
+/// one, when `reduce=false`), a reduce has no documents, and a JavaScript
+/// reduce that does not compile is refused when the design document is
+/// saved, not at every query.
+#[tokio::test]
+async fn reduce_rules_are_checked_as_couchdb_checks_them() {
+    let data = TempDir::new("views-reduce-rules");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    seed(&c).await;
+
+    let parse_error = |reason: &str| json!({"error": "query_parse_error", "reason": reason});
+    for (query, reason) in [
+        (
+            "by_n?group=true&reduce=false",
+            "Invalid use of grouping on a map view.",
+        ),
+        (
+            "by_n?group_level=1&reduce=false",
+            "Invalid use of grouping on a map view.",
+        ),
+        ("names?group=true", "Invalid use of grouping on a map view."),
+        (
+            "by_n?include_docs=true",
+            "`include_docs` is invalid for reduce",
+        ),
+        (
+            "by_n?include_docs=true&reduce=true",
+            "`include_docs` is invalid for reduce",
+        ),
+    ] {
+        let answer = c.get(&format!("/db/_design/app/_view/{query}")).await;
+        assert_eq!(answer.status, 400, "{query}: {}", answer.text);
+        assert_eq!(answer.json(), parse_error(reason), "{query}");
+    }
+    // Without the reduce, the documents come with the rows.
+    let docs = c
+        .get("/db/_design/app/_view/by_n?include_docs=true&reduce=false&limit=1")
+        .await
+        .json();
+    assert_eq!(docs["rows"][0]["doc"]["_id"], "d01");
+
+    let broken = c
+        .put(
+            "/db/_design/broken",
+            json!({"views": {"v": {"map": "function (doc) { emit(doc.n, doc.n); }",
+                                   "reduce": "function (keys, values) { return sum(values "}}}),
+        )
+        .await;
+    assert_eq!(broken.status, 400, "{}", broken.text);
+    let reason = broken.json()["reason"].as_str().unwrap().to_string();
+    assert_eq!(broken.json()["error"], "compilation_error");
+    assert!(
+        reason.starts_with("Compilation of the reduce function in the 'v' view failed: "),
+        "{reason}"
+    );
+    assert_eq!(c.get("/db/_design/broken").await.status, 404);
+    let fine = c
+        .put(
+            "/db/_design/fine",
+            json!({"views": {"v": {"map": "function (doc) { emit(doc.n, doc.n); }",
+                                   "reduce": "function (keys, values) { return sum(values); }"}}}),
+        )
+        .await;
+    assert_eq!(fine.status, 201, "{}", fine.text);
+}

@@ -258,21 +258,30 @@ pub async fn check_design_doc(
         if !javascript {
             continue;
         }
-        let source = map.as_str().map_or_else(|| map.to_string(), str::to_string);
-        let scratch = DesignDoc {
-            db: String::new(),
-            id: doc.id.clone().unwrap_or_default(),
-            rev: "checking".into(),
-            json: "{}".into(),
-        };
-        match engine.compile_check(scratch, &source).await {
-            Ok(()) => {}
-            Err(JsError::Runtime { reason, .. }) => {
-                return Ok(Err(DesignRefusal::Compilation(format!(
-                    "Compilation of the map function in the '{name}' view failed: {reason}"
-                ))));
+        let map = map.as_str().map_or_else(|| map.to_string(), str::to_string);
+        // A JavaScript reduce is compiled too, as CouchDB does: else every
+        // query of the view would fail instead of the save.
+        let reduce = view
+            .get("reduce")
+            .and_then(Value::as_str)
+            .filter(|r| !r.starts_with('_'));
+        for (kind, source) in [("map", Some(map.as_str())), ("reduce", reduce)] {
+            let Some(source) = source else { continue };
+            let scratch = DesignDoc {
+                db: String::new(),
+                id: doc.id.clone().unwrap_or_default(),
+                rev: "checking".into(),
+                json: "{}".into(),
+            };
+            match engine.compile_check(scratch, source).await {
+                Ok(()) => {}
+                Err(JsError::Runtime { reason, .. }) => {
+                    return Ok(Err(DesignRefusal::Compilation(format!(
+                        "Compilation of the {kind} function in the '{name}' view failed: {reason}"
+                    ))));
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
         }
     }
     Ok(Ok(()))

@@ -521,6 +521,8 @@ pub struct ViewQuery {
     pub reduce: Option<bool>,
     pub group: bool,
     pub group_level: Option<usize>,
+    /// Each row's document asked for (only a map's rows have one).
+    pub include_docs: bool,
     /// The partition queried (`/{db}/_partition/{p}/_design/...`).
     pub partition: Option<String>,
 }

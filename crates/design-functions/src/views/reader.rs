@@ -71,9 +71,15 @@ impl ViewGroup {
             (Some(false), _) | (None, None) => false,
             (_, Some(_)) => true,
         };
-        if !reduce && (q.group || q.group_level.is_some()) && reducer.is_none() {
+        // As CouchDB: grouping needs a reduce, and a reduce has no documents.
+        if !reduce && (q.group || q.group_level.is_some()) {
             return Err(ViewError::BadRequest(
                 "Invalid use of grouping on a map view.".into(),
+            ));
+        }
+        if reduce && q.include_docs {
+            return Err(ViewError::BadRequest(
+                "`include_docs` is invalid for reduce".into(),
             ));
         }
         self.check_range(view, q)?;

@@ -310,7 +310,7 @@ pub(crate) async fn open_query(
         q.partition.is_some() && group.is_partitioned(),
     )?;
     q.limit = rows.map(|n| usize::try_from(n).unwrap_or(usize::MAX));
-    let include_docs = params.flag("include_docs")?.unwrap_or(false);
+    let include_docs = q.include_docs;
     let doc_options = GetOptions {
         conflicts: params.flag("conflicts")?.unwrap_or(false),
         attachments: params.flag("attachments")?.unwrap_or(false),
@@ -550,6 +550,7 @@ impl Params<'_> {
             reduce: self.flag("reduce")?,
             group: self.flag("group")?.unwrap_or(false),
             group_level,
+            include_docs: self.flag("include_docs")?.unwrap_or(false),
             partition: None,
         })
     }

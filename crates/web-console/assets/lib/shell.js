@@ -160,7 +160,12 @@ export function focusHeading() {
 export function handlePageError(err) {
   if (err instanceof ApiError && err.status === 401) {
     const hash = location.hash || '#/dbs';
+    // The answer comes later: by then the user may be on another page,
+    // which this error must not replace.
+    const generation = page.generation;
+    const stillHere = () => page.generation === generation;
     const loggedOut = () => {
+      if (!stillHere()) return;
       session.name = null;
       session.roles = [];
       renderChrome();
@@ -168,6 +173,7 @@ export function handlePageError(err) {
       renderLogin('Your session has ended or you are not logged in. Log in to continue.');
     };
     api('GET', '/_session').then((data) => {
+      if (!stillHere()) return;
       if (data.userCtx && data.userCtx.name) {
         showErrorPage(err, true);
       } else {
