@@ -174,9 +174,14 @@ const steps = [
     member = await openSession('member');
     const { page } = await front(member);
     await login(member, userA, PASSWORDS.a);
-    // The list of databases, where a login lands, is for server admins.
-    await heading(page, 'Not allowed');
+    // The list of databases, where a login lands, is for server admins:
+    // a member is offered to open one by name, and no admin-only pages.
+    await heading(page, 'Databases');
+    await page.getByLabel('Open a database you may use').waitFor();
     expectRefusals(/member: .*status of 401 .*\/_all_dbs/);
+    for (const name of ['Server', 'Activity']) {
+      assert.equal(await page.getByRole('navigation', { name: 'Main' }).getByRole('link', { name }).count(), 0, `no ${name} link for a member`);
+    }
     await visit(page, `#/db/${enc(db)}`);
     await heading(page, db);
     await page.locator('tr[data-id="doc-4"]').waitFor();
@@ -256,7 +261,7 @@ const steps = [
     plain = await openSession('user');
     const { page } = await front(plain);
     await login(plain, userB, PASSWORDS.b2);
-    await heading(page, 'Not allowed');
+    await page.getByLabel('Open a database you may use').waitFor();
     expectRefusals(/user: .*status of 401 .*\/_all_dbs/);
     await page.getByRole('link', { name: 'Users', exact: true }).click();
     await heading(page, 'Not allowed');

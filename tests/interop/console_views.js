@@ -373,7 +373,7 @@ const steps = [
     await login(session, member, password);
     // The databases page after login lists databases, which only admins
     // may: wait for its answer, so it cannot land over the next page.
-    await heading(mine, 'Not allowed');
+    await mine.getByLabel('Open a database you may use').waitFor();
     expectRefusals(/_all_dbs/);
     await visit(mine, `#/db/${enc(db)}/views`);
     await heading(mine, 'Views');
@@ -405,7 +405,7 @@ const steps = [
     const session = await openSession('designer');
     const theirs = session.page;
     await login(session, designer, password);
-    await heading(theirs, 'Not allowed');
+    await theirs.getByLabel('Open a database you may use').waitFor();
     expectRefusals(/_all_dbs/);
     await visit(theirs, `#/db/${enc(db)}/views`);
     await heading(theirs, 'Views');

@@ -23,6 +23,8 @@ export function renderChrome() {
   document.getElementById('user').hidden = !loggedIn;
   const admin = session.roles.includes('_admin');
   setText(document.getElementById('user-name'), loggedIn ? `${session.name}${admin ? ' (admin)' : ''}` : '');
+  // Pages only server admins may use are not offered to anyone else.
+  for (const a of document.querySelectorAll('[data-admin-only]')) a.hidden = !admin;
 }
 
 export async function logout() {
@@ -199,6 +201,18 @@ export function showErrorPage(err, forbidden) {
     return;
   }
   // A member of some databases may not list them all: let them open one.
+  const form = openDatabaseForm();
+  root.append(
+    h('p', { class: 'muted', text: `You are logged in as ${session.name || 'a user'} without the rights this page needs (server admins may see everything).` }),
+    form,
+    h('button', { type: 'button', class: 'btn', onclick: () => logout(), text: 'Log in as someone else' }));
+  focusHeading();
+}
+
+// ------------------------------------------------------------------ login
+
+/** A form to open a database by name, for users who may not list them. */
+export function openDatabaseForm() {
   const inputId = uid('open-db');
   const form = h('form', { class: 'inline-form card', 'aria-label': 'Open a database' },
     h('div', { class: 'field' },
@@ -210,14 +224,8 @@ export function showErrorPage(err, forbidden) {
     const name = form.elements.db.value.trim();
     if (name) navigate(link.db(name));
   });
-  root.append(
-    h('p', { class: 'muted', text: `You are logged in as ${session.name || 'a user'} without the rights this page needs (server admins may see everything).` }),
-    form,
-    h('button', { type: 'button', class: 'btn', onclick: () => logout(), text: 'Log in as someone else' }));
-  focusHeading();
+  return form;
 }
-
-// ------------------------------------------------------------------ login
 
 export function renderLogin(message) {
   startPage('Log in', null);

@@ -3,7 +3,7 @@
 import { ApiError, api, describeError } from '../lib/api.js';
 import { clear, fmtBytes, fmtNumber, h, shortSeq, uid } from '../lib/dom.js';
 import { dbPath, link } from '../lib/paths.js';
-import { announce, handlePageError, main, navigate, route, startPage } from '../lib/shell.js';
+import { announce, handlePageError, main, navigate, openDatabaseForm, route, session, startPage } from '../lib/shell.js';
 import { clampPerPage, confirmDialog, pager } from '../lib/widgets.js';
 
 // -------------------------------------------------------------- databases
@@ -21,7 +21,21 @@ export async function renderDatabases(params) {
     q.startkey = JSON.stringify(prefix);
     q.endkey = JSON.stringify(`${prefix}\ufff0`);
   }
-  const names = await api('GET', '/_all_dbs', { params: q });
+  let names;
+  try {
+    names = await api('GET', '/_all_dbs', { params: q });
+  } catch (err) {
+    // Only server admins may list every database: others open theirs by name.
+    if (err instanceof ApiError && (err.status === 401 || err.status === 403) && session.name) {
+      if (!alive()) return;
+      clear(main()).append(
+        h('div', { class: 'page-head' }, h('div', {}, h('h1', { text: 'Databases' }),
+          h('p', { class: 'muted', text: `Only server admins may list every database (${err.message}). Open one you may use by its name.` }))),
+        openDatabaseForm());
+      return;
+    }
+    throw err;
+  }
   if (!alive()) return;
   const hasNext = names.length > perPage;
   const shown = names.slice(0, perPage);
