@@ -338,3 +338,34 @@ async fn three_nodes_on_one_postgres_share_writes_and_hand_over_a_killed_nodes_r
     drop(cluster);
     let _ = store_postgres::drop_schema(&url, &schema);
 }
+
+/// PostgreSQL's `text` refuses U+0000, which CouchDB accepts in an id: a
+/// node on PostgreSQL keeps such a document, reads it back by id and lists
+/// it in `_all_docs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_on_postgres_keeps_an_id_holding_nul() {
+    let Ok(url) = std::env::var(recliner_tests::POSTGRES_VAR) else {
+        eprintln!("no PostgreSQL (RECLINER_TEST_POSTGRES): nothing to run the node on");
+        return;
+    };
+    if url.is_empty() {
+        return;
+    }
+    let schema = format!("nul_{}", uuid::Uuid::new_v4().simple());
+    store_postgres::create_schema(&url, &schema).unwrap();
+    let joiner = if url.contains('?') { '&' } else { '?' };
+    let store = format!("{url}{joiner}options=-csearch_path%3D{schema}");
+    let dir = TempDir::new("nul");
+    let node = TestServer::start_with_env(dir.path(), &[], &[("RECLINER_STORE", &store)]);
+    let client = Client::new(&node);
+    assert_eq!(client.put("/z", json!({})).await.status, 201);
+    let created = client.post("/z", json!({"_id": "a\u{0}b", "v": 1})).await;
+    assert_eq!(created.status, 201, "{}", created.json());
+    let got = client.get("/z/a%00b").await;
+    assert_eq!(got.status, 200);
+    assert_eq!(got.json()["_id"], json!("a\u{0}b"));
+    let listed = client.get("/z/_all_docs").await.json();
+    assert_eq!(listed["rows"][0]["id"], json!("a\u{0}b"), "{listed}");
+    drop(node);
+    let _ = store_postgres::drop_schema(&url, &schema);
+}

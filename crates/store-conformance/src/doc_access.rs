@@ -627,3 +627,62 @@ pub fn feeds_and_listings_follow_a_model(backend: &dyn Backend) {
         });
     });
 }
+
+/// `_access` entries are any JSON strings: a name or role holding U+0000
+/// or U+0001 is matched exactly, never by a name that only looks alike.
+pub async fn names_and_roles_with_nul_are_matched_exactly(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = access_db(&t, "nul").await;
+    put(&db, json!({"_id": "n\u{0}1", "_access": ["al\u{0}ice"]})).await;
+    put(
+        &db,
+        json!({"_id": "n2", "_access": ["al\u{1}ice", "\u{0}"]}),
+    )
+    .await;
+    put(&db, json!({"_id": "n3", "_access": ["alice"]})).await;
+
+    for (principals, ids) in [
+        (who(&["al\u{0}ice"]), who(&["n\u{0}1"])),
+        (who(&["al\u{1}ice"]), who(&["n2"])),
+        (who(&["\u{0}"]), who(&["n2"])),
+        (who(&["alice"]), who(&["n3"])),
+        (who(&["al", "\u{1}", "al\u{0}"]), Vec::new()),
+        (
+            who(&["al\u{0}ice", "\u{0}", "alice"]),
+            who(&["n\u{0}1", "n2", "n3"]),
+        ),
+    ] {
+        let reader = db.for_reader(principals.clone());
+        let (listed_ids, total) = listed(&reader).await;
+        assert_eq!(
+            (listed_ids, total),
+            (ids.clone(), ids.len() as u64),
+            "{principals:?}"
+        );
+        let fed: Vec<String> = ids_in_feed(&reader, 0)
+            .await
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(fed, ids, "{principals:?}");
+        for id in &ids {
+            assert!(reader.get(id, Default::default()).await.is_ok(), "{id:?}");
+        }
+    }
+    let reader = db.for_reader(who(&["al\u{0}ice"]));
+    assert_eq!(
+        reader.visibility("n\u{0}1").await.unwrap(),
+        Visibility::Readable
+    );
+    assert_eq!(reader.visibility("n2").await.unwrap(), Visibility::Hidden);
+    // Losing the name hides the document from it, and only from it.
+    let r = put(&db, json!({"_id": "n\u{0}1", "_rev": db.get("n\u{0}1", Default::default()).await.unwrap().to_value().unwrap()["_rev"], "_access": ["alice"]})).await;
+    assert!(r.starts_with("2-"));
+    let lost = db.for_reader(who(&["al\u{0}ice"]));
+    assert_eq!(listed(&lost).await, (Vec::new(), 0));
+    assert_eq!(ids_in_feed(&lost, 0).await, [("n\u{0}1".to_string(), true)]);
+    assert_eq!(
+        listed(&db.for_reader(who(&["alice"]))).await,
+        (who(&["n\u{0}1", "n3"]), 2)
+    );
+}

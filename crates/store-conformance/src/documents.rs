@@ -537,3 +537,287 @@ pub async fn a_paced_bulk_write_from_a_blocking_thread_writes_everything(backend
     let read = get(&db, "p1000").await;
     assert_eq!(read["pad"].as_str().map(str::len), Some(3 << 20));
 }
+
+/// Ids holding U+0000 and U+0001 (alone, first, inside, last, side by side),
+/// beside ids around them (`a`, `ab`, `a` + U+0002), in every place an id
+/// is stored: CouchDB accepts them and orders ids by their bytes.
+const NUL_IDS: &[&str] = &[
+    "\u{0}",
+    "\u{1}",
+    "\u{0}\u{0}",
+    "\u{1}\u{1}",
+    "\u{0}a",
+    "\u{1}a",
+    "a",
+    "a\u{0}",
+    "a\u{1}",
+    "a\u{0}b",
+    "a\u{1}b",
+    "a\u{0}\u{1}",
+    "a\u{1}\u{0}",
+    "a\u{2}",
+    "ab",
+];
+
+fn in_bounds(id: &str, lo: &std::ops::Bound<String>, hi: &std::ops::Bound<String>) -> bool {
+    use std::ops::Bound::*;
+    let above = match lo {
+        Included(k) => id.as_bytes() >= k.as_bytes(),
+        Excluded(k) => id.as_bytes() > k.as_bytes(),
+        Unbounded => true,
+    };
+    let below = match hi {
+        Included(k) => id.as_bytes() <= k.as_bytes(),
+        Excluded(k) => id.as_bytes() < k.as_bytes(),
+        Unbounded => true,
+    };
+    above && below
+}
+
+pub async fn ids_with_nul_and_u0001_are_kept_and_ordered_by_their_bytes(backend: &dyn Backend) {
+    use std::ops::Bound::{self, Excluded, Included, Unbounded};
+    use store::{AllDocsQuery, ChangesQuery, CreateDb, PurgeRequest};
+
+    let t = TempStore::new(backend);
+    let db = t.db("nul").await;
+    // Written in one batch, and one more alone: both ways a row is sent.
+    let results = db
+        .bulk_docs(
+            NUL_IDS[1..]
+                .iter()
+                .map(|id| doc(json!({"_id": id, "v": id})))
+                .collect(),
+            true,
+        )
+        .await
+        .unwrap();
+    assert!(results.iter().all(|r| r.result.is_ok()), "{results:?}");
+    put(&db, json!({"_id": NUL_IDS[0], "v": NUL_IDS[0]})).await;
+
+    for id in NUL_IDS {
+        let body = get(&db, id).await;
+        assert_eq!(
+            (body["_id"].as_str(), body["v"].as_str()),
+            (Some(*id), Some(*id))
+        );
+    }
+    let mut by_bytes: Vec<String> = NUL_IDS.iter().map(|id| id.to_string()).collect();
+    by_bytes.sort_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+
+    let names = |p: &store::AllDocsPage| p.rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>();
+    let all = db.all_docs(AllDocsQuery::default()).await.unwrap();
+    assert_eq!(names(&all), by_bytes, "_all_docs in byte order");
+    assert_eq!(all.total_rows, NUL_IDS.len() as u64);
+    let desc = db
+        .all_docs(AllDocsQuery {
+            descending: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut down = by_bytes.clone();
+    down.reverse();
+    assert_eq!(names(&desc), down);
+
+    // Bounds holding U+0000 and U+0001 select exactly the ids between them.
+    let s = |x: &str| x.to_string();
+    let bounds: Vec<(Bound<String>, Bound<String>)> = vec![
+        (Included(s("a\u{0}")), Excluded(s("a\u{1}"))),
+        (Included(s("\u{0}")), Excluded(s("\u{1}"))),
+        (Excluded(s("\u{0}")), Included(s("\u{1}"))),
+        (Excluded(s("a")), Included(s("a\u{1}\u{0}"))),
+        (Included(s("a\u{0}\u{0}")), Unbounded),
+        (Unbounded, Excluded(s("\u{0}\u{1}"))),
+        (Excluded(s("a\u{1}")), Excluded(s("a\u{2}"))),
+    ];
+    for (lo, hi) in bounds {
+        let expected: Vec<String> = by_bytes
+            .iter()
+            .filter(|id| in_bounds(id, &lo, &hi))
+            .cloned()
+            .collect();
+        let page = db
+            .all_docs(AllDocsQuery {
+                start: lo.clone(),
+                end: hi.clone(),
+                count_offset: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        assert_eq!(names(&page), expected, "{lo:?}..{hi:?}");
+        let before = by_bytes
+            .iter()
+            .filter(|id| !in_bounds(id, &lo, &Unbounded))
+            .count();
+        assert_eq!(page.offset, Some(before as u64), "offset of {lo:?}");
+        // Descending, the same ids the other way round.
+        let page = db
+            .all_docs(AllDocsQuery {
+                descending: true,
+                start: hi.clone(),
+                end: lo.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut down = expected.clone();
+        down.reverse();
+        assert_eq!(names(&page), down, "descending {hi:?}..{lo:?}");
+    }
+    // Paging past the last id seen, two at a time, walks them all.
+    let mut walked = Vec::new();
+    let mut start = Unbounded;
+    loop {
+        let page = db
+            .all_docs(AllDocsQuery {
+                start: start.clone(),
+                limit: 2,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let ids = names(&page);
+        let Some(last) = ids.last() else { break };
+        start = Excluded(last.clone());
+        walked.extend(ids);
+    }
+    assert_eq!(walked, by_bytes);
+    let keys = db
+        .all_docs_keys(by_bytes.iter().rev().cloned().collect(), None)
+        .await
+        .unwrap();
+    assert!(keys.iter().all(|(_, row)| row.is_some()), "{keys:?}");
+
+    // Changes list each once, in the order written.
+    let feed = db.changes(ChangesQuery::default()).await.unwrap();
+    let mut written: Vec<String> = NUL_IDS[1..].iter().map(|id| id.to_string()).collect();
+    written.push(NUL_IDS[0].to_string());
+    assert_eq!(
+        feed.rows.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
+        written
+    );
+
+    // An edit and a deletion find the document by its id.
+    let r1 = get(&db, "a\u{0}b").await["_rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r2 = put(&db, json!({"_id": "a\u{0}b", "_rev": r1, "v": 2})).await;
+    put(
+        &db,
+        json!({"_id": "a\u{1}b", "_rev": get(&db, "a\u{1}b").await["_rev"], "_deleted": true}),
+    )
+    .await;
+    assert_eq!(get(&db, "a\u{0}b").await["_rev"], json!(r2));
+    assert!(matches!(
+        db.get("a\u{1}b", Default::default()).await,
+        Err(StoreError::DocNotFound(_))
+    ));
+    assert_eq!(db.info().await.unwrap().doc_count, NUL_IDS.len() as u64 - 1);
+
+    // A revision whose hash holds U+0000 (replicated) is kept as sent.
+    let results = replicate(
+        &db,
+        vec![json!({"_id": "r\u{0}", "_rev": "1-h\u{0}\u{1}x"})],
+    )
+    .await;
+    assert!(results[0].result.is_ok(), "{results:?}");
+    assert_eq!(get(&db, "r\u{0}").await["_rev"], json!("1-h\u{0}\u{1}x"));
+    let old = get_with(
+        &db,
+        "r\u{0}",
+        GetOptions {
+            rev: Some(rev("1-h\u{0}\u{1}x")),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(old["_id"], json!("r\u{0}"));
+
+    // Purge: the document goes, the purge info keeps its id.
+    let gone = get(&db, "\u{0}a").await["_rev"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let purged = db
+        .purge(vec![PurgeRequest {
+            id: "\u{0}a".into(),
+            revs: vec![rev(&gone)],
+            recorded: vec![gone.clone()],
+        }])
+        .await
+        .unwrap();
+    assert_eq!(purged[0].purged, [rev(&gone)]);
+    assert!(matches!(
+        db.get("\u{0}a", Default::default()).await,
+        Err(StoreError::DocNotFound(_))
+    ));
+    let infos = db.purge_infos().await.unwrap();
+    assert_eq!(infos.last().map(|i| i.id.as_str()), Some("\u{0}a"));
+    assert!(!names(&db.all_docs(AllDocsQuery::default()).await.unwrap()).contains(&s("\u{0}a")));
+
+    // Local documents: read by id, listed in byte order within bounds.
+    for id in [
+        "_local/a\u{1}",
+        "_local/a\u{0}b",
+        "_local/a",
+        "_local/\u{0}",
+    ] {
+        db.put_local(id, json!({"v": id})).await.unwrap();
+    }
+    let local = db.get_local("_local/a\u{0}b").await.unwrap();
+    assert_eq!(
+        local,
+        json!({"_id": "_local/a\u{0}b", "_rev": "0-1", "v": "_local/a\u{0}b"})
+    );
+    let listed: Vec<String> = db
+        .local_docs(AllDocsQuery::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "_local/\u{0}",
+            "_local/a",
+            "_local/a\u{0}b",
+            "_local/a\u{1}"
+        ]
+    );
+    let listed: Vec<String> = db
+        .local_docs(AllDocsQuery {
+            start: Excluded(s("_local/a")),
+            end: Excluded(s("_local/a\u{1}")),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(listed, ["_local/a\u{0}b"]);
+    db.delete_local("_local/a\u{0}b").await.unwrap();
+    assert!(db.get_local("_local/a\u{0}b").await.is_err());
+    assert!(db.get_local("_local/a\u{1}").await.is_ok());
+
+    // A partition's range (`p:` up to `p;`) holds its ids with U+0000.
+    let parts = t
+        .store
+        .create_db_with(
+            "parts",
+            CreateDb {
+                partitioned: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    for id in ["p:\u{0}", "p:a\u{1}", "p:\u{1}\u{0}", "q:\u{0}", "o:\u{0}"] {
+        put(&parts, json!({"_id": id})).await;
+    }
+    assert_eq!(parts.partition_info("p").await.unwrap().doc_count, 3);
+    assert_eq!(parts.partition_info("q").await.unwrap().doc_count, 1);
+}

@@ -225,6 +225,11 @@ macro_rules! conformance_tests {
                 let Some(backend) = $open() else { return };
                 $crate::documents::a_paced_bulk_write_from_a_blocking_thread_writes_everything(&backend).await;
             }
+            #[tokio::test]
+            async fn ids_with_nul_and_u0001_are_kept_and_ordered_by_their_bytes() {
+                let Some(backend) = $open() else { return };
+                $crate::documents::ids_with_nul_and_u0001_are_kept_and_ordered_by_their_bytes(&backend).await;
+            }
         }
         pub mod feeds {
             #[allow(unused_imports)]
@@ -348,6 +353,11 @@ macro_rules! conformance_tests {
             async fn a_lost_access_index_is_rebuilt_when_the_database_is_opened() {
                 let Some(backend) = $open() else { return };
                 $crate::doc_access::a_lost_access_index_is_rebuilt_when_the_database_is_opened(&backend).await;
+            }
+            #[tokio::test]
+            async fn names_and_roles_with_nul_are_matched_exactly() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::names_and_roles_with_nul_are_matched_exactly(&backend).await;
             }
             #[test]
             fn feeds_and_listings_follow_a_model() {

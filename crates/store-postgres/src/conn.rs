@@ -4,9 +4,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use postgres::types::ToSql;
+use postgres::types::{FromSql, ToSql};
 use postgres::{Client, NoTls, Row, Statement};
 use store::StoreError;
+
+use crate::text::{Text, unescape};
 
 /// Connections kept for reuse; more are opened when all are lent out, and
 /// closed on return past this many.
@@ -23,7 +25,98 @@ pub(crate) struct PgConn {
     statements: HashMap<String, Statement>,
 }
 
-pub(crate) type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+/// What a statement may bind: numbers, booleans, bytes, and strings only
+/// as [`Text`] (escaped, see `crate::text`). `&str` and `String` are not
+/// parameters, so no statement can send a string unescaped.
+pub(crate) trait Param: ToSql + Sync {
+    fn sql(&self) -> &(dyn ToSql + Sync);
+}
+
+macro_rules! params {
+    ($($t:ty),* $(,)?) => {
+        $(impl Param for $t {
+            fn sql(&self) -> &(dyn ToSql + Sync) {
+                self
+            }
+        })*
+    };
+}
+
+params!(
+    i32,
+    i64,
+    f64,
+    bool,
+    Vec<u8>,
+    &[u8],
+    Vec<i64>,
+    Vec<bool>,
+    Vec<Vec<u8>>,
+    Vec<&[u8]>
+);
+
+impl<S: AsRef<str> + std::fmt::Debug + Sync> Param for Text<S> {
+    fn sql(&self) -> &(dyn ToSql + Sync) {
+        self
+    }
+}
+
+impl<S: AsRef<str> + std::fmt::Debug + Sync> Param for Option<Text<S>> {
+    fn sql(&self) -> &(dyn ToSql + Sync) {
+        self
+    }
+}
+
+impl<S: AsRef<str> + std::fmt::Debug + Sync> Param for Vec<Text<S>> {
+    fn sql(&self) -> &(dyn ToSql + Sync) {
+        self
+    }
+}
+
+impl<S: AsRef<str> + std::fmt::Debug + Sync> Param for Vec<Option<Text<S>>> {
+    fn sql(&self) -> &(dyn ToSql + Sync) {
+        self
+    }
+}
+
+pub(crate) type Params<'a> = &'a [&'a dyn Param];
+
+fn to_sql<'a>(params: Params<'a>) -> Vec<&'a (dyn ToSql + Sync)> {
+    params.iter().map(|p| p.sql()).collect()
+}
+
+/// What a column may be read as: numbers, booleans, bytes. Strings are read
+/// with [`PgRow::text`] (unescaped, see `crate::text`).
+pub(crate) trait Column<'r>: FromSql<'r> {}
+
+impl Column<'_> for i64 {}
+impl Column<'_> for Option<i64> {}
+impl Column<'_> for i32 {}
+impl Column<'_> for bool {}
+impl Column<'_> for Vec<u8> {}
+impl Column<'_> for Option<Vec<u8>> {}
+
+/// A row of a statement's answer.
+pub(crate) struct PgRow(Row);
+
+impl PgRow {
+    /// A column that is no string.
+    pub(crate) fn get<'r, T: Column<'r>>(&'r self, index: usize) -> Result<T, StoreError> {
+        self.0.try_get(index).map_err(pg)
+    }
+
+    /// A string column, unescaped.
+    pub(crate) fn text(&self, index: usize) -> Result<String, StoreError> {
+        let stored: &str = self.0.try_get(index).map_err(pg)?;
+        Ok(unescape(stored).into_owned())
+    }
+
+    /// A string column that may be NULL, unescaped.
+    pub(crate) fn opt_text(&self, index: usize) -> Result<Option<String>, StoreError> {
+        let stored: Option<&str> = self.0.try_get(index).map_err(pg)?;
+        Ok(stored.map(|s| unescape(s).into_owned()))
+    }
+}
 
 impl PgConn {
     fn statement(&mut self, sql: &str) -> Result<Statement, StoreError> {
@@ -35,28 +128,35 @@ impl PgConn {
         Ok(stmt)
     }
 
-    pub(crate) fn query(&mut self, sql: &str, params: Params<'_>) -> Result<Vec<Row>, StoreError> {
+    pub(crate) fn query(
+        &mut self,
+        sql: &str,
+        params: Params<'_>,
+    ) -> Result<Vec<PgRow>, StoreError> {
         let stmt = self.statement(sql)?;
-        self.client.query(&stmt, params).map_err(pg)
+        let rows = self.client.query(&stmt, &to_sql(params)).map_err(pg)?;
+        Ok(rows.into_iter().map(PgRow).collect())
     }
 
     pub(crate) fn query_opt(
         &mut self,
         sql: &str,
         params: Params<'_>,
-    ) -> Result<Option<Row>, StoreError> {
+    ) -> Result<Option<PgRow>, StoreError> {
         let stmt = self.statement(sql)?;
-        self.client.query_opt(&stmt, params).map_err(pg)
+        let row = self.client.query_opt(&stmt, &to_sql(params)).map_err(pg)?;
+        Ok(row.map(PgRow))
     }
 
-    pub(crate) fn query_one(&mut self, sql: &str, params: Params<'_>) -> Result<Row, StoreError> {
+    pub(crate) fn query_one(&mut self, sql: &str, params: Params<'_>) -> Result<PgRow, StoreError> {
         let stmt = self.statement(sql)?;
-        self.client.query_one(&stmt, params).map_err(pg)
+        let row = self.client.query_one(&stmt, &to_sql(params)).map_err(pg)?;
+        Ok(PgRow(row))
     }
 
     pub(crate) fn execute(&mut self, sql: &str, params: Params<'_>) -> Result<u64, StoreError> {
         let stmt = self.statement(sql)?;
-        self.client.execute(&stmt, params).map_err(pg)
+        self.client.execute(&stmt, &to_sql(params)).map_err(pg)
     }
 
     /// Statements without parameters or results (`BEGIN`, `SAVEPOINT`, ...).

@@ -4,17 +4,20 @@
 use store::{Coordination, StoreError};
 
 use crate::PostgresStore;
-use crate::conn::pg;
+use crate::text::Text;
 
 impl Coordination for PostgresStore {
     fn shared_value(&self, key: &str, fresh: &str) -> Result<Option<String>, StoreError> {
         let mut conn = self.pool.get()?;
         conn.execute(
             "INSERT INTO recliner_server (key, value) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-            &[&key, &fresh],
+            &[&Text(key), &Text(fresh)],
         )?;
-        let row = conn.query_one("SELECT value FROM recliner_server WHERE key = $1", &[&key])?;
-        Ok(Some(row.try_get(0).map_err(pg)?))
+        let row = conn.query_one(
+            "SELECT value FROM recliner_server WHERE key = $1",
+            &[&Text(key)],
+        )?;
+        Ok(Some(row.text(0)?))
     }
 
     fn is_shared(&self) -> bool {
@@ -30,7 +33,7 @@ impl Coordination for PostgresStore {
              ON CONFLICT (key) DO UPDATE SET holder = EXCLUDED.holder, expires = EXCLUDED.expires
              WHERE recliner_leases.holder = EXCLUDED.holder OR recliner_leases.expires < now()
              RETURNING holder",
-            &[&key, &holder, &(ttl_ms as f64)],
+            &[&Text(key), &Text(holder), &(ttl_ms as f64)],
         )?;
         Ok(row.is_some())
     }
@@ -38,7 +41,7 @@ impl Coordination for PostgresStore {
     fn release_lease(&self, key: &str, holder: &str) -> Result<(), StoreError> {
         self.pool.get()?.execute(
             "DELETE FROM recliner_leases WHERE key = $1 AND holder = $2",
-            &[&key, &holder],
+            &[&Text(key), &Text(holder)],
         )?;
         Ok(())
     }
@@ -51,17 +54,20 @@ impl Coordination for PostgresStore {
         let mut conn = self.pool.get()?;
         conn.batch("BEGIN")?;
         let written = (|| {
-            conn.execute("DELETE FROM recliner_node_state WHERE node = $1", &[&node])?;
+            conn.execute(
+                "DELETE FROM recliner_node_state WHERE node = $1",
+                &[&Text(node)],
+            )?;
             for (key, value) in entries {
                 conn.execute(
                     "INSERT INTO recliner_node_state (node, key, value, updated) VALUES ($1, $2, $3, now())",
-                    &[&node, key, value],
+                    &[&Text(node), &Text(key), &Text(value)],
                 )?;
             }
             // A node that runs nothing still says it is alive.
             conn.execute(
                 "INSERT INTO recliner_node_state (node, key, value, updated) VALUES ($1, '', '', now())",
-                &[&node],
+                &[&Text(node)],
             )?;
             Ok(())
         })();
@@ -88,16 +94,10 @@ impl Coordination for PostgresStore {
                 "SELECT node, key, value FROM recliner_node_state
                  WHERE node <> $1 AND key <> '' AND updated > now() - $2 * interval '1 millisecond'
                  ORDER BY node, key",
-                &[&node, &fresh_ms],
+                &[&Text(node), &fresh_ms],
             )?
             .iter()
-            .map(|row| {
-                Ok((
-                    row.try_get(0).map_err(pg)?,
-                    row.try_get(1).map_err(pg)?,
-                    row.try_get(2).map_err(pg)?,
-                ))
-            })
+            .map(|row| Ok((row.text(0)?, row.text(1)?, row.text(2)?)))
             .collect()
     }
 
@@ -108,10 +108,10 @@ impl Coordination for PostgresStore {
             .get()?
             .query(
                 "SELECT key, value FROM recliner_server WHERE key >= $1 AND key < $2 ORDER BY key",
-                &[&prefix, &end],
+                &[&Text(prefix), &Text(&end)],
             )?
             .iter()
-            .map(|row| Ok((row.try_get(0).map_err(pg)?, row.try_get(1).map_err(pg)?)))
+            .map(|row| Ok((row.text(0)?, row.text(1)?)))
             .collect()
     }
 
@@ -121,9 +121,9 @@ impl Coordination for PostgresStore {
             Some(value) => conn.execute(
                 "INSERT INTO recliner_server (key, value) VALUES ($1, $2)
                  ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-                &[&key, &value],
+                &[&Text(key), &Text(value)],
             )?,
-            None => conn.execute("DELETE FROM recliner_server WHERE key = $1", &[&key])?,
+            None => conn.execute("DELETE FROM recliner_server WHERE key = $1", &[&Text(key)])?,
         };
         Ok(())
     }

@@ -13,7 +13,7 @@ use store::backend::{
     ChangeListener, DbBackend, DbState, Garbage, ReadRows, WriteRows, WriteSession, WriteTx,
 };
 
-use crate::conn::{Lent, PgConn, Pool, pg};
+use crate::conn::{Lent, PgConn, Pool};
 use crate::listener::Listener;
 use crate::rows::PgRows;
 
@@ -69,19 +69,17 @@ fn load_state(
             "SELECT value FROM recliner_meta WHERE db_id = $1 AND key = 'revs_limit'",
             &[&db_id],
         )?
-        .and_then(|row| row.try_get::<_, String>(0).ok())
+        .and_then(|row| row.text(0).ok())
         .and_then(|value| value.parse().ok())
         .unwrap_or(revtree::DEFAULT_REVS_LIMIT);
-    let count = |i: usize| -> Result<u64, StoreError> {
-        Ok(row.try_get::<_, i64>(i).map_err(pg)?.max(0) as u64)
-    };
+    let count = |i: usize| -> Result<u64, StoreError> { Ok(row.get::<i64>(i)?.max(0) as u64) };
     Ok(DbState {
         update_seq: count(0)?,
         purge_seq: count(1)?,
         doc_count: count(2)?,
         doc_del_count: count(3)?,
-        external_size: row.try_get(4).map_err(pg)?,
-        next_doc_key: row.try_get(5).map_err(pg)?,
+        external_size: row.get(4)?,
+        next_doc_key: row.get(5)?,
         revs_limit,
         design_changed: false,
     })
@@ -150,9 +148,7 @@ impl DbBackend for PgDb {
                     (SELECT COALESCE(sum(octet_length(body)), 0)::bigint FROM recliner_revs WHERE db_id = $1)",
             &[&self.db_id],
         )?;
-        let value = |i: usize| -> Result<u64, StoreError> {
-            Ok(row.try_get::<_, i64>(i).map_err(pg)?.max(0) as u64)
-        };
+        let value = |i: usize| -> Result<u64, StoreError> { Ok(row.get::<i64>(i)?.max(0) as u64) };
         let (revs, docs, bytes) = (value(0)?, value(1)?, value(2)?);
         let stale = revs.saturating_sub(docs).saturating_sub(kept_extra_revs);
         let garbage = if revs == 0 {

@@ -23,6 +23,7 @@ mod db;
 mod listener;
 mod rows;
 mod schema;
+mod text;
 
 use std::path::PathBuf;
 
@@ -32,6 +33,7 @@ use store::backend::{DbBackend, NewDb, StoreBackend, new_db_meta};
 use crate::conn::{Pool, pg};
 use crate::db::PgDb;
 use crate::listener::Listener;
+use crate::text::Text;
 
 /// Every database of a server in one PostgreSQL database.
 #[derive(Debug)]
@@ -82,11 +84,10 @@ impl PostgresStore {
             let fresh = uuid::Uuid::new_v4().simple().to_string();
             conn.execute(
                 "INSERT INTO recliner_server (key, value) VALUES ('uuid', $1) ON CONFLICT DO NOTHING",
-                &[&fresh],
+                &[&Text(&fresh)],
             )?;
             conn.query_one("SELECT value FROM recliner_server WHERE key = 'uuid'", &[])?
-                .try_get(0)
-                .map_err(pg)?
+                .text(0)?
         };
         let listener = Listener::start(pool.clone(), &server_uuid)?;
         Ok(PostgresStore {
@@ -100,8 +101,11 @@ impl PostgresStore {
     fn db_id(&self, name: &str) -> Result<Option<i64>, StoreError> {
         self.pool
             .get()?
-            .query_opt("SELECT db_id FROM recliner_dbs WHERE name = $1", &[&name])?
-            .map(|row| row.try_get(0).map_err(pg))
+            .query_opt(
+                "SELECT db_id FROM recliner_dbs WHERE name = $1",
+                &[&Text(name)],
+            )?
+            .map(|row| row.get(0))
             .transpose()
     }
 
@@ -164,17 +168,17 @@ impl StoreBackend for PostgresStore {
         let created = (|| {
             let Some(row) = conn.query_opt(
                 "INSERT INTO recliner_dbs (name) VALUES ($1) ON CONFLICT (name) DO NOTHING RETURNING db_id",
-                &[&name],
+                &[&Text(name)],
             )?
             else {
                 return Err(StoreError::DbExists(name.to_string()));
             };
-            let db_id: i64 = row.try_get(0).map_err(pg)?;
+            let db_id: i64 = row.get(0)?;
             let meta = new_db_meta(setup);
             for (key, value) in &meta {
                 conn.execute(
                     "INSERT INTO recliner_meta (db_id, key, value) VALUES ($1, $2, $3)",
-                    &[&db_id, key, value],
+                    &[&db_id, &Text(key), &Text(value)],
                 )?;
             }
             let uuid = meta
@@ -203,13 +207,13 @@ impl StoreBackend for PostgresStore {
             "SELECT d.db_id, m.value FROM recliner_dbs d
              LEFT JOIN recliner_meta m ON m.db_id = d.db_id AND m.key = 'uuid'
              WHERE d.name = $1",
-            &[&name],
+            &[&Text(name)],
         )?;
         let Some(row) = row else {
             return Err(StoreError::DbNotFound(name.to_string()));
         };
-        let db_id: i64 = row.try_get(0).map_err(pg)?;
-        let uuid: Option<String> = row.try_get(1).map_err(pg)?;
+        let db_id: i64 = row.get(0)?;
+        let uuid: Option<String> = row.opt_text(1)?;
         Ok(self.open(name, db_id, uuid.as_deref().unwrap_or_default()))
     }
 
@@ -222,12 +226,12 @@ impl StoreBackend for PostgresStore {
             "DELETE FROM recliner_dbs d USING recliner_meta m
              WHERE d.name = $1 AND m.db_id = d.db_id AND m.key = 'uuid'
              RETURNING m.value",
-            &[&name],
+            &[&Text(name)],
         )?;
         let Some(row) = row else {
             return Err(StoreError::DbNotFound(name.to_string()));
         };
-        let uuid: String = row.try_get(0).map_err(pg)?;
+        let uuid: String = row.text(0)?;
         match std::fs::remove_dir_all(self.index_root.join(uuid)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -243,7 +247,7 @@ impl StoreBackend for PostgresStore {
             .get()?
             .query("SELECT name FROM recliner_dbs ORDER BY name", &[])?
             .iter()
-            .map(|row| row.try_get(0).map_err(pg))
+            .map(|row| row.text(0))
             .collect()
     }
 
@@ -252,7 +256,7 @@ impl StoreBackend for PostgresStore {
             .pool
             .get()?
             .query_opt("SELECT value FROM recliner_server WHERE key = 'uuid'", &[])?;
-        let uuid: Option<String> = row.map(|row| row.try_get(0).map_err(pg)).transpose()?;
+        let uuid: Option<String> = row.map(|row| row.text(0)).transpose()?;
         if uuid.as_deref() != Some(self.server_uuid.as_str()) {
             return Err(StoreError::Corrupt {
                 db: String::new(),
@@ -278,9 +282,9 @@ impl StoreBackend for PostgresStore {
                 "SELECT COALESCE((SELECT external_size FROM recliner_dbs WHERE name = $1), 0)
                  + COALESCE((SELECT sum(b.length) FROM recliner_blobs b JOIN recliner_dbs d
                              ON d.db_id = b.db_id WHERE d.name = $1), 0)::bigint",
-                &[&name],
+                &[&Text(name)],
             )?;
-            row.try_get(0).map_err(pg)
+            row.get(0)
         })();
         size.map_or(0, |n| n.max(0) as u64)
     }

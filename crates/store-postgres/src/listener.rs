@@ -198,7 +198,7 @@ fn catch_up(pool: &Pool, listeners: &Listeners) {
             )
             .ok()
             .flatten()
-            .and_then(|row| row.try_get::<_, i64>(0).ok());
+            .and_then(|row| row.get::<i64>(0).ok());
         if let Some(seq) = seq {
             let commit = RemoteChange::Committed {
                 update_seq: seq.max(0) as u64,

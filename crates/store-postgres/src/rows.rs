@@ -5,13 +5,16 @@
 //! hand each row on: the rules may ask for more rows while they handle one,
 //! which a connection cannot do in the middle of a result, and memory stays
 //! bounded however long the feed.
+//!
+//! Every string (ids, revisions, names in `_access`, bounds) is sent as a
+//! [`Text`] and read with [`PgRow::text`]: escaped and unescaped by the one
+//! rule of `crate::text`, which keeps byte order (PostgreSQL's `text`
+//! refuses U+0000, which CouchDB accepts).
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
-use postgres::Row;
-use postgres::types::ToSql;
 use revtree::{RevId, RevTree};
 use store::backend::{
     Attachments, CHUNK_SIZE, DbCounts, DocRow, DocUpdate, IdPage, LocalDocRow, PurgeInfoRow,
@@ -20,7 +23,8 @@ use store::backend::{
 };
 use store::{PartitionInfo, StoreError, digest_of, partition_range};
 
-use crate::conn::{PgConn, pg};
+use crate::conn::{Column, Param, PgConn, PgRow};
+use crate::text::{Text, texts};
 
 mod access;
 mod pending;
@@ -46,14 +50,15 @@ pub(crate) struct PgRows<'a> {
 }
 
 /// A query's arguments, built alongside its text.
-type Args = Vec<Box<dyn ToSql + Sync>>;
+type Args = Vec<Box<dyn Param>>;
 
 fn int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-fn get<'r, T: postgres::types::FromSql<'r>>(row: &'r Row, index: usize) -> Result<T, StoreError> {
-    row.try_get(index).map_err(pg)
+/// A column that is no string (strings: [`PgRow::text`]).
+fn get<'r, T: Column<'r>>(row: &'r PgRow, index: usize) -> Result<T, StoreError> {
+    row.get(index)
 }
 
 /// A body as stored, as JSON text.
@@ -78,17 +83,17 @@ fn doc_columns(with_bodies: bool) -> &'static str {
     }
 }
 
-fn doc_row(row: &Row, with_body: bool) -> Result<(String, DocRow), StoreError> {
+fn doc_row(row: &PgRow, with_body: bool) -> Result<(String, DocRow), StoreError> {
     doc_row_at(row, 0, with_body)
 }
 
 /// [`doc_row`] of columns that start at `at`.
-fn doc_row_at(row: &Row, at: usize, with_body: bool) -> Result<(String, DocRow), StoreError> {
-    let id: String = get(row, at)?;
+fn doc_row_at(row: &PgRow, at: usize, with_body: bool) -> Result<(String, DocRow), StoreError> {
+    let id = row.text(at)?;
     let tree: Vec<u8> = get(row, at + 3)?;
     let winner_body = if with_body {
         match get::<Option<Vec<u8>>>(row, at + 6)? {
-            Some(body) => Some((body_text(body, get(row, at + 7)?)?, get(row, at + 8)?)),
+            Some(body) => Some((body_text(body, get(row, at + 7)?)?, row.opt_text(at + 8)?)),
             None => None,
         }
     } else {
@@ -98,7 +103,7 @@ fn doc_row_at(row: &Row, at: usize, with_body: bool) -> Result<(String, DocRow),
         key: get(row, at + 1)?,
         seq: get::<i64>(row, at + 2)?.max(0) as u64,
         tree: decode_tree(&id, &tree)?,
-        winner: get(row, at + 4)?,
+        winner: row.text(at + 4)?,
         winner_row: get(row, at + 5)?,
         winner_body,
     };
@@ -115,11 +120,11 @@ fn bound_sql(
 ) -> String {
     match bound {
         Bound::Included(k) => {
-            args.push(Box::new(k.clone()));
+            args.push(Box::new(Text(k.clone())));
             format!(" AND {column} {incl} ${}", args.len())
         }
         Bound::Excluded(k) => {
-            args.push(Box::new(k.clone()));
+            args.push(Box::new(Text(k.clone())));
             format!(" AND {column} {excl} ${}", args.len())
         }
         Bound::Unbounded => String::new(),
@@ -132,10 +137,13 @@ fn range_sql(column: &str, lo: &Bound<String>, hi: &Bound<String>, args: &mut Ar
     sql
 }
 
-fn refs(args: &Args) -> Vec<&(dyn ToSql + Sync)> {
-    args.iter()
-        .map(|a| a.as_ref() as &(dyn ToSql + Sync))
-        .collect()
+fn refs(args: &Args) -> Vec<&dyn Param> {
+    args.iter().map(|a| a.as_ref()).collect()
+}
+
+/// Strings as an owned `text[]` parameter.
+fn owned_texts(items: &[String]) -> Vec<Text<String>> {
+    items.iter().cloned().map(Text).collect()
 }
 
 impl<'a> PgRows<'a> {
@@ -178,7 +186,10 @@ impl<'a> PgRows<'a> {
     }
 
     fn notify(&self, payload: &str) -> Result<(), StoreError> {
-        self.execute("SELECT pg_notify($1, $2)", &[&self.channel, &payload])?;
+        self.execute(
+            "SELECT pg_notify($1, $2)",
+            &[&Text(self.channel), &Text(payload)],
+        )?;
         Ok(())
     }
 
@@ -208,24 +219,20 @@ impl<'a> PgRows<'a> {
         self.notify(&payload)
     }
 
-    fn query(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+    fn query(&self, sql: &str, params: &[&dyn Param]) -> Result<Vec<PgRow>, StoreError> {
         self.conn()?.query(sql, params)
     }
 
-    fn query_opt(
-        &self,
-        sql: &str,
-        params: &[&(dyn ToSql + Sync)],
-    ) -> Result<Option<Row>, StoreError> {
+    fn query_opt(&self, sql: &str, params: &[&dyn Param]) -> Result<Option<PgRow>, StoreError> {
         self.conn()?.query_opt(sql, params)
     }
 
-    fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+    fn execute(&self, sql: &str, params: &[&dyn Param]) -> Result<u64, StoreError> {
         self.conn()?.execute(sql, params)
     }
 
     /// Runs `sql` (with `$1` the database) and collects its rows' first column.
-    fn count(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
+    fn count(&self, sql: &str, params: &[&dyn Param]) -> Result<u64, StoreError> {
         let row = self.conn()?.query_one(sql, params)?;
         Ok(get::<i64>(&row, 0)?.max(0) as u64)
     }
@@ -233,7 +240,7 @@ impl<'a> PgRows<'a> {
     fn blob_id(&self, digest: &str) -> Result<Option<i64>, StoreError> {
         self.query_opt(
             "SELECT blob_id FROM recliner_blobs WHERE db_id = $1 AND digest = $2",
-            &[&self.db_id, &digest],
+            &[&self.db_id, &Text(digest)],
         )?
         .map(|row| get(&row, 0))
         .transpose()
@@ -242,9 +249,9 @@ impl<'a> PgRows<'a> {
     fn atts_of(&self, key: i64, rev: &RevId) -> Result<Option<Option<String>>, StoreError> {
         self.query_opt(
             "SELECT atts FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND rev = $3",
-            &[&self.db_id, &key, &rev.to_string()],
+            &[&self.db_id, &key, &Text(rev.to_string())],
         )?
-        .map(|row| get(&row, 0))
+        .map(|row| row.opt_text(0))
         .transpose()
     }
 
@@ -268,9 +275,9 @@ impl<'a> PgRows<'a> {
     fn get_meta(&self, key: &str) -> Result<Option<String>, StoreError> {
         self.query_opt(
             "SELECT value FROM recliner_meta WHERE db_id = $1 AND key = $2",
-            &[&self.db_id, &key],
+            &[&self.db_id, &Text(key)],
         )?
-        .map(|row| get(&row, 0))
+        .map(|row| row.text(0))
         .transpose()
     }
 
@@ -281,7 +288,7 @@ impl<'a> PgRows<'a> {
                     COALESCE(sum(r.body_len) FILTER (WHERE NOT d.deleted), 0)::bigint
              FROM recliner_docs d JOIN recliner_revs r ON r.row = d.winner_row
              WHERE d.db_id = $1 AND d.id >= $2 AND d.id < $3",
-            &[&self.db_id, &start, &end],
+            &[&self.db_id, &Text(&start), &Text(&end)],
         )?;
         Ok(PartitionInfo {
             doc_count: get::<i64>(&row, 0)?.max(0) as u64,
@@ -306,7 +313,7 @@ impl<'a> PgRows<'a> {
         let mut args: Args = vec![Box::new(self.db_id)];
         let live = match reader {
             Some(principals) => {
-                args.push(Box::new(principals.to_vec()));
+                args.push(Box::new(owned_texts(principals)));
                 access::READABLE
             }
             None => "d.db_id = $1 AND NOT d.deleted",
@@ -369,7 +376,7 @@ impl<'a> PgRows<'a> {
 }
 
 /// A document row as the writer loads it (columns of [`LOAD_DOC`]).
-fn stored_doc(id: &str, row: &Row) -> Result<StoredDoc, StoreError> {
+fn stored_doc(id: &str, row: &PgRow) -> Result<StoredDoc, StoreError> {
     let tree: Vec<u8> = get(row, 1)?;
     let deleted: bool = get(row, 2)?;
     let body_len: Option<i64> = get(row, 3)?;
@@ -397,18 +404,18 @@ impl WriteRows for PgRows<'_> {
             return Ok(found);
         }
         let sql = format!("{LOAD_DOC} WHERE d.db_id = $1 AND d.id = $2");
-        self.query_opt(&sql, &[&self.db_id, &id])?
+        self.query_opt(&sql, &[&self.db_id, &Text(id)])?
             .map(|row| stored_doc(id, &row))
             .transpose()
     }
 
     fn prefetch_docs(&self, ids: &[&str]) -> Result<(), StoreError> {
         let sql = format!("{LOAD_DOC} WHERE d.db_id = $1 AND d.id = ANY($2)");
-        let rows = self.query(&sql, &[&self.db_id, &ids])?;
+        let rows = self.query(&sql, &[&self.db_id, &texts(ids)])?;
         let mut prefetched: HashMap<String, Option<StoredDoc>> =
             ids.iter().map(|id| (id.to_string(), None)).collect();
         for row in &rows {
-            let id: String = get(row, 4)?;
+            let id = row.text(4)?;
             let doc = stored_doc(&id, row)?;
             prefetched.insert(id, Some(doc));
         }
@@ -426,7 +433,7 @@ impl WriteRows for PgRows<'_> {
             &[&self.db_id, &key],
         )?
         .iter()
-        .map(|row| decode_atts(Some(&get::<String>(row, 0)?)))
+        .map(|row| decode_atts(Some(&row.text(0)?)))
         .collect()
     }
 
@@ -456,7 +463,7 @@ impl WriteRows for PgRows<'_> {
     fn revision_ref(&self, key: i64, rev: &RevId) -> Result<Option<RevisionRef>, StoreError> {
         self.query_opt(
             "SELECT row, body_len FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND rev = $3",
-            &[&self.db_id, &key, &rev.to_string()],
+            &[&self.db_id, &key, &Text(rev.to_string())],
         )?
         .map(|row| {
             Ok(RevisionRef {
@@ -470,7 +477,7 @@ impl WriteRows for PgRows<'_> {
     fn drop_revision(&self, key: i64, rev: &RevId) -> Result<(), StoreError> {
         self.execute(
             "DELETE FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND rev = $3",
-            &[&self.db_id, &key, &rev.to_string()],
+            &[&self.db_id, &key, &Text(rev.to_string())],
         )?;
         Ok(())
     }
@@ -501,7 +508,7 @@ impl WriteRows for PgRows<'_> {
         }
         self.execute(
             "INSERT INTO recliner_blobs (db_id, digest, blob_id, length) VALUES ($1, $2, $3, $4)",
-            &[&self.db_id, &digest, &id, &(data.len() as i64)],
+            &[&self.db_id, &Text(&digest), &id, &(data.len() as i64)],
         )?;
         Ok(digest)
     }
@@ -522,7 +529,7 @@ impl WriteRows for PgRows<'_> {
         self.execute(
             "INSERT INTO recliner_local (db_id, id, rev, body) VALUES ($1, $2, $3, $4)
              ON CONFLICT (db_id, id) DO UPDATE SET rev = EXCLUDED.rev, body = EXCLUDED.body",
-            &[&self.db_id, &id, &int(rev), &body],
+            &[&self.db_id, &Text(id), &int(rev), &Text(body)],
         )?;
         Ok(())
     }
@@ -530,7 +537,7 @@ impl WriteRows for PgRows<'_> {
     fn delete_local(&self, id: &str) -> Result<bool, StoreError> {
         let removed = self.execute(
             "DELETE FROM recliner_local WHERE db_id = $1 AND id = $2",
-            &[&self.db_id, &id],
+            &[&self.db_id, &Text(id)],
         )?;
         Ok(removed > 0)
     }
@@ -555,7 +562,13 @@ impl WriteRows for PgRows<'_> {
     fn record_purge(&self, info: &PurgeInfoRow) -> Result<(), StoreError> {
         self.execute(
             "INSERT INTO recliner_purges (db_id, purge_seq, uuid, doc_id, revs) VALUES ($1, $2, $3, $4, $5)",
-            &[&self.db_id, &int(info.purge_seq), &info.uuid, &info.id, &info.revs],
+            &[
+                &self.db_id,
+                &int(info.purge_seq),
+                &Text(&info.uuid),
+                &Text(&info.id),
+                &Text(&info.revs),
+            ],
         )?;
         Ok(())
     }
@@ -576,7 +589,7 @@ impl WriteRows for PgRows<'_> {
         self.execute(
             "INSERT INTO recliner_meta (db_id, key, value) VALUES ($1, $2, $3)
              ON CONFLICT (db_id, key) DO UPDATE SET value = EXCLUDED.value",
-            &[&self.db_id, &key, &value],
+            &[&self.db_id, &Text(key), &Text(value)],
         )?;
         if key == "security" {
             // Every node caches `_security`: tell them all.
@@ -603,7 +616,7 @@ impl WriteRows for PgRows<'_> {
         } else {
             self.execute(
                 "INSERT INTO recliner_blobs (db_id, digest, blob_id, length) VALUES ($1, $2, $3, $4)",
-                &[&self.db_id, &digest, &blob, &int(length)],
+                &[&self.db_id, &Text(digest), &blob, &int(length)],
             )?;
         }
         Ok(())
@@ -621,7 +634,7 @@ impl WriteRows for PgRows<'_> {
         )?
         .iter()
         .map(|row| {
-            let id: String = get(row, 1)?;
+            let id = row.text(1)?;
             let tree = decode_tree(&id, &get::<Vec<u8>>(row, 2)?)?;
             Ok((get(row, 0)?, id, tree))
         })
@@ -643,7 +656,7 @@ impl WriteRows for PgRows<'_> {
             "SELECT atts FROM recliner_revs WHERE db_id = $1 AND atts IS NOT NULL",
             &[&self.db_id],
         )? {
-            for (_, meta) in decode_atts(Some(&get::<String>(&row, 0)?))? {
+            for (_, meta) in decode_atts(Some(&row.text(0)?))? {
                 referenced.insert(meta.digest);
             }
         }
@@ -656,7 +669,7 @@ impl WriteRows for PgRows<'_> {
             &[&self.db_id],
         )?
         .iter()
-        .map(|row| Ok((get(row, 0)?, get(row, 1)?)))
+        .map(|row| Ok((row.text(0)?, get(row, 1)?)))
         .collect()
     }
 
@@ -667,7 +680,7 @@ impl WriteRows for PgRows<'_> {
         )?;
         self.execute(
             "DELETE FROM recliner_blobs WHERE db_id = $1 AND digest = $2",
-            &[&self.db_id, &digest],
+            &[&self.db_id, &Text(digest)],
         )?;
         Ok(())
     }
@@ -689,7 +702,7 @@ impl WriteRows for PgRows<'_> {
     fn revision_text(&self, key: i64, rev: &RevId) -> Result<Option<String>, StoreError> {
         match self.query_opt(
             "SELECT body, snappy FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND rev = $3",
-            &[&self.db_id, &key, &rev.to_string()],
+            &[&self.db_id, &key, &Text(rev.to_string())],
         )? {
             Some(row) => Ok(Some(body_text(get(&row, 0)?, get(&row, 1)?)?)),
             None => Ok(None),
@@ -715,7 +728,7 @@ impl ReadRows for PgRows<'_> {
             "SELECT {} WHERE d.db_id = $1 AND d.id = $2",
             doc_columns(false)
         );
-        self.query_opt(&sql, &[&self.db_id, &id])?
+        self.query_opt(&sql, &[&self.db_id, &Text(id)])?
             .map(|row| Ok(doc_row(&row, false)?.1))
             .transpose()
     }
@@ -734,11 +747,11 @@ impl ReadRows for PgRows<'_> {
         } else {
             self.query_opt(
                 "SELECT body, snappy, atts FROM recliner_revs WHERE db_id = $1 AND doc_key = $2 AND rev = $3",
-                &[&self.db_id, &row.key, &rev_text],
+                &[&self.db_id, &row.key, &Text(&rev_text)],
             )?
         };
         found
-            .map(|r| Ok((body_text(get(&r, 0)?, get(&r, 1)?)?, get(&r, 2)?)))
+            .map(|r| Ok((body_text(get(&r, 0)?, get(&r, 1)?)?, r.opt_text(2)?)))
             .transpose()
     }
 
@@ -819,13 +832,13 @@ impl ReadRows for PgRows<'_> {
     fn local_doc(&self, id: &str) -> Result<Option<LocalDocRow>, StoreError> {
         self.query_opt(
             "SELECT rev, body FROM recliner_local WHERE db_id = $1 AND id = $2",
-            &[&self.db_id, &id],
+            &[&self.db_id, &Text(id)],
         )?
         .map(|row| {
             Ok(LocalDocRow {
                 id: id.to_string(),
                 rev: get::<i64>(&row, 0)?.max(0) as u64,
-                body: get(&row, 1)?,
+                body: row.text(1)?,
             })
         })
         .transpose()
@@ -847,9 +860,9 @@ impl ReadRows for PgRows<'_> {
             .iter()
             .map(|row| {
                 Ok(LocalDocRow {
-                    id: get(row, 0)?,
+                    id: row.text(0)?,
                     rev: get::<i64>(row, 1)?.max(0) as u64,
-                    body: get(row, 2)?,
+                    body: row.text(2)?,
                 })
             })
             .collect()
@@ -864,9 +877,9 @@ impl ReadRows for PgRows<'_> {
         .map(|row| {
             Ok(PurgeInfoRow {
                 purge_seq: get::<i64>(row, 0)?.max(0) as u64,
-                uuid: get(row, 1)?,
-                id: get(row, 2)?,
-                revs: get(row, 3)?,
+                uuid: row.text(1)?,
+                id: row.text(2)?,
+                revs: row.text(3)?,
             })
         })
         .collect()

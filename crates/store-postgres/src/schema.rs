@@ -4,9 +4,10 @@
 //! `recliner_dbs` row of a database holds its counters and is the lock its
 //! writers take, so a database's writes are serialized across nodes and its
 //! sequences strictly increase. Ids are `COLLATE "C"`: ordered by bytes, as
-//! the SQLite backend orders them.
+//! the SQLite backend orders them. Every string is stored escaped (see
+//! `crate::text`: `text` refuses U+0000), by an escape that keeps that order.
 
-use crate::conn::{PgConn, pg};
+use crate::conn::PgConn;
 use store::StoreError;
 
 /// Migrations in order; the version is how many have been applied.
@@ -123,6 +124,40 @@ CREATE TABLE recliner_access (
 CREATE INDEX recliner_access_by_seq ON recliner_access (db_id, principal, seq);
 CREATE INDEX recliner_access_by_doc ON recliner_access (db_id, doc_key);
 "#,
+    // Strings are stored escaped from here on (`crate::text`): U+0000 as
+    // U+0001 U+0001, U+0001 as U+0001 U+0002. A string without either is
+    // its own escape, so this only rewrites the rare stored strings that
+    // hold U+0001 (written raw before). Longest first: a string's escape is
+    // longer than it, so it can only equal a longer string not rewritten
+    // yet, and unique keys never clash on the way. The coordination rows
+    // that get written again on their own are dropped instead.
+    r#"
+DO $$
+DECLARE
+    target record;
+    found record;
+BEGIN
+    FOR target IN SELECT * FROM (VALUES
+        ('recliner_docs', 'id'), ('recliner_docs', 'winner'),
+        ('recliner_revs', 'rev'), ('recliner_local', 'id'),
+        ('recliner_purges', 'doc_id'), ('recliner_access', 'principal'),
+        ('recliner_server', 'key'), ('recliner_server', 'value')) AS t(tab, col)
+    LOOP
+        FOR found IN EXECUTE format(
+            'SELECT ctid FROM %I WHERE strpos(%I, chr(1)) > 0 ORDER BY octet_length(%I) DESC',
+            target.tab, target.col, target.col)
+        LOOP
+            EXECUTE format(
+                'UPDATE %I SET %I = replace(%I, chr(1), chr(1) || chr(2)) WHERE ctid = $1',
+                target.tab, target.col, target.col)
+            USING found.ctid;
+        END LOOP;
+    END LOOP;
+END
+$$;
+DELETE FROM recliner_leases WHERE strpos(key || holder, chr(1)) > 0;
+DELETE FROM recliner_node_state WHERE strpos(node || key || value, chr(1)) > 0;
+"#,
 ];
 
 /// A number no other program's advisory lock is likely to use: held while
@@ -136,7 +171,7 @@ pub(crate) fn migrate(conn: &mut PgConn) -> Result<(), StoreError> {
         conn.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
         conn.batch("CREATE TABLE IF NOT EXISTS recliner_schema (version integer NOT NULL)")?;
         let version: i32 = match conn.query_opt("SELECT version FROM recliner_schema", &[])? {
-            Some(row) => row.try_get(0).map_err(pg)?,
+            Some(row) => row.get(0)?,
             None => {
                 conn.execute("INSERT INTO recliner_schema (version) VALUES (0)", &[])?;
                 0

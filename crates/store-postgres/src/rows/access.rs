@@ -7,7 +7,9 @@ use std::ops::Bound;
 use store::StoreError;
 use store::backend::{AccessChange, AccessRow, AccessVisitor, DocRow, IdPage, RowVisitor};
 
-use super::{Args, PgRows, SCAN_PAGE, doc_columns, get, int, range_sql, refs};
+use super::{Args, PgRows, SCAN_PAGE, doc_columns, get, int, owned_texts, range_sql, refs};
+use crate::conn::PgRow;
+use crate::text::{Text, texts};
 
 /// The live documents a user may read (`$2`: their principals).
 pub(super) const READABLE: &str = "d.db_id = $1 AND NOT d.deleted AND d.doc_key IN
@@ -23,9 +25,9 @@ impl PgRows<'_> {
         .iter()
         .map(|row| {
             Ok(AccessRow {
-                principal: get(row, 0)?,
+                principal: row.text(0)?,
                 seq: get::<i64>(row, 1)?.max(0) as u64,
-                gone: get(row, 2)?,
+                gone: row.opt_text(2)?,
             })
         })
         .collect()
@@ -39,9 +41,10 @@ impl PgRows<'_> {
         if rows.is_empty() {
             return Ok(());
         }
-        let principals: Vec<&str> = rows.iter().map(|r| r.principal.as_str()).collect();
+        let principals: Vec<Text<&str>> = rows.iter().map(|r| Text(r.principal.as_str())).collect();
         let seqs: Vec<i64> = rows.iter().map(|r| int(r.seq)).collect();
-        let gone: Vec<Option<&str>> = rows.iter().map(|r| r.gone.as_deref()).collect();
+        let gone: Vec<Option<Text<&str>>> =
+            rows.iter().map(|r| r.gone.as_deref().map(Text)).collect();
         self.execute(
             "INSERT INTO recliner_access (db_id, principal, doc_key, seq, gone)
              SELECT $1, p, $2, s, g FROM unnest($3::text[], $4::bigint[], $5::text[]) AS t(p, s, g)",
@@ -80,7 +83,7 @@ impl PgRows<'_> {
              ORDER BY a.seq {order} LIMIT $4",
             columns = doc_columns(with_bodies),
         );
-        let principals: Vec<&str> = principals.iter().map(String::as_str).collect();
+        let principals = texts(principals);
         let (mut from, mut left) = (int(since), limit);
         while left > 0 {
             let page = left.min(SCAN_PAGE);
@@ -89,7 +92,7 @@ impl PgRows<'_> {
             let mut changes = Vec::with_capacity(rows.len());
             for row in &rows {
                 let seq = get::<i64>(row, 0)?.max(0) as u64;
-                let gone: Option<String> = get(row, 1)?;
+                let gone = row.opt_text(1)?;
                 let (id, doc) = doc_row_after(row, 2, with_bodies)?;
                 from = int(seq);
                 changes.push(AccessChange {
@@ -115,7 +118,7 @@ impl PgRows<'_> {
         principals: &[String],
         seq: u64,
     ) -> Result<u64, StoreError> {
-        let principals: Vec<&str> = principals.iter().map(String::as_str).collect();
+        let principals = texts(principals);
         self.count(
             "SELECT count(DISTINCT doc_key) FROM recliner_access
              WHERE db_id = $1 AND principal = ANY($2) AND seq > $3",
@@ -138,7 +141,7 @@ impl PgRows<'_> {
         lo: &Bound<String>,
         hi: &Bound<String>,
     ) -> Result<u64, StoreError> {
-        let mut args: Args = vec![Box::new(self.db_id), Box::new(principals.to_vec())];
+        let mut args: Args = vec![Box::new(self.db_id), Box::new(owned_texts(principals))];
         let filter = range_sql("d.id", lo, hi, &mut args);
         let sql = format!("SELECT count(*) FROM recliner_docs d WHERE {READABLE}{filter}");
         self.count(&sql, &refs(&args))
@@ -146,10 +149,6 @@ impl PgRows<'_> {
 }
 
 /// A document row whose columns start at `at`.
-fn doc_row_after(
-    row: &postgres::Row,
-    at: usize,
-    with_body: bool,
-) -> Result<(String, DocRow), StoreError> {
+fn doc_row_after(row: &PgRow, at: usize, with_body: bool) -> Result<(String, DocRow), StoreError> {
     super::doc_row_at(row, at, with_body)
 }

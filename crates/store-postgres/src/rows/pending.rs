@@ -12,9 +12,8 @@
 
 use std::collections::HashMap;
 
-use postgres::types::ToSql;
-
-use crate::conn::PgConn;
+use crate::conn::{Param, PgConn};
+use crate::text::Text;
 use store::StoreError;
 
 use super::get;
@@ -158,14 +157,14 @@ impl Pending {
                     doc.winner_row
                 };
                 keys.push(doc.key);
-                ids.push(doc.id);
+                ids.push(Text(doc.id));
                 seqs.push(doc.seq);
-                winners.push(doc.winner);
+                winners.push(Text(doc.winner));
                 deleted.push(doc.deleted);
                 winner_rows.push(winner_row);
                 trees.push(doc.tree);
             }
-            let params: [&(dyn ToSql + Sync); 8] = [
+            let params: [&dyn Param; 8] = [
                 &db_id,
                 &keys,
                 &ids,
@@ -194,11 +193,11 @@ fn send_revisions(
         return Ok(());
     }
     let keys: Vec<i64> = revs.iter().map(|r| r.key).collect();
-    let ids: Vec<&str> = revs.iter().map(|r| r.rev.as_str()).collect();
+    let ids: Vec<Text<&str>> = revs.iter().map(|r| Text(r.rev.as_str())).collect();
     let bodies: Vec<&[u8]> = revs.iter().map(|r| r.body.as_slice()).collect();
     let snappy: Vec<bool> = revs.iter().map(|r| r.snappy).collect();
     let lens: Vec<i64> = revs.iter().map(|r| r.body_len).collect();
-    let atts: Vec<Option<&str>> = revs.iter().map(|r| r.atts.as_deref()).collect();
+    let atts: Vec<Option<Text<&str>>> = revs.iter().map(|r| r.atts.as_deref().map(Text)).collect();
     let answer = conn.query(
         INSERT_REVS,
         &[&db_id, &keys, &ids, &bodies, &snappy, &lens, &atts],
@@ -206,7 +205,7 @@ fn send_revisions(
     let mut written = 0;
     for row in &answer {
         let key: i64 = get(row, 0)?;
-        let rev: String = get(row, 1)?;
+        let rev = row.text(1)?;
         let id: i64 = get(row, 2)?;
         if let Some(&i) = rev_at.get(&(key, rev)) {
             sent.insert(revs[i].placeholder, id);
