@@ -547,3 +547,67 @@ async fn resharding_refuses_to_split_and_q_is_kept() {
         ])
     );
 }
+
+/// Recliner's `_config/_applied_at_start`: the keys whose change waits for
+/// the next start, by section, so a client (the web console) can say a
+/// restart is needed; server admins only, as the rest of `_config`.
+#[tokio::test]
+async fn the_config_api_names_the_keys_applied_only_at_the_next_start() {
+    let data = TempDir::new("config-applied-at-start");
+    let server = TestServer::start(data.path(), &[]);
+    let admin = Client::new(&server);
+    let keys = admin.get("/_node/_local/_config/_applied_at_start").await;
+    assert_eq!(keys.status, 200);
+    let keys = keys.json();
+    let listed = |section: &str, key: &str| {
+        keys[section]
+            .as_array()
+            .is_some_and(|keys| keys.contains(&json!(key)))
+    };
+    assert!(listed("chttpd", "port"), "{keys}");
+    assert!(listed("chttpd", "bind_address"), "{keys}");
+    assert!(listed("couchdb", "database_dir"), "{keys}");
+    assert!(listed("recliner", "durability"), "{keys}");
+    assert!(!listed("replicator", "max_jobs"), "{keys}");
+    assert!(!listed("couchdb", "max_document_size"), "{keys}");
+    // Every key it names is one the configuration shows.
+    let all = admin.get("/_node/_local/_config").await.json();
+    for (section, names) in keys.as_object().unwrap() {
+        for name in names.as_array().unwrap() {
+            let name = name.as_str().unwrap();
+            assert!(all[section][name].is_string(), "[{section}] {name}: {all}");
+        }
+    }
+    // The node by its name too; only GET.
+    let node = admin.get("/_membership").await.json()["all_nodes"][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let by_name = admin
+        .get(&format!("/_node/{node}/_config/_applied_at_start"))
+        .await;
+    assert_eq!(by_name.json(), keys);
+    let put = admin
+        .put("/_node/_local/_config/_applied_at_start", json!({}))
+        .await;
+    assert_eq!(put.status, 405);
+    // Server admins only.
+    let anonymous = Client::anonymous(&server);
+    let refused = anonymous
+        .get("/_node/_local/_config/_applied_at_start")
+        .await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.json()["reason"], "You are not a server admin.");
+    let user = json!({"name": "plain", "password": "p", "roles": [], "type": "user"});
+    assert_eq!(
+        admin
+            .put("/_users/org.couchdb.user:plain", user)
+            .await
+            .status,
+        201
+    );
+    let plain = Client::at(&server.plain_url.replacen("http://", "http://plain:p@", 1));
+    let refused = plain.get("/_node/_local/_config/_applied_at_start").await;
+    assert_eq!(refused.status, 401);
+    assert_eq!(refused.json()["reason"], "You are not a server admin.");
+}

@@ -128,6 +128,68 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
     ),
 ];
 
+/// The settings whose change takes effect only at the next start; every
+/// other one reaches the running server at once, through
+/// [`ServerConfig::replace`]: the replication scheduler's limits and
+/// replication defaults, then `on_change` (in `main.rs`), which rebuilds the
+/// HTTP API's configuration (`api_config_of`: sizes, authentication, CORS,
+/// uuids, HTTP rules, the admins), applies the store's live options
+/// (`Store::apply_options`) and follows the authentication database. The
+/// test `only_the_settings_read_once_wait_for_the_next_start` checks this
+/// list against those: a setting they do not read must be here.
+const APPLIED_AT_START: &[&str] = &[
+    // Where it listens: bound once.
+    "bind",
+    "port",
+    "tls_cert",
+    "tls_key",
+    "tls_port",
+    // Where the databases are and how they are written: opened once.
+    "data_dir",
+    "store",
+    "durability",
+    // Logging: set up once, before anything else.
+    "log_level",
+    "log_format",
+    "log_file",
+    "log_max_size",
+    "log_max_files",
+    "log_request_format",
+    // The JavaScript engines: started once with their limits.
+    "query_server_threads",
+    "os_process_timeout",
+    "query_server_memory",
+    // Background tasks, started with their settings.
+    "compaction_daemon",
+    "compaction_min_garbage",
+    "compaction_min_file_size",
+    "compaction_check_interval_ms",
+    "auto_purge_interval_ms",
+    // How replications check HTTPS peers: set once for the process.
+    "replicator_verify_ssl_certificates",
+    "replicator_ssl_trusted_certificates_file",
+    // The HTTP API follows it at once, but the `_replicator` manager acts
+    // for anonymous documents as the caller it was started with.
+    "insecure_admin_party",
+];
+
+/// The (section, key) pairs of [`APPLIED_AT_START`], with the data folder
+/// under CouchDB's name too, keys sorted.
+fn applied_at_start_keys() -> BTreeMap<String, Vec<String>> {
+    let mut keys: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for setting in APPLIED_AT_START {
+        let (section, key) = place(setting);
+        keys.entry(section).or_default().push(key);
+    }
+    keys.entry("couchdb".into())
+        .or_default()
+        .push("database_dir".into());
+    for list in keys.values_mut() {
+        list.sort();
+    }
+    keys
+}
+
 /// Sections CouchDB refuses to change over HTTP (they name code to run).
 const BLACKLISTED_SECTIONS: &[&str] = &[
     "daemons",
@@ -741,6 +803,10 @@ impl NodeConfig for ServerConfig {
         next.store = current.store;
         self.replace(next)
     }
+
+    fn applied_at_start(&self) -> BTreeMap<String, Vec<String>> {
+        applied_at_start_keys()
+    }
 }
 
 #[cfg(test)]
@@ -775,6 +841,120 @@ mod tests {
             "only by CouchDB's name"
         );
         assert_eq!(setting_of("nope", "x", &fields), None);
+    }
+
+    /// What the running server rebuilds from a new configuration: the
+    /// HTTP API's configuration, the store's live options, the scheduler's
+    /// and the authentication database (see [`APPLIED_AT_START`]).
+    fn live_view(config: &Config) -> String {
+        let mut store = config.store_options();
+        // Kept as the databases were opened with (`Store::apply_options`).
+        store.durability = Default::default();
+        format!(
+            "{:?}\n{store:?}\n{:?}\n{}",
+            config.api_config(),
+            config.scheduler_config(),
+            config.users_db()
+        )
+    }
+
+    /// Other values for a setting, of its type (one may fit an enum).
+    fn variants(value: &Value) -> Vec<Value> {
+        match value {
+            Value::Bool(b) => vec![Value::Bool(!b)],
+            Value::Number(n) => match n.as_u64() {
+                Some(u) => vec![Value::from(u + 1), Value::from(u.saturating_sub(1))],
+                None => vec![Value::from(n.as_f64().unwrap_or(1.0) / 2.0)],
+            },
+            Value::String(_) => [
+                "127.0.0.2",
+                "7",
+                "x",
+                "json",
+                "combined",
+                "normal",
+                "everyone",
+                "random",
+                "30_days",
+                "X-Other",
+                "postgres://u@h/d",
+                "jwt_authentication_handler, proxy_authentication_handler",
+            ]
+            .into_iter()
+            .map(Value::from)
+            .collect(),
+            Value::Array(_) => vec![serde_json::json!(["x"])],
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn only_the_settings_read_once_wait_for_the_next_start() {
+        let everything_on = Config {
+            jwt_enabled: true,
+            proxy_auth_enabled: true,
+            cors_enabled: true,
+            cors_origins: vec!["http://a.example".into()],
+            uuids_algorithm: "utc_id".into(),
+            ..Config::default()
+        };
+        let bases = [Config::default(), everything_on];
+        let Ok(Value::Object(fields)) = serde_json::to_value(Config::default()) else {
+            unreachable!()
+        };
+        for (setting, value) in &fields {
+            if value.is_object() {
+                continue; // `other` (unused) and the shares (the scheduler's).
+            }
+            let followed = bases.iter().any(|base| {
+                let Ok(Value::Object(base_fields)) = serde_json::to_value(base) else {
+                    unreachable!()
+                };
+                variants(&base_fields[setting]).into_iter().any(|v| {
+                    let mut changed = base_fields.clone();
+                    changed.insert(setting.clone(), v);
+                    serde_json::from_value::<Config>(Value::Object(changed))
+                        .is_ok_and(|next| live_view(&next) != live_view(base))
+                })
+            });
+            let at_start = APPLIED_AT_START.contains(&setting.as_str());
+            match setting.as_str() {
+                // Kept and shown as CouchDB 3.5 does, applied nowhere.
+                "config_whitelist" => assert!(!followed && !at_start),
+                // Live in the HTTP API, not in the `_replicator` manager.
+                "insecure_admin_party" => assert!(followed && at_start),
+                _ => assert_ne!(
+                    followed,
+                    at_start,
+                    "`{setting}`: {}",
+                    if at_start {
+                        "the running server follows it: remove it from APPLIED_AT_START"
+                    } else {
+                        "nothing the running server rebuilds reads it: list it in APPLIED_AT_START"
+                    }
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn the_console_learns_which_keys_need_a_restart() {
+        let keys = applied_at_start_keys();
+        let needs_restart = |section: &str, key: &str| {
+            keys.get(section)
+                .is_some_and(|k| k.iter().any(|k| k == key))
+        };
+        assert!(needs_restart("chttpd", "port"));
+        assert!(needs_restart("chttpd", "bind_address"));
+        assert!(needs_restart("recliner", "data_dir"));
+        assert!(needs_restart("couchdb", "database_dir"));
+        assert!(needs_restart("log", "level"));
+        assert!(needs_restart("recliner", "durability"));
+        assert!(needs_restart("couchdb", "os_process_timeout"));
+        assert!(!needs_restart("replicator", "max_jobs"));
+        assert!(!needs_restart("couchdb", "max_document_size"));
+        assert!(!needs_restart("uuids", "algorithm"));
+        assert!(!needs_restart("admins", "admin"));
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub const ASSETS: &[Asset] = &[
     script!("pages/replication.js"),
     script!("pages/search.js"),
     script!("pages/server.js"),
+    script!("pages/server-live.js"),
     script!("pages/users.js"),
     script!("pages/views.js"),
     script!("pages/views-common.js"),

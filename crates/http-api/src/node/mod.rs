@@ -233,6 +233,10 @@ pub trait NodeConfig: Send + Sync + std::fmt::Debug {
     fn delete(&self, section: &str, key: &str, persist: bool) -> Result<String, ConfigError>;
     /// Reads the configuration file again, dropping unpersisted changes.
     fn reload(&self) -> Result<(), ConfigError>;
+    /// The keys, by section, whose change takes effect only at the next
+    /// start (where the server listens, keeps its data, logs...); a change
+    /// of any other key applies from the next request.
+    fn applied_at_start(&self) -> BTreeMap<String, Vec<String>>;
 }
 
 /// Why a configuration change was refused.
@@ -256,6 +260,10 @@ impl From<ConfigError> for ApiError {
     }
 }
 
+/// The `_config` sub-resource listing the keys applied at start; `_`-prefixed
+/// like CouchDB's `_reload`, so no section can be named so.
+const APPLIED_AT_START: &str = "_applied_at_start";
+
 fn node_config(state: &AppState) -> Result<&std::sync::Arc<dyn NodeConfig>, ApiError> {
     state
         .node_config
@@ -275,7 +283,11 @@ pub(crate) async fn config_all(
     ))
 }
 
-/// # GET /_node/{node}/_config/{section}, POST .../_config/_reload
+/// # GET /_node/{node}/_config/{section}, POST .../_config/_reload,
+/// GET .../_config/_applied_at_start
+/// The last is Recliner's own: the keys that take effect only at the next
+/// start, by section (`{"chttpd": ["bind_address", "port"], ...}`), so a
+/// client (the web console) can say a change needs a restart.
 pub(crate) async fn config_section(
     State(state): State<AppState>,
     Path((node, section)): Path<(String, String)>,
@@ -289,6 +301,10 @@ pub(crate) async fn config_section(
             Ok(json_response(StatusCode::OK, &json!({"ok": true})))
         }
         ("_reload", _) => Err(ApiError::MethodNotAllowed("POST")),
+        (APPLIED_AT_START, Method::GET | Method::HEAD) => {
+            Ok(json_response(StatusCode::OK, &config.applied_at_start()))
+        }
+        (APPLIED_AT_START, _) => Err(ApiError::MethodNotAllowed("GET")),
         (_, Method::GET | Method::HEAD) => {
             let section = config.sections().remove(&section).unwrap_or_default();
             Ok(json_response(StatusCode::OK, &section))
