@@ -1,10 +1,22 @@
-//! The web console (`/_utils`) in a real browser: starts a server and runs
-//! `tests/interop/console_browser.js` twice, in Chromium and in Firefox
-//! (ESR), both driven by `playwright-core` (log in, databases, documents and their JSON editor,
-//! a conflict resolved by picking a winner, attachments, replications
-//! started from the form with the live dashboard and its throughput chart)
-//! and fails on any console error of the page. Screenshots of every page go
-//! to `<workspace>/target/console-screenshots/<browser>`.
+//! The web console (`/_utils`) in a real browser: each test starts a server
+//! and runs one of the console's scripts in `tests/interop` in Chromium or
+//! in Firefox (ESR), both driven by `playwright-core`, and fails on any
+//! console error of the page. The scripts share `console_lib.js`:
+//! - `console_browser.js`: log in, databases, documents and their JSON
+//!   editor, a conflict resolved by picking a winner, attachments,
+//!   replications started from the form with the live dashboard;
+//! - `console_query.js`: Mango queries, `_explain` and indexes, full-text
+//!   search;
+//! - `console_views.js`: views run with options and edited, design
+//!   functions listed;
+//! - `console_admin.js`: a database's permissions, users, as an admin, a
+//!   member and a plain user;
+//! - `console_server.js`: configuration, active tasks, node figures, the
+//!   activity of databases;
+//! - `console_conflicts.js`: conflicts across a database, resolved in bulk.
+//!
+//! Screenshots of every page go to
+//! `<workspace>/target/console-screenshots/<browser>`.
 //!
 //! Needs Node.js, the npm packages of `tests/interop` (`cargo xtask test`
 //! installs them) and the browsers (`/usr/bin/chromium` or `CHROMIUM`,
@@ -23,8 +35,6 @@ use recliner_tests::{TempDir, TestServer};
 /// The most the script may run before the test kills it; the script's own
 /// watchdog (150 s) normally ends it first.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(180);
-
-const SCRIPT: &str = "console_browser.js";
 
 /// Held by the test whose browser runs: one browser at a time.
 static ONE_BROWSER: Mutex<()> = Mutex::new(());
@@ -93,16 +103,77 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String
 /// above zero, `completed`), stop, delete and restart jobs, log out.
 #[test]
 fn web_console_in_chromium() {
-    run_console_script(&CHROMIUM);
+    run_console_script(&CHROMIUM, "console_browser.js");
 }
 
 /// The same walk through the console in Firefox, over WebDriver BiDi.
 #[test]
 fn web_console_in_firefox() {
-    run_console_script(&FIREFOX);
+    run_console_script(&FIREFOX, "console_browser.js");
 }
 
-fn run_console_script(browser: &Browser) {
+/// Mango (a query, its explanation, indexes made and dropped, bookmarks)
+/// and full-text search (hits, highlights, facets).
+#[test]
+fn query_pages_in_chromium() {
+    run_console_script(&CHROMIUM, "console_query.js");
+}
+
+#[test]
+fn query_pages_in_firefox() {
+    run_console_script(&FIREFOX, "console_query.js");
+}
+
+/// Views run with options, a map function saved, a compile error shown
+/// inline, and the design functions listed.
+#[test]
+fn view_pages_in_chromium() {
+    run_console_script(&CHROMIUM, "console_views.js");
+}
+
+#[test]
+fn view_pages_in_firefox() {
+    run_console_script(&FIREFOX, "console_views.js");
+}
+
+/// Permissions (`_security` as a form, a member losing access in a second
+/// session) and users (created, changed, logging in; a user changing their
+/// own password), each as an admin, a member and a plain user.
+#[test]
+fn admin_pages_in_chromium() {
+    run_console_script(&CHROMIUM, "console_admin.js");
+}
+
+#[test]
+fn admin_pages_in_firefox() {
+    run_console_script(&FIREFOX, "console_admin.js");
+}
+
+/// The server's configuration (a setting changed live), its active tasks
+/// and figures, and the live activity of databases.
+#[test]
+fn server_pages_in_chromium() {
+    run_console_script(&CHROMIUM, "console_server.js");
+}
+
+#[test]
+fn server_pages_in_firefox() {
+    run_console_script(&FIREFOX, "console_server.js");
+}
+
+/// Every conflicted document of a database found and resolved in bulk, by
+/// the latest edit and by a pick per document.
+#[test]
+fn conflict_pages_in_chromium() {
+    run_console_script(&CHROMIUM, "console_conflicts.js");
+}
+
+#[test]
+fn conflict_pages_in_firefox() {
+    run_console_script(&FIREFOX, "console_conflicts.js");
+}
+
+fn run_console_script(browser: &Browser, script: &str) {
     let _turn = ONE_BROWSER.lock().unwrap_or_else(|e| e.into_inner());
     let path = browser_path(browser);
     if !path.exists() {
@@ -145,7 +216,7 @@ fn run_console_script(browser: &Browser) {
 
     let started = Instant::now();
     let mut child = Command::new(&node)
-        .arg(SCRIPT)
+        .arg(script)
         .current_dir(&dir)
         .env("RECLINER_URL", &server.url)
         .env("CONSOLE_SCREENSHOTS", &shots)
@@ -155,7 +226,7 @@ fn run_console_script(browser: &Browser) {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start `{node} {SCRIPT}`: {e}"));
+        .unwrap_or_else(|e| panic!("cannot start `{node} {script}`: {e}"));
     let stdout = drain(child.stdout.take().expect("piped stdout"));
     let stderr = drain(child.stderr.take().expect("piped stderr"));
 
@@ -178,17 +249,17 @@ fn run_console_script(browser: &Browser) {
     match status {
         Some(status) if status.success() => {
             println!(
-                "{SCRIPT} passed in {} in {elapsed:.1?}; screenshots in {}\n{stdout}{stderr}",
+                "{script} passed in {} in {elapsed:.1?}; screenshots in {}\n{stdout}{stderr}",
                 browser.name,
                 shots.display()
             );
         }
         Some(status) => panic!(
-            "{SCRIPT} failed in {} ({status}) after {elapsed:.1?}\n--- stdout\n{stdout}--- stderr\n{stderr}",
+            "{script} failed in {} ({status}) after {elapsed:.1?}\n--- stdout\n{stdout}--- stderr\n{stderr}",
             browser.name
         ),
         None => panic!(
-            "{SCRIPT} did not finish within {SCRIPT_TIMEOUT:?} and was killed\n--- stdout\n{stdout}--- stderr\n{stderr}"
+            "{script} did not finish within {SCRIPT_TIMEOUT:?} and was killed\n--- stdout\n{stdout}--- stderr\n{stderr}"
         ),
     }
 }
