@@ -203,6 +203,16 @@ fn plain_rows() -> Vec<Row> {
             Some(json!({"source": "{db}", "target": "{db}"})),
             [401, 403, 200, 200, 200],
         ),
+        // The node's configuration is the server admins', and so is
+        // Recliner's list of the settings that wait for the next start
+        // (the console's Server page reads both).
+        row("GET", "/_node/_local/_config", None, SERVER_ADMIN),
+        beyond_reference(
+            "GET",
+            "/_node/_local/_config/_applied_at_start",
+            None,
+            SERVER_ADMIN,
+        ),
     ]
 }
 
