@@ -42,6 +42,7 @@ pub const ASSETS: &[Asset] = &[
     script!("lib/dom.js"),
     script!("lib/json-editor.js"),
     script!("lib/paths.js"),
+    script!("lib/rights.js"),
     script!("lib/shell.js"),
     script!("lib/widgets.js"),
     script!("pages/activity.js"),

@@ -7,7 +7,8 @@ import { ApiError, api, describeError } from '../lib/api.js';
 import { append, clear, fmtNumber, h, setText, uid } from '../lib/dom.js';
 import { parseErrorText } from '../lib/json-editor.js';
 import { dbPath, link } from '../lib/paths.js';
-import { announce, handlePageError, main, session, startPage } from '../lib/shell.js';
+import { announce, handlePageError, main, startPage } from '../lib/shell.js';
+import { isDatabaseAdmin } from '../lib/rights.js';
 import { confirmDialog, databaseHeader, stat } from '../lib/widgets.js';
 
 const DEFAULT_SELECTOR = '{\n  "_id": {"$gt": null}\n}';
@@ -126,19 +127,6 @@ export function bookmarkPaging(label, go) {
       if (direction === 'prev') state.bookmarks.push(bookmark);
     },
   };
-}
-
-/** Whether the logged-in user may write design documents in `db` (a server or database admin). */
-export async function isDatabaseAdmin(db) {
-  if (session.roles.includes('_admin')) return true;
-  try {
-    const security = await api('GET', `${dbPath(db)}/_security`);
-    const admins = (security && security.admins) || {};
-    return (admins.names || []).includes(session.name)
-      || (admins.roles || []).some((r) => session.roles.includes(r));
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -6,8 +6,9 @@
 import { ApiError, api, describeError } from '../lib/api.js';
 import { clear, fmtNumber, h, setText, uid } from '../lib/dom.js';
 import { dbPath } from '../lib/paths.js';
-import { announce, handlePageError, main, route, session, startPage } from '../lib/shell.js';
+import { announce, handlePageError, main, route, startPage } from '../lib/shell.js';
 import { databaseHeader, stat } from '../lib/widgets.js';
+import { isAdminIn } from '../lib/rights.js';
 
 // ------------------------------------------------------------ list editor
 
@@ -100,13 +101,6 @@ export function listEditor({ label, noun, items, editable = true, onChange = () 
 
 // ------------------------------------------------------------ permissions
 
-/** Whether the logged-in user may change this security object. */
-function isDatabaseAdmin(sec) {
-  if (session.roles.includes('_admin')) return true;
-  const admins = sec.admins || {};
-  return (admins.names || []).includes(session.name)
-    || (admins.roles || []).some((role) => session.roles.includes(role));
-}
 
 /** What the members lists mean for who may use the database, in words. */
 function accessSummary(memberNames, memberRoles) {
@@ -155,7 +149,7 @@ export async function renderPermissions(db) {
   }
   if (!alive()) return;
   sec = sec || {};
-  const editable = isDatabaseAdmin(sec);
+  const editable = isAdminIn(sec);
 
   const root = clear(main());
   root.append(...databaseHeader(db, 'permissions'));

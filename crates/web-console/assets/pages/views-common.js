@@ -1,10 +1,9 @@
 // What the Views pages share: their links, the design documents of a
-// database, whether the user may edit them, and the side list of views.
+// database, and the side list of views.
 
 import { api } from '../lib/api.js';
 import { h } from '../lib/dom.js';
 import { dbPath, query } from '../lib/paths.js';
-import { session } from '../lib/shell.js';
 
 /** The reduce functions CouchDB runs natively, offered in the editor. */
 export const BUILTIN_REDUCES = ['_count', '_sum', '_stats', '_approx_count_distinct'];
@@ -52,26 +51,6 @@ export function viewNames(doc) {
 /** Only JavaScript design documents are edited here (not Mango's `query` ones). */
 export function isJavaScript(doc) {
   return !doc.language || doc.language === 'javascript';
-}
-
-/**
- * Whether the user may write design documents of `db`: in CouchDB only its
- * admins may (members get 403). Server admins have `_admin`; database admins
- * are named in `_security`'s admins by name or role. A user who may not read
- * `_security` is treated as no admin.
- */
-export async function isDbAdmin(db) {
-  if (session.roles.includes('_admin')) return true;
-  let security;
-  try {
-    security = await api('GET', `${dbPath(db)}/_security`);
-  } catch {
-    return false;
-  }
-  const admins = (security && security.admins) || {};
-  const names = Array.isArray(admins.names) ? admins.names : [];
-  const roles = Array.isArray(admins.roles) ? admins.roles : [];
-  return names.includes(session.name) || session.roles.some((r) => roles.includes(r));
 }
 
 /**

@@ -10,8 +10,9 @@ import { clear, h, setText, uid } from '../lib/dom.js';
 import { announce, handlePageError, main, navigate, route, startPage } from '../lib/shell.js';
 import { confirmDialog, databaseHeader } from '../lib/widgets.js';
 import {
-  BUILTIN_REDUCES, ddocName, ddocPath, isDbAdmin, isJavaScript, loadDesignDocs, viewLink, viewsNav,
+  BUILTIN_REDUCES, ddocName, ddocPath, isJavaScript, loadDesignDocs, viewLink, viewsNav,
 } from './views-common.js';
+import { isDatabaseAdmin } from '../lib/rights.js';
 
 const MAP_TEMPLATE = 'function (doc) {\n  emit(doc._id, 1);\n}';
 const REDUCE_TEMPLATE = 'function (keys, values, rereduce) {\n  return sum(values);\n}';
@@ -24,7 +25,7 @@ const BOOKKEEPING = new Set(['_id', '_rev', 'language', 'views']);
 export async function renderViewEditor(db, target) {
   const isNew = target.view === undefined;
   const alive = startPage(isNew ? `New view · ${db}` : `Edit ${target.view} · ${db}`, 'dbs');
-  const [docs, admin] = await Promise.all([loadDesignDocs(db), isDbAdmin(db)]);
+  const [docs, admin] = await Promise.all([loadDesignDocs(db), isDatabaseAdmin(db)]);
   if (!alive()) return;
   const doc = docs.find((d) => ddocName(d) === target.ddoc);
   const def = !isNew && doc && doc.views ? doc.views[target.view] : null;

@@ -10,8 +10,9 @@ import { link, query } from '../lib/paths.js';
 import { handlePageError, main, startPage } from '../lib/shell.js';
 import { databaseHeader } from '../lib/widgets.js';
 import {
-  ddocName, isDbAdmin, isJavaScript, jsonText, loadDesignDocs, viewLink, viewPath, viewsNav,
+  ddocName, isJavaScript, jsonText, loadDesignDocs, viewLink, viewPath, viewsNav,
 } from './views-common.js';
+import { isDatabaseAdmin } from '../lib/rights.js';
 
 /** Rows per page when the route names no `limit`, and the most allowed. */
 const DEFAULT_LIMIT = 20;
@@ -90,7 +91,7 @@ function jsonProblems(state) {
 
 export async function renderViewRun(db, ddoc, view, params) {
   const alive = startPage(`${view} · ${db}`, 'dbs');
-  const [docs, admin] = await Promise.all([loadDesignDocs(db), isDbAdmin(db)]);
+  const [docs, admin] = await Promise.all([loadDesignDocs(db), isDatabaseAdmin(db)]);
   if (!alive()) return;
   const doc = docs.find((d) => ddocName(d) === ddoc);
   const def = doc && doc.views && doc.views[view];

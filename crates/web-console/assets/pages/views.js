@@ -8,8 +8,9 @@ import { link } from '../lib/paths.js';
 import { main, startPage } from '../lib/shell.js';
 import { databaseHeader } from '../lib/widgets.js';
 import {
-  ddocName, ddocPath, isDbAdmin, isJavaScript, loadDesignDocs, viewLink, viewNames,
+  ddocName, ddocPath, isJavaScript, loadDesignDocs, viewLink, viewNames,
 } from './views-common.js';
+import { isDatabaseAdmin } from '../lib/rights.js';
 import { renderViewEditor } from './views-edit.js';
 import { renderViewRun } from './views-run.js';
 
@@ -32,7 +33,7 @@ const FUNCTION_KINDS = [
 
 async function renderDesignDocs(db) {
   const alive = startPage(`Views · ${db}`, 'dbs');
-  const [docs, admin] = await Promise.all([loadDesignDocs(db), isDbAdmin(db)]);
+  const [docs, admin] = await Promise.all([loadDesignDocs(db), isDatabaseAdmin(db)]);
   if (!alive()) return;
   const root = clear(main());
   root.append(...databaseHeader(db, 'views'));
