@@ -40,6 +40,7 @@ pub const ASSETS: &[Asset] = &[
     script!("lib/api.js"),
     script!("lib/conflicts.js"),
     script!("lib/dom.js"),
+    script!("lib/forms.js"),
     script!("lib/json-editor.js"),
     script!("lib/paths.js"),
     script!("lib/rights.js"),

@@ -8,7 +8,7 @@ import { clear, fmtNumber, h, setText, uid } from '../lib/dom.js';
 import { dbPath, docPath, link } from '../lib/paths.js';
 import { announce, main, startPage } from '../lib/shell.js';
 import { databaseHeader } from '../lib/widgets.js';
-import { bookmarkPaging, cellText, errorArea, jsonField, mustBe, sessionEnded, splitList } from './mango.js';
+import { bookmarkPaging, cellText, errorArea, jsonField, mustBe, sessionEnded, splitList } from '../lib/forms.js';
 
 // Highlights are asked with tags no text holds (Unicode private-use
 // characters), then split on them: a document's own "<em>" stays text.
