@@ -7,7 +7,7 @@ import { ApiError, describeError } from '../lib/api.js';
 import { clear, fmtNumber, fmtTime, h, setText } from '../lib/dom.js';
 import { link } from '../lib/paths.js';
 import { handlePageError, main, onCleanup, startPage } from '../lib/shell.js';
-import { refuseUnlessAdmin } from './server.js';
+import { refuseUnlessAdmin } from '../lib/rights.js';
 
 /** How long the server holds one poll open when nothing happens. */
 const POLL_TIMEOUT_MS = 25000;

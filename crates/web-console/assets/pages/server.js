@@ -5,7 +5,8 @@
 
 import { ApiError, api, describeError } from '../lib/api.js';
 import { clear, h, uid } from '../lib/dom.js';
-import { announce, handlePageError, logout, main, session, startPage } from '../lib/shell.js';
+import { refuseUnlessAdmin } from '../lib/rights.js';
+import { announce, handlePageError, main, startPage } from '../lib/shell.js';
 import { confirmDialog } from '../lib/widgets.js';
 import { liveSections } from './server-live.js';
 
@@ -22,38 +23,6 @@ const memory = { section: '', filter: '', restartNeeded: new Set() };
 
 function keyPath(section, key) {
   return `${CONFIG}/${encodeURIComponent(section)}/${encodeURIComponent(key)}`;
-}
-
-export function isServerAdmin() {
-  return session.roles.includes('_admin');
-}
-
-/**
- * The page for a user who is not a server admin: what the page is for and
- * why they may not see it, in CouchDB's words (asked of `path`). Answers
- * false when the server lets them after all (then the page goes on).
- */
-export async function refuseUnlessAdmin({ alive, title, path, what }) {
-  if (isServerAdmin()) return false;
-  let reason = null;
-  try {
-    await api('GET', path);
-    return false;
-  } catch (err) {
-    if (!(err instanceof ApiError) || (err.status !== 401 && err.status !== 403)) throw err;
-    reason = describeError(err);
-  }
-  if (!alive()) return true;
-  clear(main()).append(
-    h('div', { class: 'page-head' }, h('div', {}, h('h1', { text: title }))),
-    h('div', { class: 'callout callout-warn admin-only', role: 'note' },
-      h('p', {}, h('strong', { text: 'Server admins only. ' }), what),
-      h('p', { text: `The server answers: ${reason}` })),
-    h('p', { class: 'muted', text: `You are logged in as ${session.name}, who is not a server admin.` }),
-    h('p', {},
-      h('a', { class: 'btn', href: '#/dbs', text: 'Back to the databases' }), ' ',
-      h('button', { type: 'button', class: 'btn', onclick: () => logout(), text: 'Log in as someone else' })));
-  return true;
 }
 
 export async function renderServer() {

@@ -9,6 +9,7 @@ import { docPath, link } from '../lib/paths.js';
 import {
   announce, handlePageError, loadSession, main, navigate, renderLogin, route, session, startPage,
 } from '../lib/shell.js';
+import { isServerAdmin } from '../lib/rights.js';
 import { breadcrumbs, clampPerPage, confirmDialog, pager, stat } from '../lib/widgets.js';
 import { listEditor } from './permissions.js';
 
@@ -24,8 +25,6 @@ function userPath(name) {
 function userLink(name) {
   return `#/users/${encodeURIComponent(name)}`;
 }
-
-const isServerAdmin = () => session.roles.includes('_admin');
 
 /** Whether a user document holds a password (hashed, or legacy SHA-1). */
 function hasPassword(doc) {
