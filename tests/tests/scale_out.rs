@@ -1,7 +1,10 @@
 //! Several `recliner` nodes on one PostgreSQL (`--store postgres://...`):
-//! writes to every node at once, one database for all of them, a
-//! `_replicator` job that runs on exactly one node and moves to another
-//! when that node is killed, and no acknowledged write lost.
+//! writes to every node at once, one database for all of them, feeds and
+//! `_security` that follow other nodes' writes, a `_replicator` job that
+//! runs on exactly one node and moves to another when that node is killed,
+//! and no acknowledged write lost. All of it twice: with PostgreSQL's
+//! `NOTIFY` and advisory locks, and without them, as on the compatible
+//! engines that lack them.
 //!
 //! Runs in the PostgreSQL pass of `cargo xtask test` (it needs
 //! `RECLINER_TEST_POSTGRES`); the SQLite pass has nothing to run it on.
@@ -24,19 +27,33 @@ struct Cluster {
     _dirs: Vec<TempDir>,
 }
 
-fn start_cluster(store: &str) -> Cluster {
+/// How the nodes coordinate: the settings of one of the two modes.
+type Mode = &'static [(&'static str, &'static str)];
+
+/// PostgreSQL's own features: `NOTIFY` and advisory locks.
+const WITH_NOTIFY: Mode = &[];
+
+/// As on engines without `LISTEN`/`NOTIFY` or advisory locks.
+const WITHOUT_NOTIFY: Mode = &[
+    ("RECLINER_STORE_NOTIFY", "false"),
+    ("RECLINER_STORE_ADVISORY_LOCKS", "false"),
+];
+
+/// The longest a node may take to see another node's write: generous for
+/// a loaded test machine, many times the polling interval.
+const FOLLOW_BOUND: Duration = Duration::from_secs(5);
+
+fn start_cluster(store: &str, mode: Mode) -> Cluster {
     let dirs: Vec<TempDir> = (0..3).map(|i| TempDir::new(&format!("node{i}"))).collect();
     let nodes = dirs
         .iter()
         .map(|dir| {
-            Some(TestServer::start_with_env(
-                dir.path(),
-                &[],
-                &[
-                    ("RECLINER_STORE", store),
-                    ("RECLINER_REPLICATOR_CHECKPOINT_INTERVAL_MS", "300"),
-                ],
-            ))
+            let mut env = vec![
+                ("RECLINER_STORE", store),
+                ("RECLINER_REPLICATOR_CHECKPOINT_INTERVAL_MS", "300"),
+            ];
+            env.extend_from_slice(mode);
+            Some(TestServer::start_with_env(dir.path(), &[], &env))
         })
         .collect();
     Cluster { nodes, _dirs: dirs }
@@ -99,6 +116,15 @@ async fn runner(cluster: &Cluster) -> Option<usize> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn three_nodes_on_one_postgres_share_writes_and_hand_over_a_killed_nodes_replication() {
+    three_nodes(WITH_NOTIFY).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn three_nodes_without_notify_or_advisory_locks_do_the_same() {
+    three_nodes(WITHOUT_NOTIFY).await;
+}
+
+async fn three_nodes(mode: Mode) {
     let Ok(url) = std::env::var(recliner_tests::POSTGRES_VAR) else {
         eprintln!("no PostgreSQL (RECLINER_TEST_POSTGRES): nothing to run the nodes on");
         return;
@@ -110,7 +136,7 @@ async fn three_nodes_on_one_postgres_share_writes_and_hand_over_a_killed_nodes_r
     store_postgres::create_schema(&url, &schema).unwrap();
     let joiner = if url.contains('?') { '&' } else { '?' };
     let store = format!("{url}{joiner}options=-csearch_path%3D{schema}");
-    let mut cluster = start_cluster(&store);
+    let mut cluster = start_cluster(&store, mode);
     let clients: Vec<Client> = cluster
         .nodes
         .iter()
@@ -172,6 +198,8 @@ async fn three_nodes_on_one_postgres_share_writes_and_hand_over_a_killed_nodes_r
     let mut statuses = [a.status, b.status];
     statuses.sort();
     assert_eq!(statuses, [201, 409], "{} / {}", a.text, b.text);
+
+    follow_other_nodes(&cluster).await;
 
     // A continuous replication, written on node 0, into the SQLite server.
     let job = json!({
@@ -337,6 +365,68 @@ async fn three_nodes_on_one_postgres_share_writes_and_hand_over_a_killed_nodes_r
     );
     drop(cluster);
     let _ = store_postgres::drop_schema(&url, &schema);
+}
+
+/// A feed on one node wakes for a write on another, and `_security`
+/// replaced on one node is what the others enforce next, within
+/// [`FOLLOW_BOUND`].
+async fn follow_other_nodes(cluster: &Cluster) {
+    let node = |i: usize| cluster.nodes[i].as_ref().unwrap();
+    let clients: Vec<Client> = (0..3).map(|i| Client::new(node(i))).collect();
+    let since = clients[1].get("/shared").await.json()["update_seq"].clone();
+    let since = since
+        .as_str()
+        .map_or_else(|| since.to_string(), str::to_string);
+    let feed = {
+        let feed = Client::new(node(1));
+        let path = format!("/shared/_changes?feed=longpoll&since={since}&timeout=20000");
+        tokio::spawn(async move { (feed.get(&path).await, std::time::Instant::now()) })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let written = clients[0].put("/shared/wakes-the-feed", json!({})).await;
+    assert_eq!(written.status, 201, "{}", written.text);
+    let at = std::time::Instant::now();
+    let (woken, when) = feed.await.unwrap();
+    let ids: Vec<Value> = woken.json()["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|row| row["id"].clone())
+        .collect();
+    assert!(ids.contains(&json!("wakes-the-feed")), "{}", woken.text);
+    let waited = when.duration_since(at);
+    assert!(
+        waited < FOLLOW_BOUND,
+        "node 1's feed woke {waited:?} after node 0's write"
+    );
+
+    // A member of `shared` reads it through node 2, until node 0 replaces
+    // the members.
+    let user = json!({"name": "reader", "password": "pw", "roles": [], "type": "user"});
+    let made = clients[0]
+        .put("/_users/org.couchdb.user:reader", user)
+        .await;
+    assert_eq!(made.status, 201, "{}", made.text);
+    let members = |name: &str| json!({"admins": {}, "members": {"names": [name], "roles": []}});
+    let set = clients[0].put("/shared/_security", members("reader")).await;
+    assert_eq!(set.status, 200, "{}", set.text);
+    let reader = Client::at(&node(2).plain_url.replacen("://", "://reader:pw@", 1));
+    assert!(
+        eventually_within(FOLLOW_BOUND, async || reader.get("/shared").await.status
+            == 200)
+        .await,
+        "the member cannot read through node 2"
+    );
+    let set = clients[0]
+        .put("/shared/_security", members("somebody-else"))
+        .await;
+    assert_eq!(set.status, 200, "{}", set.text);
+    assert!(
+        eventually_within(FOLLOW_BOUND, async || reader.get("/shared").await.status
+            == 403)
+        .await,
+        "node 2 still lets a removed member read"
+    );
 }
 
 /// PostgreSQL's `text` refuses U+0000, which CouchDB accepts in an id: a

@@ -147,6 +147,9 @@ const APPLIED_AT_START: &[&str] = &[
     // Where the databases are and how they are written: opened once.
     "data_dir",
     "store",
+    "store_notify",
+    "store_advisory_locks",
+    "store_poll_interval_ms",
     "durability",
     // Logging: set up once, before anything else.
     "log_level",

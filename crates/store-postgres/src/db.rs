@@ -114,7 +114,7 @@ impl DbBackend for PgDb {
             conn: self.pool.get()?,
             db_id: self.db_id,
             name: self.name.clone(),
-            channel: self.listener.channel().to_string(),
+            channel: self.listener.channel().map(str::to_string),
         }))
     }
 
@@ -185,7 +185,7 @@ struct PgSession {
     conn: Lent,
     db_id: i64,
     name: String,
-    channel: String,
+    channel: Option<String>,
 }
 
 impl WriteSession for PgSession {
@@ -197,7 +197,7 @@ impl WriteSession for PgSession {
         &mut self,
         group: &mut dyn FnMut(&dyn WriteTx) -> Result<bool, StoreError>,
     ) -> Result<bool, StoreError> {
-        let (db_id, name, channel) = (self.db_id, self.name.as_str(), self.channel.as_str());
+        let (db_id, name, channel) = (self.db_id, self.name.as_str(), self.channel.as_deref());
         in_transaction(&mut self.conn, "BEGIN", |conn| {
             // Taken first: every other node's writer of this database waits
             // here until this transaction ends.

@@ -10,9 +10,11 @@
 //!   one database are serialized across nodes;
 //! - each commit is announced with `NOTIFY`, and one listening connection
 //!   per node wakes that node's changes feeds and drops its caches
-//!   (`listener`);
+//!   (`listener`); on engines without `NOTIFY` each node polls the
+//!   databases' change counters instead ([`PostgresOptions::notify`]);
 //! - the tables are created and migrated on start, once however many nodes
-//!   start together (`schema`).
+//!   start together (`schema`), under an advisory lock or, on engines
+//!   without them, a row lock ([`PostgresOptions::advisory_locks`]).
 //!
 //! View and Mango indexes are derived data: each node keeps its own in its
 //! data folder and builds them from the changes feed.
@@ -26,6 +28,7 @@ mod schema;
 mod text;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use store::StoreError;
 use store::backend::{DbBackend, NewDb, StoreBackend, new_db_meta};
@@ -34,6 +37,36 @@ use crate::conn::{Pool, pg};
 use crate::db::PgDb;
 use crate::listener::Listener;
 use crate::text::Text;
+
+/// Which PostgreSQL features the nodes coordinate with. PostgreSQL has
+/// them all; some PostgreSQL-compatible engines (distributed ones, poolers
+/// in transaction mode) lack `LISTEN`/`NOTIFY` or advisory locks, and work
+/// with them switched off, at the cost of a bounded delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// Commits are announced with `NOTIFY` and heard with `LISTEN`, so
+    /// other nodes' feeds wake within milliseconds. Off: neither is sent,
+    /// and each node reads the open databases' change counters every
+    /// `poll_interval` instead.
+    pub notify: bool,
+    /// Nodes starting together migrate the tables one at a time under an
+    /// advisory lock. Off: under a row lock (`SELECT ... FOR UPDATE`) in a
+    /// table of its own.
+    pub advisory_locks: bool,
+    /// With `notify` off, the longest a node takes to see another node's
+    /// commit, `_security` or design change.
+    pub poll_interval: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> PostgresOptions {
+        PostgresOptions {
+            notify: true,
+            advisory_locks: true,
+            poll_interval: Duration::from_millis(250),
+        }
+    }
+}
 
 /// Every database of a server in one PostgreSQL database.
 #[derive(Debug)]
@@ -55,11 +88,15 @@ impl PostgresStore {
     }
 
     /// Connects to `url` (`postgres://user:password@host:port/dbname`),
-    /// creates or migrates the tables, and starts listening for other
-    /// nodes' commits. `data_dir` holds this node's own files.
-    pub fn connect(url: &str, data_dir: PathBuf) -> Result<PostgresStore, StoreError> {
+    /// creates or migrates the tables, and starts following other nodes'
+    /// commits. `data_dir` holds this node's own files.
+    pub fn connect(
+        url: &str,
+        data_dir: PathBuf,
+        options: PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
         let config: postgres::Config = url.parse().map_err(pg)?;
-        off_async(move || PostgresStore::start(config, data_dir))
+        off_async(move || PostgresStore::start(config, data_dir, options))
     }
 
     /// [`PostgresStore::connect`] with the tables in `schema` (created if
@@ -69,16 +106,21 @@ impl PostgresStore {
         url: &str,
         schema: &str,
         data_dir: PathBuf,
+        options: PostgresOptions,
     ) -> Result<PostgresStore, StoreError> {
         create_schema(url, schema)?;
         let mut config: postgres::Config = url.parse().map_err(pg)?;
         config.options(&format!("-c search_path={}", quote_ident(schema)));
-        off_async(move || PostgresStore::start(config, data_dir))
+        off_async(move || PostgresStore::start(config, data_dir, options))
     }
 
-    fn start(config: postgres::Config, data_dir: PathBuf) -> Result<PostgresStore, StoreError> {
+    fn start(
+        config: postgres::Config,
+        data_dir: PathBuf,
+        options: PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
         let pool = Pool::new(config);
-        schema::migrate(&mut *pool.get()?)?;
+        schema::migrate(&pool, options.advisory_locks)?;
         let server_uuid: String = {
             let mut conn = pool.get()?;
             let fresh = uuid::Uuid::new_v4().simple().to_string();
@@ -89,7 +131,11 @@ impl PostgresStore {
             conn.query_one("SELECT value FROM recliner_server WHERE key = 'uuid'", &[])?
                 .text(0)?
         };
-        let listener = Listener::start(pool.clone(), &server_uuid)?;
+        let listener = if options.notify {
+            Listener::start(pool.clone(), &server_uuid)?
+        } else {
+            Listener::start_polling(pool.clone(), options.poll_interval)?
+        };
         Ok(PostgresStore {
             pool,
             server_uuid,

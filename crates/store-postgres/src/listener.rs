@@ -7,6 +7,13 @@
 //!
 //! Payloads: `"<db_id> <update_seq> <design_changed>"` for a commit,
 //! `"<db_id> security"` when `_security` was replaced.
+//!
+//! Without `NOTIFY` (`PostgresOptions::notify` off), the same registrations
+//! are served by polling the databases' change counters (`poll`). A node
+//! that listens polls too, rarely ([`SAFETY_NET`]): its feeds and caches
+//! never depend on a notification alone.
+
+mod poll;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +30,11 @@ use crate::conn::{Pool, pg};
 /// whether its store is gone.
 const POLL: Duration = Duration::from_secs(1);
 
+/// How often a node that listens also reads the counters, as the polling
+/// nodes do: a commit whose notification never came (a node with `NOTIFY`
+/// off, while a cluster switches modes) is still seen within this.
+const SAFETY_NET: Duration = Duration::from_secs(5);
+
 /// The channel a server's commits are announced on.
 pub(crate) fn channel(server_uuid: &str) -> String {
     format!("recliner_{server_uuid}")
@@ -32,7 +44,8 @@ pub(crate) fn channel(server_uuid: &str) -> String {
 #[derive(Clone)]
 pub(crate) struct Listener {
     inner: Arc<Listeners>,
-    channel: Arc<str>,
+    /// Where commits are announced; `None` when nodes poll instead.
+    channel: Option<Arc<str>>,
 }
 
 #[derive(Default)]
@@ -57,15 +70,16 @@ fn lock(listeners: &Listeners) -> MutexGuard<'_, HashMap<i64, Vec<(u64, ChangeLi
 impl Listener {
     /// Starts the listening thread; it ends soon after the store is dropped.
     pub(crate) fn start(pool: Pool, server_uuid: &str) -> Result<Listener, StoreError> {
+        let channel: Arc<str> = channel(server_uuid).into();
         let listener = Listener {
             inner: Arc::default(),
-            channel: channel(server_uuid).into(),
+            channel: Some(channel.clone()),
         };
         let weak = Arc::downgrade(&listener.inner);
         // The first connection is made here, so a store that cannot listen
         // fails to start rather than serving feeds that never wake.
-        let channel = listener.channel.clone();
         let client = listen(&pool, &channel)?;
+        listener.spawn_poller(pool.clone(), SAFETY_NET)?;
         std::thread::Builder::new()
             .name("pg-listener".into())
             .spawn(move || run(pool, &channel, client, weak))
@@ -73,9 +87,32 @@ impl Listener {
         Ok(listener)
     }
 
-    /// The channel this server's commits are announced on.
-    pub(crate) fn channel(&self) -> &str {
-        &self.channel
+    /// Starts the polling thread (for engines without `NOTIFY`): every
+    /// `every`, one query reads the counters of the databases open here.
+    pub(crate) fn start_polling(pool: Pool, every: Duration) -> Result<Listener, StoreError> {
+        let listener = Listener {
+            inner: Arc::default(),
+            channel: None,
+        };
+        listener.spawn_poller(pool, every)?;
+        Ok(listener)
+    }
+
+    fn spawn_poller(&self, pool: Pool, every: Duration) -> Result<(), StoreError> {
+        // As with `LISTEN`: a store that cannot read the counters fails to
+        // start rather than serving feeds that never wake.
+        poll::check(&pool)?;
+        let weak = Arc::downgrade(&self.inner);
+        std::thread::Builder::new()
+            .name("pg-poller".into())
+            .spawn(move || poll::run(pool, every, weak))
+            .map_err(StoreError::Io)?;
+        Ok(())
+    }
+
+    /// The channel this server's commits are announced on, if they are.
+    pub(crate) fn channel(&self) -> Option<&str> {
+        self.channel.as_deref()
     }
 
     /// Calls `listener` with each change of database `db_id`; the token
@@ -98,6 +135,11 @@ impl Listener {
             }
         }
     }
+}
+
+/// The databases open here (with a listener).
+fn open_ids(listeners: &Listeners) -> Vec<i64> {
+    lock(listeners).keys().copied().collect()
 }
 
 /// Hands `change` to the listeners of `db_id`, outside the lock (a
@@ -186,7 +228,7 @@ fn run(pool: Pool, channel: &str, mut client: postgres::Client, listeners: Weak<
 /// After a reconnection: tells every open database its latest sequence, as
 /// if everything had changed.
 fn catch_up(pool: &Pool, listeners: &Listeners) {
-    let ids: Vec<i64> = lock(listeners).keys().copied().collect();
+    let ids = open_ids(listeners);
     let Ok(mut conn) = pool.get() else {
         return;
     };

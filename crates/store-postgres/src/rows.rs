@@ -39,8 +39,9 @@ pub(crate) struct PgRows<'a> {
     conn: RefCell<&'a mut PgConn>,
     db_id: i64,
     name: &'a str,
-    /// Where commits are announced (`crate::listener`).
-    channel: &'a str,
+    /// Where commits are announced (`crate::listener`); `None` when nodes
+    /// poll the counters instead.
+    channel: Option<&'a str>,
     /// Documents a batch prefetched, as the transaction found them: each is
     /// handed out once, and any write that could change one drops them all.
     prefetched: RefCell<HashMap<String, Option<StoredDoc>>>,
@@ -151,7 +152,7 @@ impl<'a> PgRows<'a> {
         conn: &'a mut PgConn,
         db_id: i64,
         name: &'a str,
-        channel: &'a str,
+        channel: Option<&'a str>,
     ) -> PgRows<'a> {
         PgRows {
             conn: RefCell::new(conn),
@@ -185,11 +186,15 @@ impl<'a> PgRows<'a> {
         self.pending.borrow_mut().discard();
     }
 
+    /// Announces a change to the other nodes, if they listen (delivered
+    /// when the transaction commits).
     fn notify(&self, payload: &str) -> Result<(), StoreError> {
-        self.execute(
-            "SELECT pg_notify($1, $2)",
-            &[&Text(self.channel), &Text(payload)],
-        )?;
+        if let Some(channel) = self.channel {
+            self.execute(
+                "SELECT pg_notify($1, $2)",
+                &[&Text(channel), &Text(payload)],
+            )?;
+        }
         Ok(())
     }
 
@@ -198,12 +203,14 @@ impl<'a> PgRows<'a> {
         self.conn()?.batch(sql)
     }
 
-    /// Writes the counters back and tells every node the database moved
-    /// (delivered when the transaction commits).
+    /// Writes the counters back (a design change moves `design_gen`, which
+    /// polling nodes follow) and tells every listening node the database
+    /// moved.
     pub(crate) fn save_state(&self, state: &store::backend::DbState) -> Result<(), StoreError> {
         self.execute(
             "UPDATE recliner_dbs SET update_seq = $2, purge_seq = $3, doc_count = $4,
-             doc_del_count = $5, external_size = $6, next_doc_key = $7 WHERE db_id = $1",
+             doc_del_count = $5, external_size = $6, next_doc_key = $7,
+             design_gen = design_gen + CASE WHEN $8 THEN 1 ELSE 0 END WHERE db_id = $1",
             &[
                 &self.db_id,
                 &int(state.update_seq),
@@ -212,6 +219,7 @@ impl<'a> PgRows<'a> {
                 &int(state.doc_del_count),
                 &state.external_size,
                 &state.next_doc_key,
+                &state.design_changed,
             ],
         )?;
         let design = if state.design_changed { "design" } else { "-" };
@@ -592,7 +600,12 @@ impl WriteRows for PgRows<'_> {
             &[&self.db_id, &Text(key), &Text(value)],
         )?;
         if key == "security" {
-            // Every node caches `_security`: tell them all.
+            // Every node caches `_security`: tell them all, by counter
+            // (polling nodes) and by notification (listening ones).
+            self.execute(
+                "UPDATE recliner_dbs SET security_gen = security_gen + 1 WHERE db_id = $1",
+                &[&self.db_id],
+            )?;
             let payload = format!("{} security", self.db_id);
             self.notify(&payload)?;
         }

@@ -7,7 +7,7 @@
 //! the SQLite backend orders them. Every string is stored escaped (see
 //! `crate::text`: `text` refuses U+0000), by an escape that keeps that order.
 
-use crate::conn::PgConn;
+use crate::conn::{PgConn, Pool};
 use store::StoreError;
 
 /// Migrations in order; the version is how many have been applied.
@@ -158,49 +158,99 @@ $$;
 DELETE FROM recliner_leases WHERE strpos(key || holder, chr(1)) > 0;
 DELETE FROM recliner_node_state WHERE strpos(node || key || value, chr(1)) > 0;
 "#,
+    // Change counters nodes without `NOTIFY` poll (`crate::listener`):
+    // moved by every commit that changes a design document or `_security`.
+    r#"
+ALTER TABLE recliner_dbs
+    ADD COLUMN IF NOT EXISTS design_gen bigint NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS security_gen bigint NOT NULL DEFAULT 0;
+"#,
 ];
 
 /// A number no other program's advisory lock is likely to use: held while
 /// a node migrates, so nodes starting together migrate once.
 const MIGRATION_LOCK: i64 = 0x7265_636c_696e_6572; // "recliner"
 
-/// Brings the tables up to date.
-pub(crate) fn migrate(conn: &mut PgConn) -> Result<(), StoreError> {
+/// The table whose one row is locked instead, where advisory locks are off.
+const LOCK_TABLE: &str =
+    "CREATE TABLE IF NOT EXISTS recliner_migration_lock (id integer PRIMARY KEY);
+INSERT INTO recliner_migration_lock (id) VALUES (1) ON CONFLICT DO NOTHING";
+
+/// How many times creating the lock table is tried: two nodes creating it
+/// at once may both pass `IF NOT EXISTS`, and one then fails.
+const LOCK_TABLE_TRIES: u32 = 5;
+
+/// Brings the tables up to date, one node at a time: under an advisory
+/// lock, or (`advisory_locks` off) under a row lock in a table of its own.
+pub(crate) fn migrate(pool: &Pool, advisory_locks: bool) -> Result<(), StoreError> {
+    let mut conn = pool.get()?;
+    if !advisory_locks {
+        create_lock_table(&mut conn)?;
+    }
     conn.batch("BEGIN")?;
     let result = (|| {
-        conn.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
-        conn.batch("CREATE TABLE IF NOT EXISTS recliner_schema (version integer NOT NULL)")?;
-        let version: i32 = match conn.query_opt("SELECT version FROM recliner_schema", &[])? {
-            Some(row) => row.get(0)?,
-            None => {
-                conn.execute("INSERT INTO recliner_schema (version) VALUES (0)", &[])?;
-                0
-            }
-        };
-        let applied = usize::try_from(version).unwrap_or(0);
-        for migration in MIGRATIONS.iter().skip(applied) {
-            conn.batch(migration)?;
+        if advisory_locks {
+            conn.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+        } else {
+            conn.query_one(
+                "SELECT id FROM recliner_migration_lock WHERE id = 1 FOR UPDATE",
+                &[],
+            )?;
         }
-        if applied < MIGRATIONS.len() {
-            let latest = MIGRATIONS.len() as i32;
-            conn.execute("UPDATE recliner_schema SET version = $1", &[&latest])?;
-            tracing::info!(version = latest, "PostgreSQL tables migrated");
-        } else if applied > MIGRATIONS.len() {
-            return Err(StoreError::Backend(
-                format!(
-                    "the PostgreSQL tables are at version {version}, newer than this recliner knows ({}): upgrade recliner",
-                    MIGRATIONS.len()
-                )
-                .into(),
-            ));
-        }
-        Ok(())
+        apply_missing(&mut conn)
     })();
     match result {
         Ok(()) => conn.batch("COMMIT"),
         Err(e) => {
-            let _ = conn.batch("ROLLBACK");
+            if conn.batch("ROLLBACK").is_err() {
+                conn.broken = true;
+            }
             Err(e)
         }
     }
+}
+
+fn create_lock_table(conn: &mut PgConn) -> Result<(), StoreError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match conn.batch(LOCK_TABLE) {
+            Ok(()) => return Ok(()),
+            Err(e) if tries < LOCK_TABLE_TRIES => {
+                tracing::debug!(error = %e, "creating the migration lock table again");
+                std::thread::sleep(std::time::Duration::from_millis(50 * u64::from(tries)));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Applies the migrations the tables lack (the caller holds the lock).
+fn apply_missing(conn: &mut PgConn) -> Result<(), StoreError> {
+    conn.batch("CREATE TABLE IF NOT EXISTS recliner_schema (version integer NOT NULL)")?;
+    let version: i32 = match conn.query_opt("SELECT version FROM recliner_schema", &[])? {
+        Some(row) => row.get(0)?,
+        None => {
+            conn.execute("INSERT INTO recliner_schema (version) VALUES (0)", &[])?;
+            0
+        }
+    };
+    let applied = usize::try_from(version).unwrap_or(0);
+    for migration in MIGRATIONS.iter().skip(applied) {
+        conn.batch(migration)?;
+    }
+    if applied < MIGRATIONS.len() {
+        let latest = MIGRATIONS.len() as i32;
+        conn.execute("UPDATE recliner_schema SET version = $1", &[&latest])?;
+        tracing::info!(version = latest, "PostgreSQL tables migrated");
+    } else if applied > MIGRATIONS.len() {
+        return Err(StoreError::Backend(
+            format!(
+                "the PostgreSQL tables are at version {version}, newer than this recliner knows ({}): upgrade recliner",
+                MIGRATIONS.len()
+            )
+            .into(),
+        ));
+    }
+    Ok(())
 }

@@ -5,6 +5,9 @@
 
 mod backend;
 
-use backend::postgres;
+/// PostgreSQL with every feature the nodes coordinate with.
+fn postgres() -> Option<backend::Postgres> {
+    backend::postgres_with(Default::default())
+}
 
 store_conformance::many_databases_tests!(postgres);

@@ -13,7 +13,7 @@ use store_postgres::PostgresStore;
 const URL_VAR: &str = "RECLINER_TEST_POSTGRES";
 
 fn open(url: &str, schema: &str, dir: &std::path::Path) -> Store {
-    PostgresStore::connect_in_schema(url, schema, dir.to_path_buf())
+    PostgresStore::connect_in_schema(url, schema, dir.to_path_buf(), Default::default())
         .expect("connect to the test server")
         .into_store(dir.to_path_buf(), StoreOptions::default())
 }

@@ -30,6 +30,19 @@ pub struct Config {
     /// folder (the default), or `postgres://user:password@host/dbname` for a
     /// PostgreSQL database that any number of recliner nodes can share.
     pub store: String,
+    /// With a PostgreSQL `store`: announce commits to the other nodes with
+    /// `NOTIFY` (their feeds wake at once). Off for PostgreSQL-compatible
+    /// engines without `LISTEN`/`NOTIFY`: nodes poll instead, every
+    /// `store_poll_interval_ms`.
+    pub store_notify: bool,
+    /// With a PostgreSQL `store`: nodes starting together migrate the
+    /// tables under an advisory lock. Off for engines without advisory
+    /// locks: under a row lock in a table of its own.
+    pub store_advisory_locks: bool,
+    /// With `store_notify` off: milliseconds between two reads of the open
+    /// databases' change counters, the longest a node takes to see another
+    /// node's commit.
+    pub store_poll_interval_ms: u64,
     /// Log filter, in `tracing` directive syntax (`info`, `debug`, `store=trace`).
     pub log_level: String,
     /// Log line format: `human` for terminals, `json` for log collectors.
@@ -450,7 +463,16 @@ impl Config {
                         source,
                     }
                 })?;
-                let backend = store_postgres::PostgresStore::connect(url, self.data_dir.clone())?;
+                let coordination = store_postgres::PostgresOptions {
+                    notify: self.store_notify,
+                    advisory_locks: self.store_advisory_locks,
+                    poll_interval: std::time::Duration::from_millis(self.store_poll_interval_ms),
+                };
+                let backend = store_postgres::PostgresStore::connect(
+                    url,
+                    self.data_dir.clone(),
+                    coordination,
+                )?;
                 Ok(backend.into_store(self.data_dir.clone(), options))
             }
         }
@@ -540,6 +562,12 @@ impl Config {
                 "invalid configuration: setting `store`: a postgres://user:password@host/dbname URL, or empty for SQLite in the data folder; got {:?}",
                 redact_url(&self.store)
             ));
+        }
+        if self.store_poll_interval_ms == 0 {
+            return Err(
+                "invalid configuration: setting `store_poll_interval_ms`: milliseconds, above 0"
+                    .into(),
+            );
         }
         if !(self.compaction_min_garbage > 0.0 && self.compaction_min_garbage <= 1.0) {
             return Err(
@@ -700,6 +728,11 @@ impl Default for Config {
             port: 5984,
             data_dir: PathBuf::from("./data"),
             store: String::new(),
+            store_notify: true,
+            store_advisory_locks: true,
+            store_poll_interval_ms: store_postgres::PostgresOptions::default()
+                .poll_interval
+                .as_millis() as u64,
             log_level: "info".into(),
             log_format: LogFormat::Human,
             log_file: PathBuf::new(),

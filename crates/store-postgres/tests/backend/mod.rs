@@ -4,13 +4,15 @@ use std::path::Path;
 
 use store::{Store, StoreOptions};
 use store_conformance::{Backend, Place};
-use store_postgres::PostgresStore;
+use store_postgres::{PostgresOptions, PostgresStore};
 
 const URL_VAR: &str = "RECLINER_TEST_POSTGRES";
 
-/// Each test's databases in a schema of their own.
+/// Each test's databases in a schema of their own, the nodes coordinating
+/// by `options`.
 pub struct Postgres {
     url: String,
+    options: PostgresOptions,
 }
 
 /// A test's schema, dropped with it.
@@ -18,6 +20,7 @@ pub struct Postgres {
 struct Schema {
     url: String,
     schema: String,
+    options: PostgresOptions,
 }
 
 impl Backend for Postgres {
@@ -25,6 +28,7 @@ impl Backend for Postgres {
         let place = Schema {
             url: self.url.clone(),
             schema: format!("t_{id}"),
+            options: self.options,
         };
         (place.reopen(dir, options), Box::new(place))
     }
@@ -34,7 +38,7 @@ impl Place for Schema {
     fn reopen(&self, dir: &Path, options: StoreOptions) -> Store {
         // The node's own folder, as the server makes it before connecting.
         std::fs::create_dir_all(dir).expect("make the node's folder");
-        PostgresStore::connect_in_schema(&self.url, &self.schema, dir.to_path_buf())
+        PostgresStore::connect_in_schema(&self.url, &self.schema, dir.to_path_buf(), self.options)
             .expect("connect to the test server")
             .into_store(dir.to_path_buf(), options)
     }
@@ -50,9 +54,10 @@ impl Drop for Schema {
     }
 }
 
-pub fn postgres() -> Option<Postgres> {
+/// The backend on the server `RECLINER_TEST_POSTGRES` names, if it names one.
+pub fn postgres_with(options: PostgresOptions) -> Option<Postgres> {
     match std::env::var(URL_VAR) {
-        Ok(url) if !url.is_empty() => Some(Postgres { url }),
+        Ok(url) if !url.is_empty() => Some(Postgres { url, options }),
         _ => {
             eprintln!(
                 "{URL_VAR} is not set: the store's conformance suite on PostgreSQL is skipped"
