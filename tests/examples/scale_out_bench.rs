@@ -1,6 +1,7 @@
-//! Write throughput of Recliner on PostgreSQL (one, two and three nodes on
-//! one database) against one node on SQLite and PouchDB Server, the same
-//! workload in one run, printed as a Markdown table for BENCHMARKS.md.
+//! Throughput of Recliner on PostgreSQL (one, two and three nodes on one
+//! database) against one node on SQLite and PouchDB Server, the same
+//! workload in one run, printed as Markdown tables for BENCHMARKS.md:
+//! writes, reads, and each node's peak memory.
 //!
 //! `cargo xtask bench http --store postgres` builds it (release), starts a
 //! PostgreSQL cluster that fsyncs every commit (as SQLite and PouchDB
@@ -8,13 +9,19 @@
 //!
 //! ```text
 //! scale_out_bench --store postgres://... [--pouchdb-server PATH] [--node node]
-//!                 [--docs 20000] [--clients 64] [--rounds 40]
+//!                 [--docs 20000] [--clients 64] [--rounds 40] [--pin 1]
 //! ```
 //!
 //! Each configuration gets fresh servers and a fresh database. Workloads:
-//! `_bulk_docs` (batches of 500, four requests in flight, spread over the
+//! `_bulk_docs` (batches of 1,000, four requests in flight, spread over the
 //! nodes in turn), then `clients` concurrent writers each creating
-//! `rounds` documents one `PUT` at a time, spread over the nodes.
+//! `rounds` documents one `PUT` at a time, spread over the nodes; then
+//! reads of the bulk documents, spread over the nodes: eight readers each
+//! reading a slice with `_all_docs?include_docs=true`, the same with
+//! `_changes?include_docs=true`, and `clients` readers each making `rounds`
+//! `GET`s of single documents. `--pin 1` gives each node a core of its own
+//! (`taskset`) and the client the rest, when the machine has a core for each
+//! node and one more; otherwise it says so and runs unpinned.
 
 use std::time::{Duration, Instant};
 
@@ -23,9 +30,11 @@ use recliner_tests::{TempDir, TestServer};
 use serde_json::json;
 
 /// Documents per `_bulk_docs` request.
-const BATCH: usize = 500;
+const BATCH: usize = 1000;
 /// `_bulk_docs` requests in flight at once.
 const BULK_IN_FLIGHT: usize = 4;
+/// Concurrent readers of `_all_docs` and `_changes`, each reading a slice.
+const SLICE_READERS: usize = 8;
 
 struct Options {
     store: String,
@@ -34,12 +43,13 @@ struct Options {
     docs: usize,
     clients: usize,
     rounds: usize,
+    pin: bool,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: scale_out_bench --store postgres://... [--pouchdb-server PATH] [--node PATH] \
-         [--docs N] [--clients N] [--rounds N]"
+         [--docs N] [--clients N] [--rounds N] [--pin 0|1]"
     );
     std::process::exit(2)
 }
@@ -55,7 +65,7 @@ fn options() -> Options {
         }
         _ => usage(),
     };
-    let (mut clients, mut rounds) = (64, 40);
+    let (mut clients, mut rounds, mut pin) = (64, 40, false);
     let common = recliner_tests::bench::parse_options_from(args, usage, |flag, n| match flag {
         "--clients" => {
             clients = n;
@@ -63,6 +73,10 @@ fn options() -> Options {
         }
         "--rounds" => {
             rounds = n;
+            true
+        }
+        "--pin" => {
+            pin = n != 0;
             true
         }
         _ => false,
@@ -78,6 +92,7 @@ fn options() -> Options {
         },
         clients,
         rounds,
+        pin,
     }
 }
 
@@ -85,16 +100,23 @@ fn options() -> Options {
 struct Figures {
     bulk_docs_per_s: f64,
     writes_per_s: f64,
+    all_docs_per_s: f64,
+    changes_per_s: f64,
+    gets_per_s: f64,
+    /// The largest peak RSS of its servers, in MiB.
+    peak_rss_mib: f64,
 }
 
 /// The servers of one configuration: their base URLs (with credentials).
 struct Servers {
     urls: Vec<String>,
+    /// The server processes, whose peak memory is reported.
+    pids: Vec<u32>,
     _recliner: Vec<(TestServer, TempDir)>,
     _pouchdb: Option<BenchServer>,
 }
 
-fn recliner_nodes(count: usize, store: &str, label: &str) -> Servers {
+fn recliner_nodes(count: usize, store: &str, label: &str, cores: Option<&Cores>) -> Servers {
     let mut nodes = Vec::new();
     for i in 0..count {
         let dir = TempDir::new(&format!("{label}-{i}"));
@@ -103,13 +125,60 @@ fn recliner_nodes(count: usize, store: &str, label: &str) -> Servers {
             &["--log-level", "warn"],
             &[("RECLINER_STORE", store)],
         );
+        if let Some(cores) = cores {
+            pin(server.pid(), &cores.nodes[i].to_string());
+        }
         nodes.push((server, dir));
     }
     Servers {
         urls: nodes.iter().map(|(s, _)| s.url.clone()).collect(),
+        pids: nodes.iter().map(|(s, _)| s.pid()).collect(),
         _recliner: nodes,
         _pouchdb: None,
     }
+}
+
+/// Where `--pin` puts each process: one core per node, the rest for the
+/// client (PostgreSQL is left where the machine puts it).
+struct Cores {
+    nodes: Vec<usize>,
+    client: String,
+}
+
+/// One core per node of the largest configuration and at least one for
+/// the client, or `None` (with a note) when the machine has too few.
+fn plan_cores(nodes: usize) -> Option<Cores> {
+    let available = std::thread::available_parallelism().map_or(1, usize::from);
+    if available < nodes + 1 {
+        eprintln!(
+            "scale_out_bench: --pin needs {} cores (one per node and one for the client); \
+             this machine has {available}: running unpinned",
+            nodes + 1
+        );
+        return None;
+    }
+    Some(Cores {
+        nodes: (0..nodes).collect(),
+        client: format!("{}-{}", nodes, available - 1),
+    })
+}
+
+/// Moves every thread of `pid` onto `cores` (a `taskset` list).
+fn pin(pid: u32, cores: &str) {
+    let pinned = std::process::Command::new("taskset")
+        .args(["-a", "-p", "-c", cores, &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status();
+    if !pinned.is_ok_and(|s| s.success()) {
+        eprintln!("scale_out_bench: cannot pin {pid} to cores {cores}");
+    }
+}
+
+/// The largest peak RSS of `pids`, in MiB.
+fn peak_rss(pids: &[u32]) -> f64 {
+    pids.iter()
+        .filter_map(|pid| recliner_tests::bench::proc_status_mib(*pid, "VmHWM:"))
+        .fold(0.0, f64::max)
 }
 
 async fn run(http: &reqwest::Client, servers: &Servers, options: &Options, db: &str) -> Figures {
@@ -168,10 +237,116 @@ async fn run(http: &reqwest::Client, servers: &Servers, options: &Options, db: &
     });
     futures_util::future::join_all(writers).await;
     let singles = started.elapsed();
+    let reads = read(http, urls, options, db).await;
     Figures {
         bulk_docs_per_s: options.docs as f64 / bulk.as_secs_f64(),
         writes_per_s: (options.clients * options.rounds) as f64 / singles.as_secs_f64(),
+        all_docs_per_s: reads.0,
+        changes_per_s: reads.1,
+        gets_per_s: reads.2,
+        peak_rss_mib: peak_rss(&servers.pids),
     }
+}
+
+/// GETs `url` and parses its JSON, which must come with a 200.
+async fn get_json(http: &reqwest::Client, url: &str) -> serde_json::Value {
+    let reply = http.get(url).send().await.expect("a GET answer");
+    assert_eq!(reply.status(), 200, "GET {url} refused");
+    reply.json().await.expect("a JSON answer")
+}
+
+/// Reads the bulk documents back, spread over the nodes: rows per second
+/// of `_all_docs?include_docs=true` and `_changes?include_docs=true` by
+/// [`SLICE_READERS`] concurrent readers, and `GET`s per second.
+async fn read(
+    http: &reqwest::Client,
+    urls: &[String],
+    options: &Options,
+    db: &str,
+) -> (f64, f64, f64) {
+    let node = |i: usize| &urls[i % urls.len()];
+    let slice = options.docs.div_ceil(SLICE_READERS);
+    // `_all_docs`: reader r reads the ids of its slice.
+    let started = Instant::now();
+    let reads = (0..SLICE_READERS).map(|r| {
+        let first = format!("\"bulk-{:08}\"", r * slice);
+        let last = format!("\"bulk-{:08}\"", ((r + 1) * slice).min(options.docs) - 1);
+        let url = format!(
+            "{}/{db}/_all_docs?include_docs=true&startkey={}&endkey={}",
+            node(r),
+            urlencoding(&first),
+            urlencoding(&last)
+        );
+        async move {
+            get_json(http, &url).await["rows"]
+                .as_array()
+                .map_or(0, Vec::len)
+        }
+    });
+    let rows: usize = futures_util::future::join_all(reads).await.iter().sum();
+    assert!(rows >= options.docs, "_all_docs read {rows} rows");
+    let all_docs = rows as f64 / started.elapsed().as_secs_f64();
+    // `_changes`: where each slice starts, found first (untimed), then
+    // reader r reads its slice from there.
+    let mut marks = vec![serde_json::Value::from(0)];
+    while marks.len() < SLICE_READERS {
+        let since = marks.last().map(|m| m.to_string()).unwrap_or_default();
+        let since = since.trim_matches('"').to_string();
+        let page = get_json(
+            http,
+            &format!(
+                "{}/{db}/_changes?since={}&limit={slice}",
+                node(0),
+                urlencoding(&since)
+            ),
+        )
+        .await;
+        marks.push(page["last_seq"].clone());
+    }
+    let started = Instant::now();
+    let reads = marks.iter().enumerate().map(|(r, since)| {
+        let since = since.to_string().trim_matches('"').to_string();
+        let url = format!(
+            "{}/{db}/_changes?include_docs=true&since={}&limit={slice}",
+            node(r),
+            urlencoding(&since)
+        );
+        async move {
+            get_json(http, &url).await["results"]
+                .as_array()
+                .map_or(0, Vec::len)
+        }
+    });
+    let rows: usize = futures_util::future::join_all(reads).await.iter().sum();
+    let changes = rows as f64 / started.elapsed().as_secs_f64();
+    // Single documents: each reader its own sequence of ids.
+    let started = Instant::now();
+    let readers = (0..options.clients).map(|c| {
+        let url = node(c).clone();
+        async move {
+            let mut n = c.wrapping_mul(7919);
+            for _ in 0..options.rounds {
+                n = (n.wrapping_mul(1_103_515_245).wrapping_add(12_345)) % options.docs.max(1);
+                get_json(http, &format!("{url}/{db}/bulk-{n:08}")).await;
+            }
+        }
+    });
+    futures_util::future::join_all(readers).await;
+    let gets = (options.clients * options.rounds) as f64 / started.elapsed().as_secs_f64();
+    (all_docs, changes, gets)
+}
+
+/// Percent-encodes a query parameter's value.
+fn urlencoding(value: &str) -> String {
+    value
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 fn main() {
@@ -186,6 +361,10 @@ fn main() {
         .pool_max_idle_per_host(options.clients * 2)
         .build()
         .expect("an HTTP client");
+    let cores = if options.pin { plan_cores(3) } else { None };
+    if let Some(cores) = &cores {
+        pin(std::process::id(), &cores.client);
+    }
     runtime.block_on(async {
         let mut rows: Vec<(String, Figures)> = Vec::new();
         if let Some(script) = &options.pouchdb_server {
@@ -194,6 +373,7 @@ fn main() {
             pouch.wait_until_up(&http).await;
             let servers = Servers {
                 urls: vec![pouch.url("")],
+                pids: vec![pouch.pid()],
                 _recliner: Vec::new(),
                 _pouchdb: Some(pouch),
             };
@@ -201,7 +381,7 @@ fn main() {
             rows.push(("PouchDB Server (LevelDB)".into(), figures));
         }
         eprintln!("scale_out_bench: one node on SQLite");
-        let sqlite = recliner_nodes(1, "", "sqlite");
+        let sqlite = recliner_nodes(1, "", "sqlite", cores.as_ref());
         rows.push((
             "Recliner, 1 node on SQLite".into(),
             run(&http, &sqlite, &options, "bench").await,
@@ -209,36 +389,71 @@ fn main() {
         drop(sqlite);
         for count in 1..=3 {
             eprintln!("scale_out_bench: {count} node(s) on PostgreSQL");
-            let nodes = recliner_nodes(count, &options.store, "pg");
+            let nodes = recliner_nodes(count, &options.store, "pg", cores.as_ref());
             let db = format!("bench{count}");
             rows.push((
                 format!("Recliner, {count} node(s) on one PostgreSQL"),
                 run(&http, &nodes, &options, &db).await,
             ));
         }
-        let base = rows
-            .iter()
-            .find(|(name, _)| name.starts_with("PouchDB"))
-            .map(|(_, f)| (f.bulk_docs_per_s, f.writes_per_s));
-        println!(
-            "\n{} documents by `_bulk_docs` ({BATCH} per request, {BULK_IN_FLIGHT} in flight); \
-             {} writers × {} single-document `PUT`s\n",
-            options.docs, options.clients, options.rounds
-        );
-        println!("| configuration | `_bulk_docs` docs/s | ratio | single writes/s | ratio |");
-        println!("| --- | --- | --- | --- | --- |");
-        for (name, f) in &rows {
-            let ratio = |value: f64, of: Option<f64>| match of {
-                Some(of) if of > 0.0 => format!("{:.2}×", value / of),
-                _ => "–".into(),
-            };
-            println!(
-                "| {name} | {:.0} | {} | {:.0} | {} |",
-                f.bulk_docs_per_s,
-                ratio(f.bulk_docs_per_s, base.map(|b| b.0)),
-                f.writes_per_s,
-                ratio(f.writes_per_s, base.map(|b| b.1)),
-            );
-        }
+        print_tables(&rows, &options, cores.is_some());
     });
+}
+
+/// The figures as two Markdown tables, each with ratios to PouchDB Server
+/// and to one node on SQLite.
+fn print_tables(rows: &[(String, Figures)], options: &Options, pinned: bool) {
+    let of = |prefix: &str| rows.iter().find(|(name, _)| name.starts_with(prefix));
+    let pouch = of("PouchDB").map(|(_, f)| f);
+    let sqlite = of("Recliner, 1 node on SQLite").map(|(_, f)| f);
+    let ratio = |value: f64, base: Option<f64>| match base {
+        Some(base) if base > 0.0 => format!("{:.2}×", value / base),
+        _ => "–".into(),
+    };
+    let cell = |value: f64, pick: fn(&Figures) -> f64| {
+        format!(
+            "{value:.0} | {} | {}",
+            ratio(value, pouch.map(pick)),
+            ratio(value, sqlite.map(pick))
+        )
+    };
+    println!(
+        "\n{} documents by `_bulk_docs` ({BATCH} per request, {BULK_IN_FLIGHT} in flight); \
+         {} writers × {} single-document `PUT`s; reads of the bulk documents by \
+         {SLICE_READERS} readers of slices, and {} readers × {} `GET`s; {}\n",
+        options.docs,
+        options.clients,
+        options.rounds,
+        options.clients,
+        options.rounds,
+        if pinned {
+            "each node pinned to a core of its own"
+        } else {
+            "unpinned"
+        }
+    );
+    println!(
+        "| configuration | `_bulk_docs` docs/s | vs PouchDB | vs SQLite | single writes/s | vs PouchDB | vs SQLite |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (name, f) in rows {
+        println!(
+            "| {name} | {} | {} |",
+            cell(f.bulk_docs_per_s, |f| f.bulk_docs_per_s),
+            cell(f.writes_per_s, |f| f.writes_per_s)
+        );
+    }
+    println!(
+        "\n| configuration | `_all_docs?include_docs` rows/s | vs PouchDB | vs SQLite | `_changes?include_docs` rows/s | vs PouchDB | vs SQLite | `GET`s/s | vs PouchDB | vs SQLite | peak RSS per node |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    for (name, f) in rows {
+        println!(
+            "| {name} | {} | {} | {} | {:.0} MiB |",
+            cell(f.all_docs_per_s, |f| f.all_docs_per_s),
+            cell(f.changes_per_s, |f| f.changes_per_s),
+            cell(f.gets_per_s, |f| f.gets_per_s),
+            f.peak_rss_mib
+        );
+    }
 }

@@ -15,7 +15,9 @@ use store::backend::{
 
 use crate::conn::{Lent, PgConn, Pool};
 use crate::listener::Listener;
-use crate::rows::PgRows;
+use crate::rows::{KnownMeta, PgRows};
+use crate::text::texts;
+use store::backend::WRITE_GROUP_META;
 
 pub(crate) struct PgDb {
     pub(crate) name: String,
@@ -47,33 +49,45 @@ impl Drop for PgDb {
     }
 }
 
-/// The counters of a database as its row holds them (locked when `lock`).
+/// The counters of a database as its row holds them (locked when `lock`),
+/// and the metadata every write group reads (`WRITE_GROUP_META`, `None`
+/// where unset), in one round trip.
 fn load_state(
     conn: &mut PgConn,
     db_id: i64,
     name: &str,
     lock: bool,
-) -> Result<DbState, StoreError> {
+) -> Result<(DbState, KnownMeta), StoreError> {
     let sql = if lock {
-        "SELECT update_seq, purge_seq, doc_count, doc_del_count, external_size, next_doc_key
-         FROM recliner_dbs WHERE db_id = $1 FOR UPDATE"
+        "SELECT d.update_seq, d.purge_seq, d.doc_count, d.doc_del_count, d.external_size,
+                d.next_doc_key, m.key, m.value
+         FROM recliner_dbs d LEFT JOIN recliner_meta m ON m.db_id = d.db_id AND m.key = ANY($2)
+         WHERE d.db_id = $1 FOR UPDATE OF d"
     } else {
-        "SELECT update_seq, purge_seq, doc_count, doc_del_count, external_size, next_doc_key
-         FROM recliner_dbs WHERE db_id = $1"
+        "SELECT d.update_seq, d.purge_seq, d.doc_count, d.doc_del_count, d.external_size,
+                d.next_doc_key, m.key, m.value
+         FROM recliner_dbs d LEFT JOIN recliner_meta m ON m.db_id = d.db_id AND m.key = ANY($2)
+         WHERE d.db_id = $1"
     };
-    let row = conn
-        .query_opt(sql, &[&db_id])?
-        .ok_or_else(|| StoreError::DbNotFound(name.to_string()))?;
-    let revs_limit = conn
-        .query_opt(
-            "SELECT value FROM recliner_meta WHERE db_id = $1 AND key = 'revs_limit'",
-            &[&db_id],
-        )?
-        .and_then(|row| row.text(0).ok())
-        .and_then(|value| value.parse().ok())
+    let rows = conn.query(sql, &[&db_id, &texts(WRITE_GROUP_META)])?;
+    let Some(row) = rows.first() else {
+        return Err(StoreError::DbNotFound(name.to_string()));
+    };
+    let mut meta: KnownMeta = WRITE_GROUP_META
+        .iter()
+        .map(|key| (key.to_string(), None))
+        .collect();
+    for found in &rows {
+        if let (Some(key), Some(value)) = (found.opt_text(6)?, found.opt_text(7)?) {
+            meta.insert(key, Some(value));
+        }
+    }
+    let revs_limit = meta
+        .get("revs_limit")
+        .and_then(|value| value.as_deref()?.parse().ok())
         .unwrap_or(revtree::DEFAULT_REVS_LIMIT);
     let count = |i: usize| -> Result<u64, StoreError> { Ok(row.get::<i64>(i)?.max(0) as u64) };
-    Ok(DbState {
+    let state = DbState {
         update_seq: count(0)?,
         purge_seq: count(1)?,
         doc_count: count(2)?,
@@ -82,7 +96,8 @@ fn load_state(
         next_doc_key: row.get(5)?,
         revs_limit,
         design_changed: false,
-    })
+    };
+    Ok((state, meta))
 }
 
 /// Runs `op` in a transaction begun with `begin`; commits when it returns
@@ -190,7 +205,7 @@ struct PgSession {
 
 impl WriteSession for PgSession {
     fn load_state(&mut self) -> Result<DbState, StoreError> {
-        load_state(&mut self.conn, self.db_id, &self.name, false)
+        load_state(&mut self.conn, self.db_id, &self.name, false).map(|(state, _)| state)
     }
 
     fn transaction(
@@ -201,11 +216,12 @@ impl WriteSession for PgSession {
         in_transaction(&mut self.conn, "BEGIN", |conn| {
             // Taken first: every other node's writer of this database waits
             // here until this transaction ends.
-            let state = load_state(conn, db_id, name, true)?;
+            let (state, meta) = load_state(conn, db_id, name, true)?;
             let tx = PgTx {
                 rows: PgRows::new(conn, db_id, name, channel),
                 state,
             };
+            tx.rows.know_meta(meta);
             let commit = group(&tx)?;
             if commit {
                 tx.rows.flush()?;

@@ -468,6 +468,12 @@ pub trait WriteTx {
     fn save_state(&self, state: &DbState) -> Result<(), StoreError>;
 }
 
+/// The metadata every write group reads (the revision limit with the
+/// counters, then the commit-date bins when it commits): a backend that
+/// pays a round trip per statement can read them with the group's lock and
+/// answer [`WriteRows::meta`] for them from what it read.
+pub const WRITE_GROUP_META: &[&str] = &["revs_limit", crate::time_seq::META_KEY];
+
 /// The metadata key saying a database's access index is whole (see
 /// `store::doc_access`): set when the database is created, and after a
 /// rebuild.
