@@ -439,6 +439,43 @@ pub async fn a_large_batch_that_fails_midway_writes_nothing(backend: &dyn Backen
     assert_eq!(db.update_seq(), 300);
 }
 
+/// A large batch naming one document twice, in chunks the writer takes
+/// apart: the second edit sees the first (a conflict without `_rev`, the
+/// next revision with it), as it would in a batch of two.
+pub async fn a_large_batch_naming_a_document_twice_sees_its_first_edit(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = t.db("twice").await;
+    let batch = |second: serde_json::Value| {
+        let mut docs: Vec<_> = (0..250)
+            .map(|i| doc(json!({"_id": format!("d{i:03}"), "n": i})))
+            .collect();
+        docs[10] = doc(json!({"_id": "twice", "v": 1}));
+        docs[200] = doc(second);
+        docs
+    };
+    let results = db
+        .bulk_docs(batch(json!({"_id": "twice", "v": 2})), true)
+        .await
+        .unwrap();
+    let first = results[10].result.clone().unwrap();
+    assert_eq!(results[200].result, Err(DocFailure::conflict()));
+    assert_eq!(get(&db, "twice").await["v"], json!(1));
+    // Again with the first's revision: the second edit follows it.
+    let db = t.db("twice-with-rev").await;
+    let mut docs = batch(json!({"_id": "twice", "_rev": first, "v": 2}));
+    docs[10] = doc(json!({"_id": "twice", "v": 1}));
+    let results = db.bulk_docs(docs, true).await.unwrap();
+    let second = results[200].result.clone().unwrap();
+    assert!(second.starts_with("2-"), "{second}");
+    let got = get(&db, "twice").await;
+    assert_eq!(
+        (got["v"].clone(), got["_rev"].clone()),
+        (json!(2), json!(second))
+    );
+    // 248 others and the one named twice.
+    assert_eq!(db.info().await.unwrap().doc_count, 249);
+}
+
 pub async fn large_bodies_are_stored_compressed_and_read_back_everywhere(backend: &dyn Backend) {
     let t = TempStore::new(backend);
     let db = t.db("compressed").await;

@@ -211,6 +211,11 @@ macro_rules! conformance_tests {
                 $crate::documents::revs_diff_and_bulk_get_serve_the_replicator(&backend).await;
             }
             #[tokio::test]
+            async fn a_large_batch_naming_a_document_twice_sees_its_first_edit() {
+                let Some(backend) = $open() else { return };
+                $crate::documents::a_large_batch_naming_a_document_twice_sees_its_first_edit(&backend).await;
+            }
+            #[tokio::test]
             async fn a_large_batch_that_fails_midway_writes_nothing() {
                 let Some(backend) = $open() else { return };
                 $crate::documents::a_large_batch_that_fails_midway_writes_nothing(&backend).await;
@@ -391,6 +396,11 @@ macro_rules! conformance_tests {
             async fn a_panicking_write_fails_alone_and_the_database_keeps_working() {
                 let Some(backend) = $open() else { return };
                 $crate::writer::a_panicking_write_fails_alone_and_the_database_keeps_working(&backend).await;
+            }
+            #[tokio::test(flavor = "multi_thread")]
+            async fn writes_failing_after_their_rows_leave_none_and_their_group_is_kept() {
+                let Some(backend) = $open() else { return };
+                $crate::writer::writes_failing_after_their_rows_leave_none_and_their_group_is_kept(&backend).await;
             }
             #[tokio::test(flavor = "multi_thread")]
             async fn the_writer_survives_a_panic_outside_any_write() {

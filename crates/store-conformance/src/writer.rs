@@ -33,3 +33,13 @@ pub async fn an_idle_writer_ends_and_the_next_write_starts_another(backend: &dyn
     );
     writer_checks::an_idle_writer_ends_and_the_next_write_starts_another(t.db("t").await).await;
 }
+
+pub async fn writes_failing_after_their_rows_leave_none_and_their_group_is_kept(
+    backend: &dyn Backend,
+) {
+    let t = TempStore::new(backend);
+    writer_checks::writes_failing_after_their_rows_leave_none_and_their_group_is_kept(
+        t.db("t").await,
+    )
+    .await;
+}

@@ -247,21 +247,9 @@ impl WriteTx for PgTx<'_> {
     }
 
     fn savepoint(&self, job: &mut dyn FnMut(&dyn WriteRows) -> bool) -> Result<bool, StoreError> {
-        self.rows.batch("SAVEPOINT job")?;
+        self.rows.begin_job();
         let kept = job(&self.rows);
-        // The job's rows are sent inside its savepoint, so a row refused
-        // fails this job alone.
-        let sent = if kept {
-            self.rows.flush()
-        } else {
-            self.rows.discard();
-            Ok(())
-        };
-        if !kept || sent.is_err() {
-            self.rows.batch("ROLLBACK TO SAVEPOINT job")?;
-        }
-        self.rows.batch("RELEASE SAVEPOINT job")?;
-        sent.map(|()| kept)
+        self.rows.end_job(kept)
     }
 
     fn save_state(&self, state: &DbState) -> Result<(), StoreError> {

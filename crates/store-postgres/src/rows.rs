@@ -11,7 +11,7 @@
 //! rule of `crate::text`, which keeps byte order (PostgreSQL's `text`
 //! refuses U+0000, which CouchDB accepts).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::ops::Bound;
 
@@ -51,6 +51,19 @@ pub(crate) struct PgRows<'a> {
     /// Metadata read with the write group's lock, answered without a
     /// query until written.
     known_meta: RefCell<KnownMeta>,
+    /// The savepoint of the group's write now running, if any.
+    savepoint: Cell<Savepoint>,
+}
+
+/// Where the savepoint of a group's running write is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Savepoint {
+    /// No write runs apart: rows are the group's.
+    None,
+    /// Not sent yet: nothing of the write has reached the database.
+    HeldBack,
+    /// Sent, before the write's first statement.
+    Sent,
 }
 
 /// Metadata values by key (`None`: unset), as a write group read them.
@@ -168,6 +181,7 @@ impl<'a> PgRows<'a> {
             prefetched: RefCell::default(),
             pending: RefCell::default(),
             known_meta: RefCell::default(),
+            savepoint: Cell::new(Savepoint::None),
         }
     }
 
@@ -177,25 +191,70 @@ impl<'a> PgRows<'a> {
     }
 
     /// The connection, once the rows held back are sent: every statement
-    /// goes through here, so each sees the writes made before it.
+    /// goes through here, so each sees the writes made before it. A write
+    /// whose savepoint was held back gets it now, after the group's rows
+    /// (which are not to be rolled back with it).
     fn conn(&self) -> Result<std::cell::RefMut<'_, &'a mut PgConn>, StoreError> {
+        self.conn_sending(true)
+    }
+
+    /// [`PgRows::conn`], sending the rows held back only when `send_held`
+    /// (a statement that cannot see them may go first; the savepoint of a
+    /// write held back is sent either way).
+    fn conn_sending(
+        &self,
+        send_held: bool,
+    ) -> Result<std::cell::RefMut<'_, &'a mut PgConn>, StoreError> {
         let mut conn = self.conn.borrow_mut();
         let mut pending = self.pending.borrow_mut();
-        if !pending.is_empty() {
+        if self.savepoint.get() == Savepoint::HeldBack {
+            pending.send_group(&mut conn, self.db_id)?;
+            conn.batch("SAVEPOINT job")?;
+            self.savepoint.set(Savepoint::Sent);
+        }
+        if send_held && !pending.is_empty() {
             pending.send(&mut conn, self.db_id)?;
         }
         Ok(conn)
     }
 
-    /// Sends the rows held back (before a commit or a savepoint's end).
+    /// Sends the rows held back (before a commit).
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
         self.conn().map(drop)
     }
 
-    /// Drops the rows held back: the savepoint they were written in is
-    /// being rolled back (and one of them may be why).
-    pub(crate) fn discard(&self) {
-        self.pending.borrow_mut().discard();
+    /// One write of a group begins, in a savepoint held back until the
+    /// write needs the database: a write that only loads documents the
+    /// group read already and writes revisions and documents (most do)
+    /// costs no statement of its own, and its rows go with the group's.
+    pub(crate) fn begin_job(&self) {
+        self.pending.borrow_mut().begin_job();
+        self.savepoint.set(Savepoint::HeldBack);
+    }
+
+    /// The write begun by [`PgRows::begin_job`] ended, `kept` or not:
+    /// whether it is kept in the end. Held back, its rows join the group's
+    /// or are dropped, without a statement. Sent, its rows are sent inside
+    /// its savepoint (a row refused fails this write alone) or dropped, and
+    /// the savepoint is released or rolled back.
+    pub(crate) fn end_job(&self, kept: bool) -> Result<bool, StoreError> {
+        if self.savepoint.replace(Savepoint::None) == Savepoint::HeldBack {
+            self.pending.borrow_mut().end_job(kept);
+            return Ok(kept);
+        }
+        let sent = if kept {
+            self.flush()
+        } else {
+            self.pending.borrow_mut().discard();
+            Ok(())
+        };
+        self.pending.borrow_mut().end_job(false);
+        let mut conn = self.conn.borrow_mut();
+        if !kept || sent.is_err() {
+            conn.batch("ROLLBACK TO SAVEPOINT job")?;
+        }
+        conn.batch("RELEASE SAVEPOINT job")?;
+        sent.map(|()| kept)
     }
 
     /// Announces a change to the other nodes, if they listen (delivered
@@ -208,11 +267,6 @@ impl<'a> PgRows<'a> {
             )?;
         }
         Ok(())
-    }
-
-    /// Statements without parameters (savepoints).
-    pub(crate) fn batch(&self, sql: &str) -> Result<(), StoreError> {
-        self.conn()?.batch(sql)
     }
 
     /// Writes the counters back (a design change moves `design_gen`, which
@@ -454,15 +508,33 @@ impl WriteRows for PgRows<'_> {
     }
 
     fn prefetch_docs(&self, ids: &[&str]) -> Result<(), StoreError> {
-        let rows = self.query(PREFETCH_DOCS, &[&self.db_id, &texts(ids)])?;
-        let mut prefetched: HashMap<String, Option<StoredDoc>> =
-            ids.iter().map(|id| (id.to_string(), None)).collect();
+        // Ids held already (the group's look-up, then a batch of it) are
+        // not read again.
+        let wanted: Vec<&str> = {
+            let held = self.prefetched.borrow();
+            let mut seen = HashSet::new();
+            ids.iter()
+                .copied()
+                .filter(|id| !held.contains_key(*id) && seen.insert(*id))
+                .collect()
+        };
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        // The rows held back are sent first only when they may be of these
+        // documents: a batch read in chunks then sends its rows once.
+        let send_held = self.pending.borrow().holds_any_of(&wanted);
+        let rows = self
+            .conn_sending(send_held)?
+            .query(PREFETCH_DOCS, &[&self.db_id, &texts(&wanted)])?;
+        let mut found: HashMap<String, Option<StoredDoc>> =
+            wanted.iter().map(|id| (id.to_string(), None)).collect();
         for row in &rows {
             let id = row.text(4)?;
             let doc = stored_doc(&id, row)?;
-            prefetched.insert(id, Some(doc));
+            found.insert(id, Some(doc));
         }
-        *self.prefetched.borrow_mut() = prefetched;
+        self.prefetched.borrow_mut().extend(found);
         Ok(())
     }
 

@@ -104,8 +104,10 @@ pub struct DocUpdate<'a> {
 pub trait WriteRows {
     /// The document's row, or `None` when it was never written.
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StoreError>;
-    /// Says which documents a batch is about to load: a backend that pays
-    /// a round trip per query reads them at once. Nothing by default.
+    /// Says which documents a batch, or a group of writes, is about to
+    /// load: a backend that pays a round trip per query reads them at once
+    /// (each is handed out once; a second call adds to the first). Nothing
+    /// by default.
     fn prefetch_docs(&self, ids: &[&str]) -> Result<(), StoreError> {
         let _ = ids;
         Ok(())

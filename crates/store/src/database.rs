@@ -314,6 +314,24 @@ impl Database {
         self.submit_write(weight, op).await?.await
     }
 
+    /// [`Database::write`] of documents whose ids are known: a group of
+    /// such writes loads them all at once (see `WriteJob::doc_ids`).
+    pub(crate) async fn write_docs<T, F>(
+        &self,
+        weight: usize,
+        doc_ids: Vec<String>,
+        op: F,
+    ) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
+        let (job, reply) = TypedJob::new(weight, op);
+        self.submit_job(weight, (job.loading(doc_ids), reply))
+            .await?
+            .await
+    }
+
     /// Hands a write to the writer thread, once its queue has room; the
     /// returned future is its outcome. (For callers that keep working while
     /// the writer runs it.)
@@ -326,10 +344,22 @@ impl Database {
         T: Send + 'static,
         F: FnOnce(&mut WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
     {
+        let (job, reply) = TypedJob::new(weight, op);
+        self.submit_job(weight, (job, reply)).await
+    }
+
+    async fn submit_job<T, F>(
+        &self,
+        weight: usize,
+        (job, reply): (TypedJob<T, F>, oneshot::Receiver<Result<T, StoreError>>),
+    ) -> Result<WriteReply<T>, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut WriteCtx<'_>) -> Result<T, StoreError> + Send + 'static,
+    {
         if self.inner.deleted.load(Ordering::Acquire) {
             return Err(self.not_found());
         }
-        let (job, reply) = TypedJob::new(weight, op);
         self.inner
             .writer
             .submit(weight, Box::new(job))

@@ -194,8 +194,16 @@ impl Store {
             docs.push(DocInput::from_json(Value::Object(body))?);
         }
         for result in db.bulk_docs(docs, true).await? {
-            if let Err(e) = result.result {
-                tracing::warn!(event = %result.id, error = ?e, "a database event was not recorded");
+            match result.result {
+                Ok(_) => {}
+                // Another node sharing the store recorded the same event at
+                // the same moment: the event is in the feed.
+                Err(e) if e.error == crate::ErrorKind::Conflict => {
+                    tracing::debug!(event = %result.id, "a database event was recorded by another node")
+                }
+                Err(e) => {
+                    tracing::warn!(event = %result.id, error = ?e, "a database event was not recorded")
+                }
             }
         }
         Ok(())

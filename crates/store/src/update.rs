@@ -106,8 +106,13 @@ impl Database {
                 .compress_inline_all(docs)
                 .await
                 .map_err(BulkError::Store)?;
+            let ids = docs
+                .iter()
+                .filter_map(|doc| doc.id.clone())
+                .filter(|id| !id.starts_with("_local/"))
+                .collect();
             return self
-                .write(weight, move |ctx| {
+                .write_docs(weight, ids, move |ctx| {
                     let prepared = docs.into_iter().map(|doc| Prepared::new(doc, new_edits));
                     write_prepared(ctx, prepared, new_edits)
                 })
@@ -310,7 +315,7 @@ const PREPARE_CHUNK_BYTES: usize = 4 << 20;
 const PACED_CHUNKS: usize = 2;
 
 /// Writes prepared documents inside the writer's transaction.
-fn write_prepared(
+pub(crate) fn write_prepared(
     ctx: &mut WriteCtx<'_>,
     docs: impl Iterator<Item = Prepared>,
     new_edits: bool,
@@ -405,7 +410,7 @@ const PREPARE_EARLY_MIN: usize = 16;
 /// A document with the work done before the writer: its body's stored form
 /// and, for an edit whose revision hash cannot depend on stored state (no
 /// attachments), the new revision's hash for the parent it names.
-struct Prepared {
+pub(crate) struct Prepared {
     /// The input; its `body` has moved out, except for local documents.
     input: DocInput,
     /// The body, kept only for an edit whose hash needs its attachments.
@@ -419,7 +424,7 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(mut input: DocInput, new_edits: bool) -> Prepared {
+    pub(crate) fn new(mut input: DocInput, new_edits: bool) -> Prepared {
         if is_local(&input) {
             return Prepared {
                 input,

@@ -76,12 +76,19 @@ pub(crate) trait WriteJob: Send {
     fn finish(self: Box<Self>, commit_error: Option<&str>);
     /// Documents in this write, for sizing groups.
     fn weight(&self) -> usize;
+    /// The ids of the documents it will load, if known before it runs: a
+    /// group of many writes loads them all in one look-up where a backend
+    /// pays per round trip.
+    fn doc_ids(&self) -> &[String] {
+        &[]
+    }
 }
 
 /// A write whose closure yields a typed result for an async caller.
 pub(crate) struct TypedJob<T, F> {
     op: Option<F>,
     weight: usize,
+    doc_ids: Vec<String>,
     result: Option<Result<T, StoreError>>,
     reply: oneshot::Sender<Result<T, StoreError>>,
 }
@@ -97,11 +104,18 @@ where
             TypedJob {
                 op: Some(op),
                 weight,
+                doc_ids: Vec::new(),
                 result: None,
                 reply,
             },
             rx,
         )
+    }
+
+    /// Names the documents the write will load (see [`WriteJob::doc_ids`]).
+    pub(crate) fn loading(mut self, doc_ids: Vec<String>) -> Self {
+        self.doc_ids = doc_ids;
+        self
     }
 }
 
@@ -135,6 +149,10 @@ where
 
     fn weight(&self) -> usize {
         self.weight
+    }
+
+    fn doc_ids(&self) -> &[String] {
+        &self.doc_ids
     }
 }
 
@@ -720,6 +738,14 @@ fn run_group(
                     return Ok(false);
                 }
             } else {
+                let ids: Vec<&str> = jobs
+                    .iter()
+                    .flat_map(|job| job.doc_ids())
+                    .map(String::as_str)
+                    .collect();
+                if !ids.is_empty() {
+                    tx.rows().prefetch_docs(&ids)?;
+                }
                 for job in jobs.iter_mut() {
                     run_in_savepoint(tx, job.as_mut(), &mut working, limits);
                 }

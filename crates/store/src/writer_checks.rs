@@ -138,3 +138,61 @@ pub async fn an_idle_writer_ends_and_the_next_write_starts_another(db: Database)
         Err(StoreError::CommitFailed(_))
     ));
 }
+
+/// Writes of one group that fail after writing documents leave none of
+/// them, whether they failed before touching the database (their rows only
+/// held) or after (a look-up sent), and the others of the group are kept.
+pub async fn writes_failing_after_their_rows_leave_none_and_their_group_is_kept(db: Database) {
+    // The writer is held so the next writes queue up and run as one group.
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    let (started, running) = oneshot::channel();
+    let holding = db
+        .submit_write(1, move |_| {
+            let _ = started.send(());
+            let _ = held.recv();
+            Ok(())
+        })
+        .await
+        .unwrap();
+    running.await.unwrap();
+    let write_then_fail = |id: &'static str, then_read: bool| {
+        move |ctx: &mut WriteCtx<'_>| -> Result<(), StoreError> {
+            let doc = crate::update::Prepared::new(
+                crate::DocInput::new(id, serde_json::Map::new()),
+                true,
+            );
+            crate::update::write_prepared(ctx, std::iter::once(doc), true)?;
+            if then_read {
+                ctx.rows.meta("no-such-key")?;
+            }
+            Err(StoreError::CommitFailed("deliberate failure".into()))
+        }
+    };
+    let before = put(&db, "kept-before");
+    let quiet = db.write_docs(1, vec!["ghost".into()], write_then_fail("ghost", false));
+    let loud = db.write(1, write_then_fail("ghost-read", true));
+    let after = put(&db, "kept-after");
+    // Released once the four are queued behind the held write.
+    let release_later = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        release.send(()).unwrap();
+        holding.await.unwrap();
+    };
+    let (before, quiet, loud, after, ()) = tokio::join!(before, quiet, loud, after, release_later);
+    before.unwrap();
+    after.unwrap();
+    assert!(quiet.is_err() && loud.is_err(), "{quiet:?} {loud:?}");
+    for id in ["ghost", "ghost-read"] {
+        assert!(
+            matches!(
+                db.get(id, Default::default()).await,
+                Err(StoreError::DocNotFound(_))
+            ),
+            "{id} was kept"
+        );
+    }
+    let info = db.info().await.unwrap();
+    assert_eq!((info.doc_count, info.update_seq), (2, 2));
+    let changes = db.changes(Default::default()).await.unwrap();
+    assert_eq!(changes.rows.len(), 2);
+}
