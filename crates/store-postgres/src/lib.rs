@@ -169,6 +169,10 @@ impl PostgresStore {
     }
 }
 
+/// The tables whose rows a deleted database leaves unless deleted with it:
+/// they keep no foreign key to cascade from (see `schema`).
+const UNCASCADED: [&str; 3] = ["recliner_revs", "recliner_docs", "recliner_access"];
+
 /// Drops a schema [`PostgresStore::connect_in_schema`] made, and everything in it.
 pub fn drop_schema(url: &str, schema: &str) -> Result<(), StoreError> {
     on_schema(url, "DROP SCHEMA IF EXISTS {} CASCADE", schema)
@@ -268,16 +272,39 @@ impl StoreBackend for PostgresStore {
     }
 
     fn delete_db(&self, name: &str) -> Result<(), StoreError> {
-        let row = self.pool.get()?.query_opt(
-            "DELETE FROM recliner_dbs d USING recliner_meta m
-             WHERE d.name = $1 AND m.db_id = d.db_id AND m.key = 'uuid'
-             RETURNING m.value",
-            &[&Text(name)],
-        )?;
-        let Some(row) = row else {
-            return Err(StoreError::DbNotFound(name.to_string()));
+        let mut conn = self.pool.get()?;
+        conn.batch("BEGIN")?;
+        let deleted = (|| {
+            // The database's row first: its writers hold it locked, so this
+            // waits for them, and no write of it starts after.
+            let Some(row) = conn.query_opt(
+                "DELETE FROM recliner_dbs d USING recliner_meta m
+                 WHERE d.name = $1 AND m.db_id = d.db_id AND m.key = 'uuid'
+                 RETURNING d.db_id, m.value",
+                &[&Text(name)],
+            )?
+            else {
+                return Err(StoreError::DbNotFound(name.to_string()));
+            };
+            let db_id: i64 = row.get(0)?;
+            // The tables without a foreign key to cascade from (migration 6).
+            for table in UNCASCADED {
+                conn.execute(&format!("DELETE FROM {table} WHERE db_id = $1"), &[&db_id])?;
+            }
+            row.text(1)
+        })();
+        let uuid = match deleted {
+            Ok(uuid) => {
+                conn.batch("COMMIT")?;
+                uuid
+            }
+            Err(e) => {
+                if conn.batch("ROLLBACK").is_err() {
+                    conn.broken = true;
+                }
+                return Err(e);
+            }
         };
-        let uuid: String = row.text(0)?;
         match std::fs::remove_dir_all(self.index_root.join(uuid)) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
