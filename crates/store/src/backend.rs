@@ -474,7 +474,10 @@ pub trait WriteTx {
 /// counters, then the commit-date bins when it commits): a backend that
 /// pays a round trip per statement can read them with the group's lock and
 /// answer [`WriteRows::meta`] for them from what it read.
-pub const WRITE_GROUP_META: &[&str] = &["revs_limit", crate::time_seq::META_KEY];
+pub const WRITE_GROUP_META: &[&str] = &["revs_limit", TIME_SEQ_META];
+
+/// The metadata key of a database's commit-date bins (`time_seq`).
+pub const TIME_SEQ_META: &str = "time_seq";
 
 /// The metadata key saying a database's access index is whole (see
 /// `store::doc_access`): set when the database is created, and after a

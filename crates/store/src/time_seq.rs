@@ -19,7 +19,7 @@ use crate::backend::WriteRows;
 use crate::{Database, StoreError};
 
 /// The metadata key the bins are kept under.
-pub(crate) const META_KEY: &str = "time_seq";
+pub(crate) const META_KEY: &str = crate::backend::TIME_SEQ_META;
 
 /// Bins kept at most (CouchDB's choice: about 1 KB, years of history).
 pub const MAX_BINS: usize = 60;
