@@ -310,6 +310,11 @@ const steps = [
 
   ['a view renamed, then deleted', async () => {
     await page.getByRole('button', { name: 'Reload (discards your changes)' }).click();
+    // The editor is drawn again from the server's copy, all at once, after
+    // fetching it: until the conflict's message goes, the old form is
+    // still there, and a name typed into it would be lost.
+    await page.locator('.view-editor .form-error', { hasText: 'Conflict' })
+      .waitFor({ state: 'detached', timeout: 10000 });
     await heading(page, 'Edit view');
     await page.getByLabel('View name').fill('by_label');
     await page.getByRole('button', { name: 'Save and run' }).click();
