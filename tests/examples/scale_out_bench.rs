@@ -10,6 +10,7 @@
 //! ```text
 //! scale_out_bench --store postgres://... [--pouchdb-server PATH] [--node node]
 //!                 [--docs 20000] [--clients 64] [--rounds 40] [--pin 1]
+//!                 [--postgres-pid PID]
 //! ```
 //!
 //! Each configuration gets fresh servers and a fresh database. Workloads:
@@ -19,9 +20,10 @@
 //! reads of the bulk documents, spread over the nodes: eight readers each
 //! reading a slice with `_all_docs?include_docs=true`, the same with
 //! `_changes?include_docs=true`, and `clients` readers each making `rounds`
-//! `GET`s of single documents. `--pin 1` gives each node a core of its own
-//! (`taskset`) and the client the rest, when the machine has a core for each
-//! node and one more; otherwise it says so and runs unpinned.
+//! `GET`s of single documents. `--pin 1` gives PostgreSQL (the server
+//! `--postgres-pid` names, and its processes) a core, each node a core of
+//! its own (`taskset`) and the client the rest, when the machine has a core
+//! for each of them; otherwise it says so and runs unpinned.
 
 use std::time::{Duration, Instant};
 
@@ -44,12 +46,14 @@ struct Options {
     clients: usize,
     rounds: usize,
     pin: bool,
+    /// PostgreSQL's server process, pinned with the nodes.
+    postgres_pid: Option<u32>,
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: scale_out_bench --store postgres://... [--pouchdb-server PATH] [--node PATH] \
-         [--docs N] [--clients N] [--rounds N] [--pin 0|1]"
+         [--docs N] [--clients N] [--rounds N] [--pin 0|1] [--postgres-pid PID]"
     );
     std::process::exit(2)
 }
@@ -65,7 +69,7 @@ fn options() -> Options {
         }
         _ => usage(),
     };
-    let (mut clients, mut rounds, mut pin) = (64, 40, false);
+    let (mut clients, mut rounds, mut pin, mut postgres_pid) = (64, 40, false, None);
     let common = recliner_tests::bench::parse_options_from(args, usage, |flag, n| match flag {
         "--clients" => {
             clients = n;
@@ -77,6 +81,10 @@ fn options() -> Options {
         }
         "--pin" => {
             pin = n != 0;
+            true
+        }
+        "--postgres-pid" => {
+            postgres_pid = u32::try_from(n).ok();
             true
         }
         _ => false,
@@ -93,6 +101,7 @@ fn options() -> Options {
         clients,
         rounds,
         pin,
+        postgres_pid,
     }
 }
 
@@ -138,29 +147,50 @@ fn recliner_nodes(count: usize, store: &str, label: &str, cores: Option<&Cores>)
     }
 }
 
-/// Where `--pin` puts each process: one core per node, the rest for the
-/// client (PostgreSQL is left where the machine puts it).
+/// Where `--pin` puts each process: a core for PostgreSQL, one per node,
+/// the rest for the client.
 struct Cores {
+    postgres: usize,
     nodes: Vec<usize>,
     client: String,
 }
 
-/// One core per node of the largest configuration and at least one for
-/// the client, or `None` (with a note) when the machine has too few.
+/// A core for PostgreSQL, one per node of the largest configuration and at
+/// least one for the client, or `None` (with a note) when the machine has
+/// too few.
 fn plan_cores(nodes: usize) -> Option<Cores> {
     let available = std::thread::available_parallelism().map_or(1, usize::from);
-    if available < nodes + 1 {
+    let needed = nodes + 2;
+    if available < needed {
         eprintln!(
-            "scale_out_bench: --pin needs {} cores (one per node and one for the client); \
-             this machine has {available}: running unpinned",
-            nodes + 1
+            "scale_out_bench: --pin needs {needed} cores (PostgreSQL, one per node, the \
+             client); this machine has {available}: running unpinned"
         );
         return None;
     }
     Some(Cores {
-        nodes: (0..nodes).collect(),
-        client: format!("{}-{}", nodes, available - 1),
+        postgres: 0,
+        nodes: (1..=nodes).collect(),
+        client: format!("{}-{}", nodes + 1, available - 1),
     })
+}
+
+/// Pins PostgreSQL's server and the processes it runs now (those it
+/// starts later inherit the server's cores).
+fn pin_postgres(pid: u32, core: usize) {
+    let children = std::process::Command::new("pgrep")
+        .args(["-P", &pid.to_string()])
+        .output()
+        .map(|out| String::from_utf8_lossy(&out.stdout).into_owned())
+        .unwrap_or_default();
+    let core = core.to_string();
+    pin(pid, &core);
+    for child in children
+        .lines()
+        .filter_map(|l| l.trim().parse::<u32>().ok())
+    {
+        pin(child, &core);
+    }
 }
 
 /// Moves every thread of `pid` onto `cores` (a `taskset` list).
@@ -364,6 +394,10 @@ fn main() {
     let cores = if options.pin { plan_cores(3) } else { None };
     if let Some(cores) = &cores {
         pin(std::process::id(), &cores.client);
+        match options.postgres_pid {
+            Some(pid) => pin_postgres(pid, cores.postgres),
+            None => eprintln!("scale_out_bench: no --postgres-pid: PostgreSQL runs unpinned"),
+        }
     }
     runtime.block_on(async {
         let mut rows: Vec<(String, Figures)> = Vec::new();
@@ -427,7 +461,7 @@ fn print_tables(rows: &[(String, Figures)], options: &Options, pinned: bool) {
         options.clients,
         options.rounds,
         if pinned {
-            "each node pinned to a core of its own"
+            "PostgreSQL and each node pinned to a core of its own"
         } else {
             "unpinned"
         }

@@ -348,7 +348,7 @@ fn bench(args: &[String]) -> Result<(), String> {
             false,
         ),
         _ => Err(
-            "usage: cargo xtask bench <store|http [--recliner-only] [--docs N] [--store postgres]|\
+            "usage: cargo xtask bench <store|http [--recliner-only] [--docs N] [--store postgres [--pin 1]]|\
                   replicate [--recliner-only] [--docs N] [--pouchdb-docs N]|\
                   views [--recliner-only] [--docs N]|\
                   find [--recliner-only] [--docs N]|\
@@ -384,6 +384,10 @@ fn bench_scale_out(args: &[String]) -> Result<(), String> {
     }
     let mut bench = bench_client("scale_out_bench")?;
     bench.arg("--store").arg(cluster.url()).args(rest);
+    // For `--pin 1`, which gives PostgreSQL a core of its own too.
+    if let Some(pid) = cluster.server_pid() {
+        bench.arg("--postgres-pid").arg(pid.to_string());
+    }
     if !args.iter().any(|a| a == "--recliner-only") {
         bench.arg("--pouchdb-server").arg(pouchdb_server_script(
             "the scale-out benchmark runs PouchDB Server",

@@ -111,6 +111,13 @@ impl Postgres {
         Ok(Some(cluster))
     }
 
+    /// The server's process id (its `postmaster.pid`), for pinning it to a
+    /// core in benchmarks.
+    pub fn server_pid(&self) -> Option<u32> {
+        let file = std::fs::read_to_string(self.dir.join("data").join("postmaster.pid")).ok()?;
+        file.lines().next()?.trim().parse().ok()
+    }
+
     pub fn url(&self) -> String {
         format!("postgres://recliner@127.0.0.1:{}/postgres", self.port)
     }
