@@ -125,6 +125,10 @@ const steps = [
     await heading('Databases');
     await page.getByLabel('Find by name prefix').fill('console-');
     await page.getByRole('button', { name: 'Search', exact: true }).click();
+    // The unfiltered list may show the row too: wait for the search's own
+    // page (drawn at once, with its rows), or the row focused below would
+    // be replaced, with the focus, when the search's page arrives.
+    await page.locator('.page-head p.muted', { hasText: 'Names starting with' }).waitFor();
     const row = page.locator(`tr[data-db="${db}"]`);
     await row.waitFor();
     assert.equal((await row.locator('td').first().textContent()).trim(), '0');
