@@ -299,8 +299,10 @@ async fn read(
     // `_all_docs`: reader r reads the ids of its slice.
     let started = Instant::now();
     let reads = (0..SLICE_READERS).map(|r| {
-        let first = format!("\"bulk-{:08}\"", r * slice);
-        let last = format!("\"bulk-{:08}\"", ((r + 1) * slice).min(options.docs) - 1);
+        // Keys are JSON: the ids as JSON strings.
+        let key = |n: usize| serde_json::Value::from(format!("bulk-{n:08}")).to_string();
+        let first = key(r * slice);
+        let last = key(((r + 1) * slice).min(options.docs) - 1);
         let url = format!(
             "{}/{db}/_all_docs?include_docs=true&startkey={}&endkey={}",
             node(r),

@@ -65,9 +65,11 @@ pub async fn the_writer_survives_a_panic_outside_any_write(db: Database) {
     assert_eq!((info.doc_count, info.update_seq), (2, 2));
 }
 
-/// A full write queue makes the next writer wait instead of growing.
-pub async fn the_write_queue_makes_writers_wait_for_room(db: Database) {
-    // Holds the writer thread until released, so the queue fills up.
+/// Occupies the writer thread with a write that waits until the sender
+/// given back is used (or dropped); the reply is that write's outcome.
+async fn hold_writer(
+    db: &Database,
+) -> (std::sync::mpsc::Sender<()>, crate::database::WriteReply<()>) {
     let (release, held) = std::sync::mpsc::channel::<()>();
     let (started, running) = oneshot::channel();
     let holding = db
@@ -79,6 +81,13 @@ pub async fn the_write_queue_makes_writers_wait_for_room(db: Database) {
         .await
         .unwrap();
     running.await.unwrap();
+    (release, holding)
+}
+
+/// A full write queue makes the next writer wait instead of growing.
+pub async fn the_write_queue_makes_writers_wait_for_room(db: Database) {
+    // Holds the writer thread until released, so the queue fills up.
+    let (release, holding) = hold_writer(&db).await;
     // The writer took the first write; fill its queue to the brim.
     let mut queued = Vec::new();
     for _ in 0..4 {
@@ -144,17 +153,7 @@ pub async fn an_idle_writer_ends_and_the_next_write_starts_another(db: Database)
 /// held) or after (a look-up sent), and the others of the group are kept.
 pub async fn writes_failing_after_their_rows_leave_none_and_their_group_is_kept(db: Database) {
     // The writer is held so the next writes queue up and run as one group.
-    let (release, held) = std::sync::mpsc::channel::<()>();
-    let (started, running) = oneshot::channel();
-    let holding = db
-        .submit_write(1, move |_| {
-            let _ = started.send(());
-            let _ = held.recv();
-            Ok(())
-        })
-        .await
-        .unwrap();
-    running.await.unwrap();
+    let (release, holding) = hold_writer(&db).await;
     let write_then_fail = |id: &'static str, then_read: bool| {
         move |ctx: &mut WriteCtx<'_>| -> Result<(), StoreError> {
             let doc = crate::update::Prepared::new(
