@@ -10,6 +10,7 @@ pub mod content;
 pub mod couchdb;
 pub mod hostile;
 pub mod pouchdb_server;
+pub mod users;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -13,7 +13,9 @@
 //!   member and a plain user;
 //! - `console_server.js`: configuration, active tasks, node figures, the
 //!   activity of databases;
-//! - `console_conflicts.js`: conflicts across a database, resolved in bulk.
+//! - `console_conflicts.js`: conflicts across a database, resolved in bulk;
+//! - `console_content.js`: content members stored, opened by an admin,
+//!   runs no script.
 //!
 //! Screenshots of every page go to
 //! `<workspace>/target/console-screenshots/<browser>`.
@@ -171,6 +173,20 @@ fn conflict_pages_in_chromium() {
 #[test]
 fn conflict_pages_in_firefox() {
     run_console_script(&FIREFOX, "console_conflicts.js");
+}
+
+/// A member's HTML and SVG attachments and a show's HTML answer, each
+/// holding a script that would make its writer a server admin, opened by
+/// a server admin logged into the console: no script runs, nothing
+/// changes on the server.
+#[test]
+fn stored_content_runs_no_script_in_chromium() {
+    run_console_script(&CHROMIUM, "console_content.js");
+}
+
+#[test]
+fn stored_content_runs_no_script_in_firefox() {
+    run_console_script(&FIREFOX, "console_content.js");
 }
 
 fn run_console_script(browser: &Browser, script: &str) {

@@ -7,29 +7,9 @@
 
 #![allow(clippy::unwrap_used)] // test code: a failed unwrap is a failed test
 
+use recliner_tests::users::{FAST_PASSWORDS as FAST, add_user, as_user};
 use recliner_tests::{Client, TempDir, TestServer};
 use serde_json::{Value, json};
-
-const FAST: (&str, &str) = ("RECLINER_PASSWORD_ITERATIONS", "1000");
-const PASSWORD: &str = "a-long-enough-password";
-
-fn as_user(server: &TestServer, name: &str) -> Client {
-    Client::at(
-        &server
-            .plain_url
-            .replacen("http://", &format!("http://{name}:{PASSWORD}@"), 1),
-    )
-}
-
-async fn add_user(admin: &Client, name: &str, roles: Value) {
-    let created = admin
-        .put(
-            &format!("/_users/org.couchdb.user:{name}"),
-            json!({"name": name, "password": PASSWORD, "roles": roles, "type": "user"}),
-        )
-        .await;
-    assert_eq!(created.status, 201, "{}", created.text);
-}
 
 /// An index of every document's `kind` (a string, counted) and `text`.
 fn ddoc() -> Value {

@@ -76,11 +76,22 @@ impl Gate {
         }
         let named = access_list(&doc.body);
         let names_writer = |list: &[String]| list.iter().any(|p| principals.contains(p));
+        let edit = new_edits && doc.rev.is_some();
         match database.access_of(&id, &principals).await? {
+            // An edit of a revision nobody wrote: the store's conflict,
+            // whatever the body names (the same answer as just below).
+            None if edit => return Ok(Err(DocFailure::conflict())),
             // Nobody's yet: the writer must name themselves.
             None => {}
             Some(Visibility::Readable) => {}
-            // Another's document, or one the writer lost.
+            // Another's document, never the writer's: answered as an id
+            // nobody wrote is answered for an edit (a conflict), so a
+            // guessed revision cannot tell whether the document exists.
+            Some(Visibility::Hidden) if edit => {
+                return Ok(Err(DocFailure::conflict()));
+            }
+            // One the writer lost (they knew it), or a create over
+            // another's id.
             Some(_) => return refused(),
         }
         match named {

@@ -43,8 +43,10 @@ impl Default for JwtConfig {
     }
 }
 
-/// The default [`JwtConfig::leeway_seconds`]: a minute of clock skew.
-pub const DEFAULT_LEEWAY_SECONDS: u64 = 60;
+/// The default [`JwtConfig::leeway_seconds`]: none, as CouchDB (a token
+/// is refused the second its `exp` is reached); set it where clocks
+/// disagree.
+pub const DEFAULT_LEEWAY_SECONDS: u64 = 0;
 
 /// A refused token: 401 (expired, no subject), 400 (malformed, bad key
 /// or signature) or 404 (no roles at the configured path), with CouchDB's
@@ -514,29 +516,30 @@ mod tests {
             authenticate(&not_before(json!(now() + 3600)), &config()),
             premature
         );
-        // Beyond the default minute of leeway, as a float too.
+        // Beyond a minute of leeway, as a float too.
+        let lenient = JwtConfig {
+            leeway_seconds: 60,
+            ..config()
+        };
         assert_eq!(
-            authenticate(&not_before(json!(now() + 90)), &config()),
+            authenticate(&not_before(json!(now() + 90)), &lenient),
             premature
         );
         assert_eq!(
-            authenticate(&not_before(json!(now() as f64 + 90.5)), &config()),
+            authenticate(&not_before(json!(now() as f64 + 90.5)), &lenient),
             premature
         );
         // Within the leeway (an issuer's clock a little ahead), or past: taken.
         let bob = Ok(("bob".into(), vec![]));
-        assert_eq!(authenticate(&not_before(json!(now() + 20)), &config()), bob);
-        assert_eq!(authenticate(&not_before(json!(now() - 20)), &config()), bob);
-        // Without leeway, CouchDB's rule: strictly in the past.
-        let strict = JwtConfig {
-            leeway_seconds: 0,
-            ..config()
-        };
+        assert_eq!(authenticate(&not_before(json!(now() + 20)), &lenient), bob);
+        assert_eq!(authenticate(&not_before(json!(now() - 20)), &lenient), bob);
+        // By default no leeway, CouchDB's rule: strictly in the past.
+        assert_eq!(DEFAULT_LEEWAY_SECONDS, 0);
         assert_eq!(
-            authenticate(&not_before(json!(now() + 20)), &strict),
+            authenticate(&not_before(json!(now() + 20)), &config()),
             premature
         );
-        assert_eq!(authenticate(&not_before(json!(now() - 2)), &strict), bob);
+        assert_eq!(authenticate(&not_before(json!(now() - 2)), &config()), bob);
         // A time that is not a number is no time at all (an array is not
         // even a token the library reads).
         let huge: Value = serde_json::from_str("1e400").unwrap();
@@ -574,15 +577,18 @@ mod tests {
             authenticate(&token(json!({"sub": "bob"}), SECRET), &optional),
             bob
         );
-        // Past within the leeway: taken; not with none.
-        assert_eq!(authenticate(&with_exp(json!(now() - 20)), &config()), bob);
-        let strict = JwtConfig {
-            leeway_seconds: 0,
+        // Past within a leeway that is set: taken; not with none (the default).
+        let lenient = JwtConfig {
+            leeway_seconds: 60,
             ..config()
         };
-        assert_eq!(authenticate(&with_exp(json!(now() - 20)), &strict), expired);
+        assert_eq!(authenticate(&with_exp(json!(now() - 20)), &lenient), bob);
         assert_eq!(
-            authenticate(&with_exp(json!(now() as f64 + 30.5)), &strict),
+            authenticate(&with_exp(json!(now() - 20)), &config()),
+            expired
+        );
+        assert_eq!(
+            authenticate(&with_exp(json!(now() as f64 + 30.5)), &config()),
             bob
         );
     }

@@ -93,9 +93,19 @@ async fn parse_since(text: &str, db: &Database) -> Result<u64, ApiError> {
     match store::time_seq::parse_time(text) {
         Some(Ok(time)) => Ok(db.seq_since_time(time).await?),
         Some(Err(_)) => Err(ApiError::bad_request("invalid_time_format")),
-        None => db
-            .parse_seq(text)
-            .map_err(|e| ApiError::bad_request(e.to_string())),
+        None => {
+            let malformed = |e: store::MalformedSeq| ApiError::bad_request(e.to_string());
+            let seq = db.parse_seq(text).map_err(malformed)?;
+            // A sequence past the end is no sequence of this database, as
+            // CouchDB answers: a client that kept the `last_seq` of such a
+            // feed would skip the changes that come next. (The store is
+            // asked before refusing: another node may have written since
+            // this one last looked.)
+            if seq > db.update_seq() && seq > db.stored_update_seq().await? {
+                return Err(malformed(store::MalformedSeq));
+            }
+            Ok(seq)
+        }
     }
 }
 

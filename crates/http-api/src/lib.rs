@@ -399,6 +399,7 @@ pub fn router(state: AppState) -> Router {
     // preflights and refusals too.
     router
         .layer(axum::middleware::map_response(server_header))
+        .layer(axum::middleware::map_response(base::content_policy::apply))
         .layer(counting)
         .with_state(state)
 }

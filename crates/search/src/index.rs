@@ -122,11 +122,6 @@ impl SearchIndex {
         }
     }
 
-    /// Whom searches of this handle are for (`None`: everyone).
-    pub(crate) fn readers(&self) -> Option<&[String]> {
-        self.readers.as_deref()
-    }
-
     pub fn definition(&self) -> &IndexDefinition {
         &self.inner.def
     }
@@ -148,14 +143,40 @@ impl SearchIndex {
             .clone()
     }
 
-    /// The documents in the index now.
+    /// The access terms of this handle's readers (`None`: everyone's
+    /// documents are searched): every search and count of a scoped handle
+    /// is limited to the documents holding one.
+    pub(crate) fn access_terms(&self) -> Option<Vec<Term>> {
+        let field = self.inner.fields.access;
+        self.readers.as_deref().map(|readers| {
+            readers
+                .iter()
+                .map(|r| Term::from_field_text(field, r))
+                .collect()
+        })
+    }
+
+    /// The documents in the index now (those the readers may read, for a
+    /// scoped handle).
     pub fn num_docs(&self) -> u64 {
-        self.inner.reader.searcher().num_docs()
+        let searcher = self.inner.reader.searcher();
+        match self.access_terms() {
+            None => searcher.num_docs(),
+            Some(terms) => searcher
+                .search(
+                    &tantivy::query::TermSetQuery::new(terms),
+                    &tantivy::collector::Count,
+                )
+                .map_or(0, |n| n as u64),
+        }
     }
 
     /// Documents deleted or replaced whose space a merge has not taken back
-    /// yet.
+    /// yet (none for a scoped handle: they are anyone's writes).
     pub fn num_deleted_docs(&self) -> u64 {
+        if self.readers.is_some() {
+            return 0;
+        }
         self.inner
             .reader
             .searcher()

@@ -12,6 +12,7 @@ pub mod index;
 pub mod nouveau;
 mod query;
 pub mod query_syntax;
+mod reader_stats;
 pub mod request;
 pub mod schema;
 mod term_filter;

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use design_functions::search::SearchApi;
 use serde_json::{Map, Value};
-use tantivy::query::{BooleanQuery, Occur, Query, TermQuery, TermSetQuery};
+use tantivy::query::{BooleanQuery, ConstScoreQuery, Occur, Query, TermQuery, TermSetQuery};
 use tantivy::schema::{IndexRecordOption, Value as _};
 use tantivy::{TantivyDocument, Term};
 
@@ -14,12 +14,33 @@ use crate::collect::{Collect, RangeSpec, SortKey, SortValue};
 use crate::index::{SearchIndex, engine};
 use crate::query::QueryBuilder;
 use crate::query_syntax;
+use crate::reader_stats::ReaderStatistics;
 use crate::schema::{self, Kind};
 
 /// The most ranges one search may count.
 pub const MAX_RANGES: usize = 1_000;
 /// The most fields one search may count values of.
 pub const MAX_COUNTS: usize = 100;
+/// The most clauses one query may hold (Lucene's `maxClauseCount`).
+pub const MAX_CLAUSES: usize = 1_024;
+/// The most clauses that expand over the term dictionary (wildcards,
+/// fuzzy words, regular expressions) one query may hold: each walks the
+/// dictionary, so their number bounds a query's cost.
+pub const MAX_EXPANDING: usize = 64;
+
+/// A query's clauses, and those among them that expand.
+fn clauses_of(node: &query_syntax::Node) -> (usize, usize) {
+    use query_syntax::Node;
+    match node {
+        Node::Boolean(parts) => parts.iter().fold((0, 0), |(all, expanding), (_, part)| {
+            let (a, e) = clauses_of(part);
+            (all.saturating_add(a), expanding.saturating_add(e))
+        }),
+        Node::Boost(inner, _) => clauses_of(inner),
+        Node::Wildcard { .. } | Node::Fuzzy { .. } | Node::Regex { .. } => (1, 1),
+        Node::All | Node::Term { .. } | Node::Phrase { .. } | Node::Range { .. } => (1, 0),
+    }
+}
 
 /// A sort key as a request names it.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,6 +106,17 @@ impl SearchIndex {
         let fields = self.fields();
         let parsed =
             query_syntax::parse(&request.query).map_err(|e| SearchError::BadRequest(e.0))?;
+        let (clauses, expanding) = clauses_of(&parsed);
+        if clauses > MAX_CLAUSES {
+            return Err(SearchError::QueryParse(format!(
+                "too many clauses: at most {MAX_CLAUSES}"
+            )));
+        }
+        if expanding > MAX_EXPANDING {
+            return Err(SearchError::QueryParse(format!(
+                "too many wildcard, fuzzy or regular expression clauses: at most {MAX_EXPANDING}"
+            )));
+        }
         let builder = QueryBuilder {
             def: self.definition(),
             fields,
@@ -107,11 +139,16 @@ impl SearchIndex {
                 .map(|value| crate::query::str_term(fields.strings, name, value));
             clauses.push((Occur::Must, Box::new(TermSetQuery::new(terms))));
         }
-        if let Some(readers) = self.readers() {
-            let terms = readers
-                .iter()
-                .map(|r| Term::from_field_text(fields.access, r));
-            clauses.push((Occur::Must, Box::new(TermSetQuery::new(terms))));
+        let access_terms = self.access_terms();
+        if let Some(terms) = &access_terms {
+            // A filter, not a scored clause: it adds nothing to a score.
+            clauses.push((
+                Occur::Must,
+                Box::new(ConstScoreQuery::new(
+                    Box::new(TermSetQuery::new(terms.clone())),
+                    0.0,
+                )),
+            ));
         }
         let query = BooleanQuery::new(clauses);
 
@@ -176,7 +213,15 @@ impl SearchIndex {
                 .collect(),
         };
         let searcher = self.reader().searcher();
-        let collected = searcher.search(&query, &collect).map_err(engine)?;
+        let collected = match &access_terms {
+            // Scored by the reader's documents' statistics alone.
+            Some(terms) => {
+                let stats = ReaderStatistics::new(&searcher, terms).map_err(engine)?;
+                searcher.search_with_statistics_provider(&query, &collect, &stats)
+            }
+            None => searcher.search(&query, &collect),
+        }
+        .map_err(engine)?;
         let mut hits = Vec::with_capacity(collected.hits.len());
         for (address, order) in collected.hits {
             let doc: TantivyDocument = searcher.doc(address).map_err(engine)?;

@@ -141,7 +141,28 @@ impl Searches {
     ) -> Result<Ready, SearchError> {
         // Searched as the handle asking may read; updated as a whole.
         let readers: Option<Vec<String>> = database.reader().map(<[String]>::to_vec);
+        // A reader limited by `_access` always searches an index brought
+        // up to date: what a stale index holds of who may read a document
+        // is stale too (a revoked reader would still find it).
+        let update = update || readers.is_some();
         let database = database.unscoped();
+        let unscoped = self.index_unscoped(engine, &database, def, update).await;
+        // Every answer leaves here scoped: no return path can forget it.
+        unscoped.map(|ready| Ready {
+            index: ready.index.scoped(readers.as_deref()),
+            ..ready
+        })
+    }
+
+    /// The index as a whole (every reader's documents): only for
+    /// [`Searches::index`], which scopes it before anyone searches it.
+    async fn index_unscoped(
+        &self,
+        engine: &Engine,
+        database: &Database,
+        def: &IndexDefinition,
+        update: bool,
+    ) -> Result<Ready, SearchError> {
         let slot = {
             let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
             open.entry((database.uuid().to_string(), def.signature.clone()))
@@ -163,7 +184,7 @@ impl Searches {
         }
         let _turn = slot.turn.lock().await;
         let updated = self
-            .open_and_update(engine, &database, def, &slot, update)
+            .open_and_update(engine, database, def, &slot, update)
             .await;
         let failure = match &updated {
             Err(SearchError::NotFound(_)) | Ok(_) => None,
@@ -173,10 +194,7 @@ impl Searches {
             }
         };
         *slot.failure.lock().unwrap_or_else(|p| p.into_inner()) = failure;
-        updated.map(|ready| Ready {
-            index: ready.index.scoped(readers.as_deref()),
-            ..ready
-        })
+        updated
     }
 
     async fn open_and_update(

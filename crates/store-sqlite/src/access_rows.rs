@@ -152,11 +152,30 @@ pub(crate) fn access_count_changes_after(
 
 /// `WHERE` of the live documents a user may read.
 fn readable_sql(principals: &[String], args: &mut Vec<SqlValue>) -> String {
+    held_sql(principals, false, args)
+}
+
+/// The documents, live or deleted, whose access rows name one of
+/// `principals`.
+fn held_sql(principals: &[String], deleted: bool, args: &mut Vec<SqlValue>) -> String {
     let who = principals_sql(principals, args);
+    let deleted = i32::from(deleted);
     format!(
-        "d.deleted = 0 AND d.doc_key IN
+        "d.deleted = {deleted} AND d.doc_key IN
            (SELECT doc_key FROM doc_access WHERE principal IN ({who}) AND gone IS NULL)"
     )
+}
+
+pub(crate) fn access_count_deleted(
+    rows: &Rows<'_>,
+    principals: &[String],
+) -> Result<u64, StoreError> {
+    let mut args = Vec::new();
+    let held = held_sql(principals, true, &mut args);
+    let count: i64 = rows
+        .prepare_cached(&format!("SELECT COUNT(*) FROM docs d WHERE {held}"))?
+        .query_row(params_from_iter(args.iter()), |r| r.get(0))?;
+    Ok(count.max(0) as u64)
 }
 
 pub(crate) fn access_live_docs(

@@ -270,4 +270,8 @@ impl ReadRows for Rows<'_> {
     ) -> Result<u64, StoreError> {
         crate::access_rows::access_count_live(self, principals, lo, hi)
     }
+
+    fn access_count_deleted(&self, principals: &[String]) -> Result<u64, StoreError> {
+        crate::access_rows::access_count_deleted(self, principals)
+    }
 }

@@ -361,6 +361,9 @@ pub trait ReadRows {
         lo: &Bound<String>,
         hi: &Bound<String>,
     ) -> Result<u64, StoreError>;
+    /// How many deleted documents a user may read (their tombstones
+    /// still name them).
+    fn access_count_deleted(&self, principals: &[String]) -> Result<u64, StoreError>;
 }
 
 /// The databases of a server, wherever they are kept.

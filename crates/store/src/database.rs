@@ -394,11 +394,27 @@ impl Database {
         read_with(self.inner.backend.as_ref(), op)
     }
 
+    /// The update sequence as the store holds it now: the handle's own
+    /// ([`Database::update_seq`]) may trail commits another node made.
+    pub async fn stored_update_seq(&self) -> Result<u64, StoreError> {
+        self.read(|rows| Ok(rows.counts()?.update_seq)).await
+    }
+
     /// Everything `GET /db` reports.
     pub async fn info(&self) -> Result<DbSummary, StoreError> {
         let db = self.clone();
         self.read(move |rows| {
-            let counts = rows.counts()?;
+            let mut counts = rows.counts()?;
+            if let Some(principals) = db.reader() {
+                // A user of a database with per-document access counts
+                // what they may read, never others' documents.
+                counts.doc_count = rows.access_count_live(
+                    principals,
+                    &std::ops::Bound::Unbounded,
+                    &std::ops::Bound::Unbounded,
+                )?;
+                counts.doc_del_count = rows.access_count_deleted(principals)?;
+            }
             let sizes = rows.storage_sizes()?;
             Ok(DbSummary {
                 db_name: db.inner.name.clone(),

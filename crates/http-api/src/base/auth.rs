@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use auth::cookie::{self, COOKIE_NAME};
 use auth::{Credentials, UserCtx};
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use base64::Engine;
@@ -55,6 +55,11 @@ pub struct AuthConfig {
     pub jwt: Option<auth::jwt::JwtConfig>,
     /// Trusted `X-Auth-CouchDB-*` headers from a proxy; off when `None`.
     pub proxy: Option<ProxyConfig>,
+    /// Session cookies log in (CouchDB's `cookie_authentication_handler`).
+    pub cookie_login: bool,
+    /// `Authorization: Basic` logs in (CouchDB's
+    /// `default_authentication_handler`).
+    pub basic_login: bool,
     /// Failed logins tolerated per address and name before a pause
     /// (CouchDB's `[chttpd_auth_lockout]`); off when `None`.
     pub lockout: Option<LockoutConfig>,
@@ -119,6 +124,8 @@ impl Default for AuthConfig {
             users_db_public: false,
             jwt: None,
             proxy: None,
+            cookie_login: true,
+            basic_login: true,
             lockout: Some(LockoutConfig::default()),
         }
     }
@@ -354,7 +361,12 @@ impl Authenticator {
         if self.config.proxy.is_some() {
             names.push("proxy");
         }
-        names.extend(["cookie", "default"]);
+        if self.config.cookie_login {
+            names.push("cookie");
+        }
+        if self.config.basic_login {
+            names.push("default");
+        }
         names
     }
 
@@ -371,7 +383,9 @@ impl Authenticator {
         if let Some(user) = self.proxy_user(headers) {
             return Ok((user, None));
         }
-        if let Some(value) = session_cookie(headers) {
+        if self.config.cookie_login
+            && let Some(value) = session_cookie(headers)
+        {
             let claim = cookie::parse(value).map_err(|_| {
                 ApiError::bad_request("Malformed AuthSession cookie. Please clear your cookies.")
             })?;
@@ -389,7 +403,9 @@ impl Authenticator {
                 return Ok((user, renew));
             }
         }
-        if let Some((name, password)) = basic_credentials(headers)? {
+        if self.config.basic_login
+            && let Some((name, password)) = basic_credentials(headers)?
+        {
             return match self.login(store, &name, &password, peer).await? {
                 Some((roles, _)) => Ok((
                     UserCtx {
@@ -489,6 +505,44 @@ pub(crate) fn peer_of<B>(request: &axum::http::Request<B>) -> Option<IpAddr> {
         .map(|info| info.0.ip())
 }
 
+/// Who a rewritten request is for: the caller of the rewrite, as
+/// [`authenticate`] found them. Only the server makes it, and
+/// [`authenticate`] takes it instead of reading credentials again.
+#[derive(Debug, Clone)]
+pub(crate) struct AuthenticatedCaller(pub(crate) UserCtx);
+
+/// The prefix of CouchDB's proxy headers, whatever names are configured.
+const PROXY_HEADER_PREFIX: &str = "x-auth-couchdb-";
+
+/// Takes every header that proves who the caller is out of a request once
+/// it is authenticated: the one place that decides what design functions
+/// (shows, lists, updates, filters, rewrites) and anything else behind
+/// authentication may see of a request's credentials: nothing.
+/// `Authorization`, `Cookie`, and the proxy's user, roles and token
+/// headers (CouchDB's names and the configured ones).
+pub(crate) fn remove_credentials(headers: &mut HeaderMap, proxy: Option<&ProxyConfig>) {
+    headers.remove(header::AUTHORIZATION);
+    headers.remove(header::COOKIE);
+    headers.remove(header::PROXY_AUTHORIZATION);
+    if let Some(proxy) = proxy {
+        for name in [
+            &proxy.username_header,
+            &proxy.roles_header,
+            &proxy.token_header,
+        ] {
+            headers.remove(name.as_str());
+        }
+    }
+    let proxied: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with(PROXY_HEADER_PREFIX))
+        .cloned()
+        .collect();
+    for name in proxied {
+        headers.remove(name);
+    }
+}
+
 /// The user a handler serves (set by [`authenticate`]).
 pub(crate) fn user_of<B>(request: &axum::http::Request<B>) -> UserCtx {
     request
@@ -506,14 +560,26 @@ pub(crate) async fn authenticate(
     next: Next,
 ) -> Response {
     let peer = peer_of(&request);
-    let (user, renew) = match state
-        .auth
-        .identify(&state.store, request.headers(), peer)
-        .await
-    {
+    // A rewritten request is its caller's, as they were authenticated:
+    // nothing a rewrite function wrote into its headers logs anyone in.
+    let carried = request
+        .extensions_mut()
+        .remove::<AuthenticatedCaller>()
+        .map(|AuthenticatedCaller(user)| (user, None));
+    let identified = match carried {
+        Some(found) => Ok(found),
+        None => {
+            state
+                .auth
+                .identify(&state.store, request.headers(), peer)
+                .await
+        }
+    };
+    let (user, renew) = match identified {
         Ok(found) => found,
         Err(e) => return e.into_response(),
     };
+    remove_credentials(request.headers_mut(), state.auth.config.proxy.as_ref());
     let (method, path) = (request.method().clone(), request.uri().path().to_string());
     if let Err(e) = crate::base::access::authorize(&state, &method, &path, &user).await {
         return e.into_response();

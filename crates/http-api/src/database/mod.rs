@@ -37,7 +37,10 @@ pub(crate) async fn database(
     request: Request,
 ) -> Result<Response, ApiError> {
     match *request.method() {
-        Method::GET | Method::HEAD => info(&state, &db).await,
+        Method::GET | Method::HEAD => {
+            let user = crate::base::auth::user_of(&request);
+            info(&state, &db, &user).await
+        }
         Method::PUT => {
             let partitioned = match query.get("partitioned") {
                 None | Some("false") => false,
@@ -112,8 +115,10 @@ fn valid_placement(placement: &str) -> bool {
     })
 }
 
-async fn info(state: &AppState, name: &str) -> Result<Response, ApiError> {
-    let db = state.store.db(name).await?;
+/// The counts are the caller's: in a database with per-document access,
+/// of the documents they may read.
+async fn info(state: &AppState, name: &str, user: &auth::UserCtx) -> Result<Response, ApiError> {
+    let db = crate::base::access::readable(state, state.store.db(name).await?, user).await?;
     Ok(json_response(StatusCode::OK, &db_info(&db).await?))
 }
 

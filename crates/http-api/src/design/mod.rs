@@ -205,10 +205,9 @@ async fn build_request_object(parts: RequestParts<'_>, full: bool) -> Result<Str
         .collect::<Result<serde_json::Map<String, Value>, ApiError>>()?;
     // By name, as CouchDB lists them; a repeated header's values joined.
     let mut header_object = std::collections::BTreeMap::<String, String>::new();
-    for (name, value) in headers.iter().filter(|(name, _)| {
-        // Credentials stay out of what user code sees.
-        *name != axum::http::header::AUTHORIZATION && *name != axum::http::header::COOKIE
-    }) {
+    // Credentials are gone already: authentication takes them out of every
+    // request (`base::auth::remove_credentials`).
+    for (name, value) in headers {
         let Ok(value) = value.to_str() else { continue };
         header_object
             .entry(canonical_header(name.as_str()))

@@ -264,8 +264,16 @@ async fn redispatch(
 ) -> Result<Response, ApiError> {
     tracing::debug!(target = %parts.uri, "rewrite");
     parts.extensions.insert(RewriteDepth(depth.0 + 1));
-    // Who asks is found again from the request's own credentials.
-    parts.extensions.remove::<auth::UserCtx>();
+    // Who asks is the caller, as they were authenticated: a rewrite is
+    // not a login (headers it set that would authenticate are dropped by
+    // authentication, which takes this caller instead of reading them).
+    let caller = parts
+        .extensions
+        .remove::<auth::UserCtx>()
+        .unwrap_or_default();
+    parts
+        .extensions
+        .insert(crate::base::auth::AuthenticatedCaller(caller));
     let mut router = crate::router(state);
     let request = Request::from_parts(parts, body);
     // A task of its own: a chain of rewrites is a chain of tasks, not of

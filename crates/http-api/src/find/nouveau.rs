@@ -168,12 +168,14 @@ pub(super) async fn find(
                 )
                 .await?;
             for (hit, (_, row)) in results.hits.iter().zip(found) {
-                let order = hit.order.clone();
-                bookmark = Some(search::nouveau::encode_bookmark(&order));
-                after = Some(order);
+                after = Some(hit.order.clone());
+                // Read through the caller's handle: a hit they may not
+                // read is skipped, and only what they may read moves the
+                // bookmark (it carries the hit's sort values).
                 let Some(doc) = row.filter(|r| !r.deleted).and_then(|r| r.doc) else {
                     continue;
                 };
+                bookmark = Some(search::nouveau::encode_bookmark(&hit.order));
                 docs_examined += 1;
                 let doc = doc.to_value()?;
                 if !req.selector.matches(&doc) || !seen.insert(hit.id.clone()) {

@@ -180,6 +180,9 @@ async fn console_file(request: Request) -> Result<Response, ApiError> {
     use axum::http::header;
     Ok((
         StatusCode::OK,
+        // The console's own files: its strict policy, not the sandbox
+        // every stored or function-made answer gets.
+        axum::Extension(crate::base::content_policy::OwnPolicy),
         [
             (header::CONTENT_TYPE, asset.content_type),
             (header::CACHE_CONTROL, "no-cache"),
@@ -358,6 +361,7 @@ async fn uuids(State(state): State<AppState>, request: Request) -> Result<Respon
 /// # POST /_dbs_info
 async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     require_json_content_type(request.headers())?;
+    let user = crate::base::auth::user_of(&request);
     let body = read_json_object(request.into_body(), &state.config).await?;
     let keys = match body.get("keys") {
         Some(Value::Array(keys)) => keys,
@@ -368,7 +372,12 @@ async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Res
     for key in keys {
         let info = match key.as_str() {
             Some(name) => match state.store.db(name).await {
-                Ok(db) => Some(crate::base::db_info::info_json(&db).await?),
+                Ok(db) => {
+                    // The counts a member of a per-document access
+                    // database may see: their own.
+                    let db = crate::base::access::readable(&state, db, &user).await?;
+                    Some(crate::base::db_info::info_json(&db).await?)
+                }
                 Err(_) => None,
             },
             None => None,
@@ -388,9 +397,11 @@ async fn dbs_info_listed(
     request: Request,
 ) -> Result<Response, ApiError> {
     let query = Query::parse(request.uri());
+    let user = crate::base::auth::user_of(&request);
     let mut out = Vec::new();
     for name in listed_dbs(&state, &query).await? {
         if let Ok(db) = state.store.db(&name).await {
+            let db = crate::base::access::readable(&state, db, &user).await?;
             out.push(json!({"key": name, "info": crate::base::db_info::info_json(&db).await?}));
         }
     }

@@ -28,6 +28,24 @@ impl Config {
             ])
     }
 
+    /// Session cookies log in: CouchDB's default, or its handler list
+    /// naming `cookie_authentication_handler` when the list is set.
+    pub fn cookie_login_on(&self) -> bool {
+        self.handlers_unset() || self.names_handler(&["cookie_authentication_handler"])
+    }
+
+    /// `Authorization: Basic` logs in: CouchDB's default, or its handler
+    /// list naming `default_authentication_handler` when the list is set.
+    pub fn basic_login_on(&self) -> bool {
+        self.handlers_unset() || self.names_handler(&["default_authentication_handler"])
+    }
+
+    /// No `[chttpd] authentication_handlers`: CouchDB's default list
+    /// (cookies, then basic authentication).
+    fn handlers_unset(&self) -> bool {
+        self.authentication_handlers.trim().is_empty()
+    }
+
     /// Whether `[chttpd] authentication_handlers` (`{chttpd_auth,
     /// jwt_authentication_handler}, ...`) names one of `handlers`.
     fn names_handler(&self, handlers: &[&str]) -> bool {
@@ -73,11 +91,16 @@ mod tests {
         assert!(!config.jwt_on() && !config.proxy_on());
         config.authentication_handlers = "{chttpd_auth, jwt_authentication_handler}, {chttpd_auth, cookie_authentication_handler}, {chttpd_auth, default_authentication_handler}".into();
         assert!(config.jwt_on() && !config.proxy_on());
+        assert!(config.cookie_login_on() && config.basic_login_on());
         config.authentication_handlers = "{chttpd_auth, proxy_authentication_handler}, {chttpd_auth, default_authentication_handler}".into();
         assert!(!config.jwt_on() && config.proxy_on());
+        assert!(!config.cookie_login_on() && config.basic_login_on());
+        config.authentication_handlers = "{chttpd_auth, jwt_authentication_handler}".into();
+        assert!(!config.cookie_login_on() && !config.basic_login_on());
         config.authentication_handlers = String::new();
         config.jwt_enabled = true;
         assert!(config.jwt_on());
+        assert!(config.cookie_login_on() && config.basic_login_on());
     }
 
     #[test]

@@ -384,6 +384,8 @@ impl Config {
                     roles_header: self.proxy_roles_header.clone(),
                     token_header: self.proxy_token_header.clone(),
                 }),
+                cookie_login: self.cookie_login_on(),
+                basic_login: self.basic_login_on(),
                 lockout: self.lockout_enabled.then(|| http_api::LockoutConfig {
                     threshold: self.lockout_threshold.max(1),
                     lifetime: std::time::Duration::from_millis(self.lockout_max_lifetime_ms),

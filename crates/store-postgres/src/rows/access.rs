@@ -148,6 +148,22 @@ impl PgRows<'_> {
     }
 }
 
+impl PgRows<'_> {
+    pub(super) fn count_access_deleted(&self, principals: &[String]) -> Result<u64, StoreError> {
+        let args: Args = vec![Box::new(self.db_id), Box::new(owned_texts(principals))];
+        self.count(
+            &format!("SELECT count(*) FROM recliner_docs d WHERE {HELD_DELETED}"),
+            &refs(&args),
+        )
+    }
+}
+
+/// The deleted documents whose tombstones name one of a user's
+/// principals (`$2`).
+const HELD_DELETED: &str = "d.db_id = $1 AND d.deleted AND d.doc_key IN
+    (SELECT doc_key FROM recliner_access
+     WHERE db_id = $1 AND principal = ANY($2) AND gone IS NULL)";
+
 /// A document row whose columns start at `at`.
 fn doc_row_after(row: &PgRow, at: usize, with_body: bool) -> Result<(String, DocRow), StoreError> {
     super::doc_row_at(row, at, with_body)

@@ -270,4 +270,8 @@ impl ReadRows for PgRows<'_> {
     ) -> Result<u64, StoreError> {
         self.count_access_live(principals, lo, hi)
     }
+
+    fn access_count_deleted(&self, principals: &[String]) -> Result<u64, StoreError> {
+        self.count_access_deleted(principals)
+    }
 }
