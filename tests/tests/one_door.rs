@@ -280,3 +280,29 @@ async fn a_guessed_revision_does_not_tell_whether_a_document_exists() {
     let still = bob.get("/notes/bobs").await.json();
     assert_eq!(still["_rev"], real_rev.as_str());
 }
+
+#[tokio::test]
+async fn a_member_is_judged_by_every_validation_function_though_they_cannot_read_it() {
+    let (_data, server) = notes("one-door-validate").await;
+    let admin = Client::new(&server);
+    let alice = as_user(&server, "alice");
+    let ddoc = json!({"validate_doc_update": "function (doc) { if (doc.bad) { throw({forbidden: 'no bad documents'}); } }"});
+    assert_eq!(admin.put("/notes/_design/rules", ddoc).await.status, 201);
+    // The member writes first: the functions are read whole for her too,
+    // though the design document is hidden from her reads.
+    let refused = alice
+        .put("/notes/x", json!({"_access": ["alice"], "bad": true}))
+        .await;
+    assert_eq!(refused.status, 403, "{}", refused.text);
+    assert_eq!(refused.json()["reason"], "no bad documents");
+    let bulk = alice
+        .post(
+            "/notes/_bulk_docs",
+            json!({"docs": [{"_id": "y", "_access": ["alice"], "bad": true}]}),
+        )
+        .await;
+    assert_eq!(bulk.json()[0]["error"], "forbidden", "{}", bulk.text);
+    assert_eq!(alice.get("/notes/_design/rules").await.status, 403);
+    let fine = alice.put("/notes/z", json!({"_access": ["alice"]})).await;
+    assert_eq!(fine.status, 201, "{}", fine.text);
+}

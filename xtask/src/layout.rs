@@ -4,7 +4,11 @@
 //! - no file of a crate imports another that imports it back, directly or
 //!   through others (an import is a `crate::` or `super::` path naming the
 //!   other file's module; test modules and files may import anything);
-//! - no source file passes [`MAX_LINES`] lines.
+//! - no source file passes [`MAX_LINES`] lines;
+//! - in the HTTP API, a database is reached through its one door
+//!   (`base::door`): the compiler keeps the store out of every other
+//!   module, and this rule keeps the door's two named exceptions where
+//!   they belong ([`DOOR_EXCEPTIONS`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -56,6 +60,7 @@ pub fn check(root: &Path) -> Result<(), String> {
             }
         }
     }
+    problems.extend(door_exceptions_out_of_place(root));
     if problems.is_empty() {
         Ok(())
     } else {
@@ -64,6 +69,52 @@ pub fn check(root: &Path) -> Result<(), String> {
             problems.join("\n  ")
         ))
     }
+}
+
+/// The ways past the HTTP API's one door to the databases, and the only
+/// files (under `crates/http-api/src`) that may take them: a reader's scoped
+/// handle made whole again (design documents and Mango's indexes serve
+/// every reader), and the store lent to the authenticator.
+pub const DOOR_EXCEPTIONS: &[(&str, &[&str])] = &[
+    (
+        ".unscoped()",
+        &["design/mod.rs", "design/search.rs", "find.rs"],
+    ),
+    (
+        "for_logins()",
+        &[
+            "base/door.rs",
+            "base/auth.rs",
+            "server/session.rs",
+            "lib.rs",
+        ],
+    ),
+];
+
+/// Where [`DOOR_EXCEPTIONS`] are taken outside their files.
+fn door_exceptions_out_of_place(root: &Path) -> Vec<String> {
+    let src = root.join("crates").join("http-api").join("src");
+    let mut problems = Vec::new();
+    for file in rust_files(&src) {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        let rel = file
+            .strip_prefix(&src)
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .unwrap_or_default();
+        let code = without_comments(&text);
+        for (pattern, allowed) in DOOR_EXCEPTIONS {
+            if code.contains(pattern) && !allowed.contains(&rel.as_str()) {
+                problems.push(format!(
+                    "crates/http-api/src/{rel} uses {pattern}: a handler reaches a database \
+                     through base::door only (allowed in {})",
+                    allowed.join(", ")
+                ));
+            }
+        }
+    }
+    problems
 }
 
 fn display(module: &ModPath) -> String {
@@ -397,5 +448,29 @@ mod tests {
             ],
         );
         assert_eq!(found, vec![vec!["peer/http", "peer/local"]]);
+    }
+
+    #[test]
+    fn a_way_past_the_door_is_refused_outside_its_files() {
+        let root = std::env::temp_dir().join(format!("xtask-door-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let src = root.join("crates").join("http-api").join("src");
+        std::fs::create_dir_all(src.join("design")).expect("a folder");
+        std::fs::write(src.join("design/mod.rs"), "fn f(d: D) { d.unscoped(); }").expect("a file");
+        std::fs::write(
+            src.join("handler.rs"),
+            "// d.unscoped() in a comment\nfn f() {}",
+        )
+        .expect("a file");
+        assert!(door_exceptions_out_of_place(&root).is_empty());
+        std::fs::write(src.join("handler.rs"), "fn f(d: D) { d.unscoped().get(); }")
+            .expect("a file");
+        let problems = door_exceptions_out_of_place(&root);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("handler.rs uses .unscoped()"),
+            "{problems:?}"
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

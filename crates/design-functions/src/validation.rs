@@ -84,7 +84,12 @@ impl Validators {
             return Ok(found.clone());
         }
         let name = database.name().to_string();
+        // Every writer is judged by every function, whoever asks: read
+        // whole, never through a reader's scoped handle (which would hide
+        // the design documents from a member of a per-document access
+        // database, and cache that for everyone).
         let page = database
+            .unscoped()
             .all_docs(AllDocsQuery {
                 start: Bound::Included("_design/".into()),
                 end: Bound::Excluded("_design0".into()),

@@ -137,7 +137,7 @@ pub(crate) async fn changes(
     request: Request,
 ) -> Result<Response, ApiError> {
     let user = crate::base::auth::user_of(&request);
-    let database = crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
+    let database = state.open(&db, &user).await?;
     let method = request.method().clone();
     let request_headers = request.headers().clone();
     // A normal feed read with GET is tagged by the database's state and the
@@ -704,7 +704,7 @@ pub(crate) async fn db_updates(
     if request.method() != Method::GET {
         return Err(ApiError::MethodNotAllowed("GET"));
     }
-    let database = match state.store.db(store::db_events::GLOBAL_CHANGES_DB).await {
+    let database = match state.databases.events().await {
         Ok(db) => db,
         // CouchDB's answer when `_global_changes` is missing.
         Err(store::StoreError::DbNotFound(_)) => {

@@ -282,7 +282,8 @@ pub struct Https;
 /// Everything a handler may need, shared by all requests.
 #[derive(Debug, Clone)]
 pub struct AppState {
-    pub store: Store,
+    /// The databases, reached only through their door (`base::door`).
+    pub(crate) databases: base::door::Databases,
     /// Shared: every request clones the state.
     pub config: std::sync::Arc<ApiConfig>,
     /// Every replication job of the server (`/_replicate` and `_replicator` documents).
@@ -346,7 +347,7 @@ impl AppState {
             stats: std::sync::Arc::new(stats::Stats::new()),
             uuids: std::sync::Arc::new(uuids::Uuids::new(config.uuids.clone())),
             node_config: None,
-            store,
+            databases: base::door::Databases::new(store),
             config: std::sync::Arc::new(config),
             scheduler,
             shutdown: std::sync::Arc::new(tokio::sync::watch::channel(false).0),
@@ -357,10 +358,26 @@ impl AppState {
 }
 
 impl AppState {
+    /// Database `name` as `user` may read it: the one way a handler
+    /// reaches a database (see `base::door`).
+    pub(crate) async fn open(
+        &self,
+        name: &str,
+        user: &::auth::UserCtx,
+    ) -> Result<store::Database, error::ApiError> {
+        self.databases
+            .open(name, user, self.auth.config.iterations)
+            .await
+    }
+
     /// A user's roles (`_admin` for a configured admin), `None` when no
     /// such user exists: the rights a `_replicator` document's owner has.
     pub async fn roles_of(&self, name: &str) -> Option<Vec<String>> {
-        match self.auth.credentials(&self.store, name).await {
+        match self
+            .auth
+            .credentials(self.databases.for_logins(), name)
+            .await
+        {
             Ok(found) => found.map(|(_, roles)| roles),
             Err(e) => {
                 tracing::warn!(user = %name, error = ?e, "cannot look up a user's roles");

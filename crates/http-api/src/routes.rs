@@ -98,6 +98,7 @@ async fn serve(
     target: Target,
     request: Request<Body>,
 ) -> Result<Response, ApiError> {
+    let user = crate::base::auth::user_of(&request);
     let query = Query::parse(request.uri());
     match target {
         Target::Db(db) => database::database(state, db, query, request).await,
@@ -109,11 +110,11 @@ async fn serve(
                 return Err(ApiError::MethodNotAllowed("POST"));
             }
             require_json_content_type(request.headers())?;
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             crate::design::views::compact(state, database, name).await
         }
         Target::Attachment { db, id, name } if id == "_partition" && name.is_empty() => {
-            state.store.db(&db).await?;
+            state.open(&db, &user).await?;
             Err(ApiError::bad_request("invalid_partition_req"))
         }
         Target::Attachment { db, id, name } if id == "_partition" => {
@@ -121,7 +122,7 @@ async fn serve(
         }
         // `_index/{ddoc}/json/{name}` and `_index/_bulk_delete`: Mango's indexes.
         Target::Attachment { db, id, name } if id == "_index" => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             crate::find::index_path(state, database, name, request).await
         }
         Target::Attachment { db, id, name } => {
@@ -133,7 +134,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_view" && rest.len() == 1 => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             let name = rest.into_iter().next().unwrap_or_default();
             crate::design::views::view(state, database, ddoc, name, query, request).await
         }
@@ -143,7 +144,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_view" && rest.len() == 2 && rest[1] == "queries" => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             let name = rest.into_iter().next().unwrap_or_default();
             crate::design::views::queries(state, database, ddoc, name, query, request).await
         }
@@ -153,9 +154,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_nouveau" && rest.len() == 1 => {
-            let user = crate::base::auth::user_of(&request);
-            let database =
-                crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
+            let database = state.open(&db, &user).await?;
             let name = rest.into_iter().next().unwrap_or_default();
             crate::design::search::nouveau(state, database, ddoc, name, query, request, None).await
         }
@@ -165,7 +164,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_nouveau_info" && rest.len() == 1 => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             let name = rest.into_iter().next().unwrap_or_default();
             crate::design::search::nouveau_info(state, database, ddoc, name, request).await
         }
@@ -175,9 +174,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_search" && rest.len() == 1 => {
-            let user = crate::base::auth::user_of(&request);
-            let database =
-                crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
+            let database = state.open(&db, &user).await?;
             let name = rest.into_iter().next().unwrap_or_default();
             crate::design::clouseau::search(state, database, ddoc, name, query, request, None).await
         }
@@ -187,7 +184,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_search_info" && rest.len() == 1 => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             let name = rest.into_iter().next().unwrap_or_default();
             crate::design::clouseau::search_info(state, database, ddoc, name, request).await
         }
@@ -197,7 +194,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_search_disk_size" && rest.len() == 1 => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             let name = rest.into_iter().next().unwrap_or_default();
             crate::design::clouseau::search_disk_size(state, database, ddoc, name, request).await
         }
@@ -207,7 +204,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_show" => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             crate::design::render::show(state, database, ddoc, rest, query, request).await
         }
         Target::DesignFunction {
@@ -216,7 +213,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_list" => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             crate::design::render::list(state, database, ddoc, rest, query, request).await
         }
         Target::DesignFunction {
@@ -225,7 +222,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_update" => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             crate::design::render::update(state, database, ddoc, rest, query, request).await
         }
         Target::DesignFunction {
@@ -234,7 +231,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_rewrite" => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             crate::design::rewrite::rewrite(state, database, ddoc, rest, query, request).await
         }
         Target::DesignFunction {
@@ -243,7 +240,7 @@ async fn serve(
             kind,
             rest,
         } if kind == "_info" && rest.is_empty() => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             crate::design::views::info(state, database, ddoc, request).await
         }
         Target::DesignFunction {
@@ -252,7 +249,7 @@ async fn serve(
             kind,
             rest,
         } => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             Err(match (design::Section::of_path(&kind), rest.first()) {
                 (Some(section), Some(name)) => {
                     design::function_not_runnable(&database, &ddoc, section, name).await
@@ -285,6 +282,7 @@ async fn endpoint(
     query: Query,
     request: Request<Body>,
 ) -> Result<Response, ApiError> {
+    let user = crate::base::auth::user_of(&request);
     let method = request.method().clone();
     let is = |m: &Method| method == *m;
     match name.as_str() {
@@ -316,7 +314,7 @@ async fn endpoint(
         }
         "_ensure_full_commit" if is(&Method::POST) => {
             require_json_content_type(request.headers())?;
-            maintenance::ensure_full_commit(state, db).await
+            maintenance::ensure_full_commit(state, db, &user).await
         }
         "_compact" if is(&Method::POST) => maintenance::compact(state, db, request).await,
         "_bulk_docs"
@@ -335,23 +333,23 @@ async fn endpoint(
         "_security" => Err(ApiError::MethodNotAllowed("GET,PUT")),
         "_view_cleanup" if is(&Method::POST) => {
             require_json_content_type(request.headers())?;
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             crate::design::views::cleanup(state, database).await
         }
         "_view_cleanup" => Err(ApiError::MethodNotAllowed("POST")),
         "_nouveau_cleanup" | "_search_cleanup" => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             crate::design::search::cleanup(state, database, request).await
         }
 
         // A partition path without the partition's name.
         "_partition" => {
-            state.store.db(&db).await?;
+            state.open(&db, &user).await?;
             Err(ApiError::bad_request("invalid_partition_req"))
         }
         // CouchDB 2 dropped temporary views; it still says so, any method.
         "_temp_view" => {
-            state.store.db(&db).await?;
+            state.open(&db, &user).await?;
             Err(ApiError::Status {
                 status: axum::http::StatusCode::GONE,
                 error: "gone",
@@ -361,22 +359,22 @@ async fn endpoint(
         "_purge" if is(&Method::POST) => crate::database::purge::purge(state, db, request).await,
         // CouchDB looks for the database before it judges the method.
         "_purge" => {
-            state.store.db(&db).await?;
+            state.open(&db, &user).await?;
             Err(ApiError::MethodNotAllowed("POST"))
         }
         "_purged_infos_limit" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::PUT) => {
             crate::database::purge::purged_infos_limit(state, db, request).await
         }
         "_purged_infos_limit" => {
-            state.store.db(&db).await?;
+            state.open(&db, &user).await?;
             Err(ApiError::MethodNotAllowed("GET,PUT"))
         }
         "_purged_infos" if is(&Method::GET) || is(&Method::HEAD) => {
-            crate::database::purge::purged_infos(state, db).await
+            crate::database::purge::purged_infos(state, db, &user).await
         }
         "_purged_infos" => Err(ApiError::MethodNotAllowed("GET")),
         "_time_seq" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::DELETE) => {
-            crate::database::time_seq::time_seq(state, db, &method).await
+            crate::database::time_seq::time_seq(state, db, &method, &user).await
         }
         "_time_seq" => Err(ApiError::MethodNotAllowed("GET,DELETE")),
         "_auto_purge" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::PUT) => {
@@ -384,13 +382,11 @@ async fn endpoint(
         }
         "_auto_purge" => Err(ApiError::MethodNotAllowed("GET,PUT,HEAD")),
         "_find" | "_explain" => {
-            let user = crate::base::auth::user_of(&request);
-            let database =
-                crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
+            let database = state.open(&db, &user).await?;
             crate::find::find(state, database, request, name == "_explain").await
         }
         "_index" => {
-            let database = state.store.db(&db).await?;
+            let database = state.open(&db, &user).await?;
             crate::find::indexes(state, database, query, request).await
         }
         "_local" | "_design" => Err(ApiError::Invalid {
@@ -399,12 +395,12 @@ async fn endpoint(
         }),
         _ if is(&Method::GET) || is(&Method::HEAD) || is(&Method::DELETE) => {
             // Like CouchDB: an unknown `_name` is a document it cannot find...
-            state.store.db(&db).await?;
+            state.open(&db, &user).await?;
             Err(ApiError::not_found("missing"))
         }
         _ => {
             // ...or a document id it refuses to write.
-            state.store.db(&db).await?;
+            state.open(&db, &user).await?;
             Err(ApiError::Invalid {
                 error: "illegal_docid",
                 reason: "Only reserved document ids may start with underscore.".into(),

@@ -22,30 +22,13 @@ pub(crate) fn not_db_admin(user: &UserCtx) -> ApiError {
     access::denied(user, access::NOT_DB_ADMIN).into()
 }
 
-/// The database as `user` may read it: for a user of a database with
-/// per-document access, the store's handle that shows them only their
-/// documents (see [`access::Gate::readable`]); every read route a user
-/// may take there opens it this way.
-pub(crate) async fn readable(
-    state: &AppState,
-    database: Database,
-    user: &UserCtx,
-) -> Result<Database, ApiError> {
-    if !database.has_doc_access() || user.is_server_admin() {
-        return Ok(database);
-    }
-    let gate =
-        access::Gate::of(&database, user.clone(), None, state.auth.config.iterations).await?;
-    Ok(gate.readable(&database))
-}
-
 /// A database's security object and kind, or `None` when it does not
 /// exist.
 async fn rules_of(
     state: &AppState,
     db: &str,
 ) -> Result<Option<(SecurityObject, access::Kind)>, ApiError> {
-    match state.store.db(db).await {
+    match state.databases.for_route_rules(db).await {
         Ok(database) => Ok(Some((
             SecurityObject::from_json(&*database.security().await?),
             access::Kind::of_db(&database),

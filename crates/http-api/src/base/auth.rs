@@ -571,7 +571,7 @@ pub(crate) async fn authenticate(
         None => {
             state
                 .auth
-                .identify(&state.store, request.headers(), peer)
+                .identify(state.databases.for_logins(), request.headers(), peer)
                 .await
         }
     };

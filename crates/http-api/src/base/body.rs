@@ -31,7 +31,7 @@ pub(crate) enum Spooled {
 /// The folder of spooled bodies: inside the data folder, under a name no
 /// database can have.
 pub(crate) fn spool_dir(state: &AppState) -> PathBuf {
-    state.store.data_dir().join(".request-bodies")
+    state.databases.data_dir().join(".request-bodies")
 }
 
 /// Reads a body within `limit` bytes (413 past it), into memory up to

@@ -186,7 +186,7 @@ pub(crate) async fn listing(
     request: Request,
 ) -> Result<(Database, AllDocsOptions), ApiError> {
     let user = crate::base::auth::user_of(&request);
-    let database = crate::base::access::readable(state, state.store.db(db).await?, &user).await?;
+    let database = state.open(db, &user).await?;
     let body = if request.method() == Method::POST {
         require_json_content_type(request.headers())?;
         read_json_object(request.into_body(), &state.config).await?

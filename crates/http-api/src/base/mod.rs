@@ -10,6 +10,7 @@ pub(crate) mod body;
 pub(crate) mod content_policy;
 pub(crate) mod db_info;
 pub(crate) mod doc_input;
+pub(crate) mod door;
 pub mod error;
 pub(crate) mod gzip_body;
 pub(crate) mod http_rules;

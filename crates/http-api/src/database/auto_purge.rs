@@ -24,7 +24,8 @@ pub(crate) async fn auto_purge(
     db: String,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = state.open(&db, &user).await?;
     if request.method() != Method::PUT {
         let props = database.auto_purge_props().await?;
         return Ok(json_response(StatusCode::OK, &Value::Object(props)));

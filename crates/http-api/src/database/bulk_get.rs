@@ -23,7 +23,7 @@ pub(crate) async fn bulk_get(
     request: Request,
 ) -> Result<Response, ApiError> {
     let user = crate::base::auth::user_of(&request);
-    let database = crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
+    let database = state.open(&db, &user).await?;
     let body = read_json_object(request.into_body(), &state.config).await?;
     let Some(Value::Array(docs)) = body.get("docs") else {
         return Err(ApiError::bad_request("Missing JSON list of 'docs'."));

@@ -12,8 +12,12 @@ use crate::base::json_body::{read_json_object, require_json_content_type};
 use crate::base::response::json_response;
 
 /// # POST /{db}/_ensure_full_commit
-pub(crate) async fn ensure_full_commit(state: AppState, db: String) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+pub(crate) async fn ensure_full_commit(
+    state: AppState,
+    db: String,
+    user: &auth::UserCtx,
+) -> Result<Response, ApiError> {
+    let database = state.open(&db, user).await?;
     database.ensure_full_commit().await?;
     Ok(json_response(
         StatusCode::CREATED,
@@ -28,8 +32,9 @@ pub(crate) async fn compact(
     db: String,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let user = crate::base::auth::user_of(&request);
     require_json_content_type(request.headers())?;
-    let database = state.store.db(&db).await?;
+    let database = state.open(&db, &user).await?;
     tokio::spawn(async move {
         if let Err(e) = database.compact().await {
             tracing::error!(db = %database.name(), error = %e, "compaction failed");
@@ -44,7 +49,8 @@ pub(crate) async fn revs_limit(
     db: String,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = state.open(&db, &user).await?;
     if request.method() == Method::GET {
         return Ok(json_response(StatusCode::OK, &database.revs_limit().await?));
     }
@@ -63,7 +69,8 @@ pub(crate) async fn security(
     db: String,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = state.open(&db, &user).await?;
     if request.method() == Method::GET {
         return Ok(json_response(StatusCode::OK, &*database.security().await?));
     }

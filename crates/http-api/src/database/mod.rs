@@ -80,7 +80,7 @@ pub(crate) async fn database(
                 q,
                 access,
             };
-            let created = state.store.create_db_with(&db, how).await?;
+            let created = state.databases.create_db_with(&db, how).await?;
             if *db == *access::authentication_db() {
                 // A new authentication database holds `_design/_auth` from
                 // the start, as CouchDB's does (clients wait for it).
@@ -98,7 +98,7 @@ pub(crate) async fn database(
                     "You tried to DELETE a database with a ?=rev parameter. Did you mean to DELETE a document instead?",
                 ));
             }
-            state.store.delete_db(&db).await?;
+            state.databases.delete_db(&db).await?;
             Ok(json_response(StatusCode::OK, &json!({"ok": true})))
         }
         Method::POST => post_document(state, db, query, request).await,
@@ -118,7 +118,7 @@ fn valid_placement(placement: &str) -> bool {
 /// The counts are the caller's: in a database with per-document access,
 /// of the documents they may read.
 async fn info(state: &AppState, name: &str, user: &auth::UserCtx) -> Result<Response, ApiError> {
-    let db = crate::base::access::readable(state, state.store.db(name).await?, user).await?;
+    let db = state.open(name, user).await?;
     Ok(json_response(StatusCode::OK, &db_info(&db).await?))
 }
 
@@ -130,8 +130,9 @@ async fn post_document(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let user = crate::base::auth::user_of(&request);
     require_json_content_type(request.headers())?;
-    let database = state.store.db(&db).await?;
+    let database = state.open(&db, &user).await?;
     let writer = Writer::of(&state, &database, crate::base::auth::user_of(&request)).await?;
     let body =
         crate::base::body::read_doc_body(&state, &database, request.into_body(), false).await?;

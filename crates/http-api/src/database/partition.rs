@@ -19,7 +19,8 @@ pub(crate) async fn partition(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = state.open(&db, &user).await?;
     if !database.is_partitioned() {
         return Err(ApiError::bad_request("database is not partitioned"));
     }

@@ -33,7 +33,8 @@ pub(crate) async fn purge(
     db: String,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = state.open(&db, &user).await?;
     require_json_content_type(request.headers())?;
     let sent = has_body(&request);
     let body = match read_json_body(request.into_body(), &state.config).await? {
@@ -83,8 +84,12 @@ pub(crate) async fn purge(
 /// # GET /{db}/_purged_infos
 /// The purges the database remembers (up to `_purged_infos_limit`), oldest
 /// first: each document's id and the revisions purged from it.
-pub(crate) async fn purged_infos(state: AppState, db: String) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+pub(crate) async fn purged_infos(
+    state: AppState,
+    db: String,
+    user: &auth::UserCtx,
+) -> Result<Response, ApiError> {
+    let database = state.open(&db, user).await?;
     let infos: Vec<Value> = database
         .purge_infos()
         .await?
@@ -103,7 +108,8 @@ pub(crate) async fn purged_infos_limit(
     db: String,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = state.open(&db, &user).await?;
     if request.method() != Method::PUT {
         return Ok(json_response(
             StatusCode::OK,

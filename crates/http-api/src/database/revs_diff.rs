@@ -20,7 +20,7 @@ pub(crate) async fn revs_diff(
     missing_revs_shape: bool,
 ) -> Result<Response, ApiError> {
     let user = crate::base::auth::user_of(&request);
-    let database = crate::base::access::readable(&state, state.store.db(&db).await?, &user).await?;
+    let database = state.open(&db, &user).await?;
     let body = read_json_object(request.into_body(), &state.config).await?;
     let mut asked = Vec::with_capacity(body.len());
     let mut revisions = 0;

@@ -23,8 +23,9 @@ pub(crate) async fn time_seq(
     state: AppState,
     db: String,
     method: &Method,
+    user: &auth::UserCtx,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let database = state.open(&db, user).await?;
     if method == Method::DELETE {
         database.reset_time_seq().await?;
         return Ok(json_response(StatusCode::OK, &json!({"ok": true})));

@@ -51,7 +51,7 @@ pub(crate) async fn search(
     if let Some(partition) = partition {
         params.partition = Some(partition);
     }
-    let doc = crate::design::load(&database.unscoped(), &ddoc).await?;
+    let doc = crate::design::load(&database, &ddoc).await?;
     let db_partitioned = database.is_partitioned();
     let index_partitioned = doc
         .pointer("/options/partitioned")
@@ -166,7 +166,7 @@ async fn definition(
     ddoc: &str,
     name: &str,
 ) -> Result<IndexDefinition, ApiError> {
-    let doc = crate::design::load(&database.unscoped(), ddoc).await?;
+    let doc = crate::design::load(database, ddoc).await?;
     IndexDefinition::of(database, &doc, SearchApi::Clouseau, name).map_err(search_error)
 }
 

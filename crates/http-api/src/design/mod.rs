@@ -51,9 +51,12 @@ impl Section {
 }
 
 /// The design document `_design/{ddoc}`, or CouchDB's 404 `missing`.
+/// Read whole: a design document serves every reader of the database (who
+/// may run it was decided by the route's rule before any handler ran).
 pub(crate) async fn load(database: &Database, ddoc: &str) -> Result<Value, ApiError> {
     let id = format!("_design/{ddoc}");
     let doc = database
+        .unscoped()
         .get(&id, GetOptions::default())
         .await
         .map_err(|e| match e {

@@ -165,7 +165,7 @@ async fn definition(
     ddoc: &str,
     name: &str,
 ) -> Result<IndexDefinition, ApiError> {
-    let doc = crate::design::load(&database.unscoped(), ddoc).await?;
+    let doc = crate::design::load(database, ddoc).await?;
     IndexDefinition::of(database, &doc, SearchApi::Nouveau, name).map_err(search_error)
 }
 

@@ -26,7 +26,8 @@ pub(crate) async fn attachment(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = state.open(&db, &user).await?;
     let user = crate::base::auth::user_of(&request);
     let writer = Writer::of(&state, &database, user.clone()).await?;
     let database = writer.readable(&database);

@@ -27,7 +27,8 @@ pub(crate) async fn document(
     query: Query,
     request: Request,
 ) -> Result<Response, ApiError> {
-    let database = state.store.db(&db).await?;
+    let user = crate::base::auth::user_of(&request);
+    let database = state.open(&db, &user).await?;
     let writer = Writer::of(&state, &database, crate::base::auth::user_of(&request)).await?;
     let database = writer.readable(&database);
     match request.method().as_str() {

@@ -85,7 +85,7 @@ async fn definition(
     index: &NouveauIndex,
 ) -> Result<IndexDefinition, ApiError> {
     let ddoc = index.ddoc.strip_prefix("_design/").unwrap_or(&index.ddoc);
-    let doc = crate::design::load(&database.unscoped(), ddoc).await?;
+    let doc = crate::design::load(database, ddoc).await?;
     IndexDefinition::of(database, &doc, SearchApi::Nouveau, &index.name).map_err(search_error)
 }
 

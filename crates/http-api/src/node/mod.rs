@@ -132,7 +132,7 @@ pub(crate) async fn system(
             "uptime": state.started.elapsed().as_secs(),
             "memory": {"processes": field("VmRSS:") * 1024, "peak": field("VmHWM:") * 1024},
             "process_count": field("Threads:"),
-            "open_databases": state.store.open_dbs(),
+            "open_databases": state.databases.open_dbs(),
             "message_queues": {},
         }),
     ))
@@ -157,7 +157,7 @@ pub(crate) fn stats_routes() -> axum::Router<AppState> {
 
 fn metrics(state: &AppState) -> Vec<crate::base::stats::Metric> {
     state.stats.metrics(&crate::base::stats::Gauges {
-        open_databases: state.store.open_dbs(),
+        open_databases: state.databases.open_dbs(),
         jobs: state.scheduler.job_counts(),
     })
 }

@@ -37,7 +37,7 @@ pub(crate) async fn replicate(
                     .scheduler
                     .parse_spec(&body)
                     .map_err(|e| ApiError::bad_request(e.0))?;
-                replicator::job_id(state.store.server_uuid(), &spec)
+                replicator::job_id(state.databases.server_uuid(), &spec)
             }
         };
         if state.scheduler.remove(&id).await {

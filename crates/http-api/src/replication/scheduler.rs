@@ -31,7 +31,7 @@ const PUBLISHED_FRESH: std::time::Duration = std::time::Duration::from_secs(20);
 /// This node's name in listings: CouchDB's single-node name, or, among
 /// nodes sharing a store, one naming this node.
 fn node_name(state: &AppState) -> String {
-    if state.store.is_shared() {
+    if state.databases.is_shared() {
         format!("recliner@{}", state.node)
     } else {
         NODE.to_string()
@@ -41,7 +41,7 @@ fn node_name(state: &AppState) -> String {
 /// Publishes this node's jobs and documents for the other nodes'
 /// `_scheduler` listings (nothing when no other node shares the store).
 pub async fn publish_scheduler_state(state: &AppState) {
-    if !state.store.is_shared() {
+    if !state.databases.is_shared() {
         return;
     }
     let node = node_name(state);
@@ -62,18 +62,22 @@ pub async fn publish_scheduler_state(state: &AppState) {
             ejson::to_string(&doc_json(doc, &node)),
         )
     }));
-    if let Err(e) = state.store.publish_node_state(&state.node, entries).await {
+    if let Err(e) = state
+        .databases
+        .publish_node_state(&state.node, entries)
+        .await
+    {
         tracing::warn!(error = %e, "cannot publish this node's replications");
     }
 }
 
 /// What the other nodes published under `prefix` (`job/`, `doc/`).
 async fn other_nodes(state: &AppState, prefix: &str) -> Vec<Value> {
-    if !state.store.is_shared() {
+    if !state.databases.is_shared() {
         return Vec::new();
     }
     match state
-        .store
+        .databases
         .other_nodes_state(&state.node, PUBLISHED_FRESH)
         .await
     {

@@ -214,7 +214,7 @@ async fn welcome(State(state): State<AppState>) -> Response {
         &json!({
             "couchdb": "Welcome",
             "version": COUCHDB_COMPAT_VERSION,
-            "uuid": state.store.server_uuid(),
+            "uuid": state.databases.server_uuid(),
             "features": FEATURES,
             "vendor": {"name": "Recliner", "version": env!("CARGO_PKG_VERSION")},
         }),
@@ -227,7 +227,7 @@ async fn welcome(State(state): State<AppState>) -> Response {
 /// load balancer stops sending traffic here; the body says which failed,
 /// and how many search indexes are open, updating and failing.
 async fn up(State(state): State<AppState>) -> impl IntoResponse {
-    let health = state.store.health().await;
+    let health = state.databases.health().await;
     let shown = |probe: &Result<(), String>| match probe {
         Ok(()) => json!("ok"),
         Err(reason) => json!({"error": reason}),
@@ -269,7 +269,7 @@ async fn all_dbs(State(state): State<AppState>, request: Request) -> Result<Resp
 /// The database names `_all_dbs` lists, with its parameters (those of
 /// `_all_docs`, refused with the same errors).
 async fn listed_dbs(state: &AppState, query: &Query) -> Result<Vec<String>, ApiError> {
-    let mut names = state.store.all_dbs().await?;
+    let mut names = state.databases.all_dbs().await?;
     let key = |k: &str, alt: &str| -> Result<Option<String>, ApiError> {
         let v = match query.json(k)? {
             Some(v) => Some(v),
@@ -371,13 +371,10 @@ async fn dbs_info(State(state): State<AppState>, request: Request) -> Result<Res
     let mut out = Vec::with_capacity(keys.len());
     for key in keys {
         let info = match key.as_str() {
-            Some(name) => match state.store.db(name).await {
-                Ok(db) => {
-                    // The counts a member of a per-document access
-                    // database may see: their own.
-                    let db = crate::base::access::readable(&state, db, &user).await?;
-                    Some(crate::base::db_info::info_json(&db).await?)
-                }
+            // The counts a member of a per-document access database may
+            // see: their own.
+            Some(name) => match state.open(name, &user).await {
+                Ok(db) => Some(crate::base::db_info::info_json(&db).await?),
                 Err(_) => None,
             },
             None => None,
@@ -400,8 +397,7 @@ async fn dbs_info_listed(
     let user = crate::base::auth::user_of(&request);
     let mut out = Vec::new();
     for name in listed_dbs(&state, &query).await? {
-        if let Ok(db) = state.store.db(&name).await {
-            let db = crate::base::access::readable(&state, db, &user).await?;
+        if let Ok(db) = state.open(&name, &user).await {
             out.push(json!({"key": name, "info": crate::base::db_info::info_json(&db).await?}));
         }
     }

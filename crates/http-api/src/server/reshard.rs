@@ -128,13 +128,13 @@ async fn create_jobs(state: &AppState, body: &Map<String, Value>) -> Result<Resp
             .as_str()
             .and_then(|s| s.strip_prefix("shards/00000000-ffffffff/"))
             .ok_or_else(|| ApiError::bad_request("`shard` is invalid"))?;
-        if state.store.db(db).await.is_err() {
+        if !state.databases.exists(db).await {
             return Err(ApiError::not_found("missing"));
         }
     }
     let db = match text("db") {
         None => None,
-        Some(Value::String(db)) if state.store.db(db).await.is_ok() => Some(db.clone()),
+        Some(Value::String(db)) if state.databases.exists(db).await => Some(db.clone()),
         Some(_) => return Err(ApiError::bad_request("Invalid `db`")),
     };
     if let Some(range) = text("range") {

@@ -107,7 +107,7 @@ async fn login(state: &AppState, request: Request<Body>) -> Result<Response, Api
     let (name, password) = credentials(&content_type, &body)?;
     match state
         .auth
-        .login(&state.store, &name, &password, peer)
+        .login(state.databases.for_logins(), &name, &password, peer)
         .await?
     {
         Some((roles, salt)) => {

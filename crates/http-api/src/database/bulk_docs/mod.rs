@@ -35,8 +35,9 @@ pub(crate) async fn bulk_docs(
     db: String,
     request: Request,
 ) -> Result<Response, ApiError> {
+    let user = crate::base::auth::user_of(&request);
     require_json_content_type(request.headers())?;
-    let database = state.store.db(&db).await?;
+    let database = state.open(&db, &user).await?;
     let writer = Writer::of(&state, &database, crate::base::auth::user_of(&request)).await?;
     let body = spool(
         request.into_body().into_data_stream(),
