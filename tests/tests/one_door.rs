@@ -306,3 +306,120 @@ async fn a_member_is_judged_by_every_validation_function_though_they_cannot_read
     let fine = alice.put("/notes/z", json!({"_access": ["alice"]})).await;
     assert_eq!(fine.status, 201, "{}", fine.text);
 }
+
+/// The ids of a `_find` answer.
+fn found_ids(reply: &Value) -> Vec<String> {
+    reply["docs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no docs: {reply}"))
+        .iter()
+        .map(|d| d["_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every page of a `_find`, following its bookmarks.
+async fn all_pages(client: &Client, query: &Value) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut query = query.clone();
+    loop {
+        let reply = client.post("/notes/_find", query.clone()).await;
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let reply = reply.json();
+        let page = found_ids(&reply);
+        if page.is_empty() {
+            return ids;
+        }
+        ids.extend(page);
+        query["bookmark"] = reply["bookmark"].clone();
+    }
+}
+
+#[tokio::test]
+async fn a_find_costs_the_readers_documents_not_what_others_hold_in_the_index() {
+    let (_data, server) = notes("one-door-find").await;
+    let admin = Client::new(&server);
+    let alice = as_user(&server, "alice");
+    let mut docs = Vec::new();
+    for i in 0..12 {
+        // Some of hers repeat a value, and one lacks the field.
+        docs.push(
+            json!({"_id": format!("a{i:02}"), "_access": ["alice"], "n": (i * 7) % 5, "m": i}),
+        );
+    }
+    docs.push(json!({"_id": "a-none", "_access": ["alice"], "other": 1}));
+    for i in 0..5_000 {
+        docs.push(json!({"_id": format!("b{i:05}"), "_access": ["bob"], "n": i % 5, "k": i}));
+    }
+    for chunk in docs.chunks(5_000) {
+        let written = admin
+            .post("/notes/_bulk_docs", json!({"docs": chunk}))
+            .await;
+        assert_eq!(written.status, 201);
+    }
+    for (name, field) in [("by-n", "n"), ("by-m", "m")] {
+        let index = json!({"index": {"fields": [field]}, "name": name, "ddoc": name});
+        assert_eq!(admin.post("/notes/_index", index).await.status, 200);
+    }
+    // Built by the admin's queries, which read the index's rows.
+    let warm = json!({"selector": {"n": {"$gte": 0}}, "use_index": "by-n", "limit": 1});
+    assert_eq!(admin.post("/notes/_find", warm).await.status, 200);
+    let warm = json!({"selector": {"m": {"$gte": 0}}, "use_index": "by-m", "limit": 1});
+    assert_eq!(admin.post("/notes/_find", warm).await.status, 200);
+
+    // The same answers as the index gives, in the index's order, paged.
+    for query in [
+        json!({"selector": {"n": {"$gte": 1}}, "use_index": "by-n"}),
+        json!({"selector": {"n": {"$gte": 0}}, "sort": [{"n": "desc"}], "use_index": "by-n"}),
+        json!({"selector": {"n": {"$gt": 0, "$lt": 4}}, "limit": 2, "use_index": "by-n"}),
+        json!({"selector": {"n": {"$gte": 0}}, "skip": 3, "limit": 4, "use_index": "by-n"}),
+    ] {
+        let everyone = all_pages(&admin, &query).await;
+        let hers: Vec<String> = everyone
+            .into_iter()
+            .filter(|id| id.starts_with('a'))
+            .collect();
+        if query.get("skip").is_none() {
+            assert_eq!(all_pages(&alice, &query).await, hers, "{query}");
+        } else {
+            // A skip applies to each page: compare the first.
+            let mut whole = query.clone();
+            whole.as_object_mut().unwrap().remove("skip");
+            whole.as_object_mut().unwrap().remove("limit");
+            let hers: Vec<String> = all_pages(&admin, &whole)
+                .await
+                .into_iter()
+                .filter(|id| id.starts_with('a'))
+                .skip(3)
+                .take(4)
+                .collect();
+            let first = alice.post("/notes/_find", query.clone()).await.json();
+            assert_eq!(found_ids(&first), hers, "{query}");
+        }
+    }
+
+    // What bob holds in an index does not show in alice's time: her query
+    // on `n` (5,000 of bob's rows) against one on `m` (none of his).
+    let timed = |query: Value| {
+        let alice = alice.clone();
+        async move {
+            let mut times = Vec::new();
+            for _ in 0..7 {
+                let started = std::time::Instant::now();
+                let reply = alice.post("/notes/_find", query.clone()).await;
+                times.push(started.elapsed());
+                assert_eq!(found_ids(&reply.json()).len(), 12);
+            }
+            times.sort();
+            times[times.len() / 2]
+        }
+    };
+    let crowded = timed(json!({"selector": {"n": {"$gte": 0}}, "use_index": "by-n"})).await;
+    let empty = timed(json!({"selector": {"m": {"$gte": 0}}, "use_index": "by-m"})).await;
+    // Reading bob's rows took tens of times her own; her own documents
+    // cost a few milliseconds either way. A factor of 5 leaves room for a
+    // loaded machine and none for 5,000 rows.
+    assert!(
+        crowded < empty * 5 + std::time::Duration::from_millis(20),
+        "crowded {crowded:?}, empty {empty:?}"
+    );
+}

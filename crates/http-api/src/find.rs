@@ -5,6 +5,7 @@
 //! full-text (`nouveau`) ones are searched by `nouveau`.
 
 mod nouveau;
+mod own_docs;
 
 use std::ops::Bound as Edge;
 use std::time::Instant;
@@ -278,6 +279,16 @@ pub(crate) async fn find_in(
         (Chosen::Json(def), false) => Some(run.open_index(def).await?),
         _ => None,
     };
+    // A reader limited by `_access` pays for their own documents, never
+    // for the rows others hold in the index (see `own_docs`).
+    let own_docs = match (&run.plan.index, &index) {
+        (Chosen::Json(def), Some((index, view))) => {
+            own_docs::cheaper_than_index(&run, def, index, *view)
+                .await?
+                .then(|| def.clone())
+        }
+        _ => None,
+    };
     tokio::spawn(async move {
         let outcome = async {
             writer.write(b"{\"docs\":[\r\n").await?;
@@ -285,9 +296,10 @@ pub(crate) async fn find_in(
                 writer.write(b"\r\n]}\r\n").await?;
                 return Ok(());
             }
-            match index {
-                Some((index, view)) => run.read_index(&mut writer, index, view).await?,
-                None => run.read_all_docs(&mut writer).await?,
+            match (index, own_docs) {
+                (Some(_), Some(def)) => run.read_own_docs(&mut writer, &def).await?,
+                (Some((index, view)), None) => run.read_index(&mut writer, index, view).await?,
+                (None, _) => run.read_all_docs(&mut writer).await?,
             }
             writer.write(run.tail().as_bytes()).await?;
             Ok::<(), Stop>(())

@@ -335,6 +335,37 @@ impl Index {
         .await
     }
 
+    /// How many rows of `view` have a sort key between `low` and `high`
+    /// (both included; `None`: no bound), from the block counts: the cost
+    /// of a few blocks, not of the rows.
+    pub async fn count_between(
+        &self,
+        view: u32,
+        low: Option<Vec<u8>>,
+        high: Option<Vec<u8>>,
+    ) -> Result<u64, StoreError> {
+        self.run(move |conn| {
+            let tx = conn.transaction()?;
+            let up_to_high = match high {
+                Some(high) => {
+                    index_blocks::count_prefix(&tx, view, "sort_key <= ?2", &[high.into()])?
+                }
+                None => tx
+                    .prepare_cached("SELECT n FROM view_rows WHERE view = ?1")?
+                    .query_row([i64::from(view)], |r| r.get::<_, i64>(0))
+                    .optional()?
+                    .unwrap_or(0)
+                    .max(0) as u64,
+            };
+            let before_low = match low {
+                Some(low) => index_blocks::count_prefix(&tx, view, "sort_key < ?2", &[low.into()])?,
+                None => 0,
+            };
+            Ok(up_to_high.saturating_sub(before_low))
+        })
+        .await
+    }
+
     /// How many rows of the range's view come before its start, in its
     /// direction: CouchDB's `offset` (plus the rows skipped).
     pub async fn rows_before(&self, range: &IndexRange) -> Result<u64, StoreError> {

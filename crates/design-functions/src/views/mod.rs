@@ -78,6 +78,20 @@ struct MangoMap {
     partial: Option<mango::selector::Selector>,
 }
 
+/// The key a Mango JSON index on `fields` (Mango's dotted names), with
+/// `partial` as its `partial_filter_selector`, keeps `doc` under; `None`
+/// when the index leaves it out. The same rule that builds the index, for
+/// answering from documents instead of its rows.
+pub fn mango_index_key(fields: &[String], partial: Option<&Value>, doc: &Value) -> Option<Value> {
+    let map = MangoMap {
+        fields: fields.iter().map(|f| mango::fields::split(f)).collect(),
+        partial: partial
+            .filter(|p| p.as_object().is_some_and(|m| !m.is_empty()))
+            .and_then(|p| mango::selector::Selector::parse(p).ok()),
+    };
+    map.key(doc)
+}
+
 impl MangoMap {
     fn of(map: &Value) -> MangoMap {
         let fields = map
