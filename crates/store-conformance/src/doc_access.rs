@@ -217,6 +217,29 @@ pub async fn a_deletion_reaches_those_who_saw_the_document(backend: &dyn Backend
     assert!(listed(&alice).await.0.is_empty());
 }
 
+pub async fn a_users_counts_are_of_their_documents(backend: &dyn Backend) {
+    let t = TempStore::new(backend);
+    let db = access_db(&t, "counted").await;
+    let ra = put(&db, json!({"_id": "a", "_access": ["alice"]})).await;
+    put(&db, json!({"_id": "a2", "_access": ["alice", "bob"]})).await;
+    put(&db, json!({"_id": "t", "_access": ["team"]})).await;
+    let rb = put(&db, json!({"_id": "b", "_access": ["bob"]})).await;
+    put(&db, json!({"_id": "a", "_rev": ra, "_deleted": true})).await;
+    put(&db, json!({"_id": "b", "_rev": rb, "_deleted": true})).await;
+    put(&db, json!({"_id": "nobody's"})).await;
+    let counts = |db: Database| async move {
+        let info = db.info().await.unwrap();
+        (info.doc_count, info.doc_del_count)
+    };
+    assert_eq!(counts(db.clone()).await, (3, 2));
+    assert_eq!(counts(db.for_reader(who(&["alice", "team"]))).await, (2, 1));
+    assert_eq!(counts(db.for_reader(who(&["bob"]))).await, (1, 1));
+    assert_eq!(counts(db.for_reader(who(&["carol"]))).await, (0, 0));
+    // The sequence is the database's, for every reader.
+    let alice = db.for_reader(who(&["alice"]));
+    assert_eq!(alice.info().await.unwrap().update_seq, db.update_seq());
+}
+
 pub async fn a_revoked_user_gets_a_tombstone_that_never_enters_the_tree(backend: &dyn Backend) {
     let t = TempStore::new(backend);
     let db = access_db(&t, "revoke").await;

@@ -325,6 +325,11 @@ macro_rules! conformance_tests {
                 $crate::doc_access::a_user_reads_only_documents_that_name_them_or_their_roles(&backend).await;
             }
             #[tokio::test]
+            async fn a_users_counts_are_of_their_documents() {
+                let Some(backend) = $open() else { return };
+                $crate::doc_access::a_users_counts_are_of_their_documents(&backend).await;
+            }
+            #[tokio::test]
             async fn a_users_feed_starts_where_they_left_it() {
                 let Some(backend) = $open() else { return };
                 $crate::doc_access::a_users_feed_starts_where_they_left_it(&backend).await;
