@@ -1,6 +1,8 @@
 //! Every route family tried by every role, in a plain database, `_users`,
 //! `_replicator` and a database with per-document access: one table of the answers CouchDB 3.5 gives (or the
-//! stricter ones Recliner gives where CouchDB leaks). With the reference
+//! stricter ones Recliner gives where CouchDB leaks). Every answer of
+//! Recliner's carries the sandbox policy and `nosniff`, stored content and
+//! function answers included. With the reference
 //! CouchDB at hand (`COUCHDB_URL`), the plain database's rows marked as
 //! CouchDB's are asked of it too and must agree. The special databases are
 //! Recliner's only: opening the shared reference's `_users` to test users
@@ -536,6 +538,20 @@ impl Cast {
                 let path = self.fill(&row.path, db, role);
                 let body = row.body.as_ref().map(|b| ejson_fill(self, b, db, role));
                 let answer = self.clients[at].send(row.method, &path, body, &[]).await;
+                // Recliner's answers, every one, keep what they carry from
+                // running in a browser as the server (CouchDB's do not all).
+                let sandboxed = answer
+                    .headers
+                    .get_all("content-security-policy")
+                    .iter()
+                    .any(|v| v == "sandbox")
+                    && answer.header("x-content-type-options") == Some("nosniff");
+                if !only_couchdb && !sandboxed {
+                    wrong.push(format!(
+                        "{} {path} as {role}: no sandbox policy or nosniff",
+                        row.method
+                    ));
+                }
                 if answer.status != row.expect[at] {
                     wrong.push(format!(
                         "{} {path} as {role}: {} (expected {}): {}",

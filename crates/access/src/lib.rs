@@ -84,6 +84,45 @@ pub enum Refusal {
     Script(design_functions::JsError),
 }
 
+/// How a refusal is answered, wherever it is (an HTTP request, a write of
+/// the replicator's local peer): the one table from a refusal to CouchDB's
+/// status and error.
+#[derive(Debug)]
+pub enum Answer {
+    /// The caller is refused: an HTTP status, CouchDB's `error` and the
+    /// reason.
+    Refused {
+        status: u16,
+        error: &'static str,
+        reason: String,
+    },
+    /// Not a refusal of the caller: the gate could not read what it
+    /// decides on.
+    Store(StoreError),
+    /// Not a refusal of the caller: a validation function failed to run
+    /// (each way in reports a design function's failure as it reports the
+    /// others).
+    Script(design_functions::JsError),
+}
+
+impl Refusal {
+    /// The refusal as it is answered (see [`Answer`]).
+    pub fn answer(self) -> Answer {
+        let refused = |status, error, reason| Answer::Refused {
+            status,
+            error,
+            reason,
+        };
+        match self {
+            Refusal::Unauthorized(reason) => refused(401, "unauthorized", reason),
+            Refusal::Forbidden(reason) => refused(403, "forbidden", reason),
+            Refusal::NotFound(reason) => refused(404, "not_found", reason),
+            Refusal::Store(e) => Answer::Store(e),
+            Refusal::Script(e) => Answer::Script(e),
+        }
+    }
+}
+
 impl From<StoreError> for Refusal {
     fn from(e: StoreError) -> Refusal {
         Refusal::Store(e)

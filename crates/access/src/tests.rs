@@ -1,4 +1,5 @@
-use crate::{Kind, Need, Route, Status, route_need};
+use crate::{Answer, Kind, Need, Refusal, Route, Status, route_need};
+use store::StoreError;
 
 fn need(kind: Kind, method: &str, segments: &[&str]) -> Need {
     route_need(kind, &Route { method, segments })
@@ -145,4 +146,32 @@ fn users_of_a_per_document_database_reach_documents_but_not_design_functions() {
     }
     assert_eq!(need(Kind::PerDoc, "PUT", &[]), Need::ServerAdmin);
     assert_eq!(need(Kind::PerDoc, "POST", &["_purge"]), Need::ServerAdmin);
+}
+
+#[test]
+fn a_refusal_is_answered_by_one_table() {
+    let answered = |refusal: Refusal| match refusal.answer() {
+        Answer::Refused {
+            status,
+            error,
+            reason,
+        } => (status, error, reason),
+        other => panic!("not a refusal of the caller: {other:?}"),
+    };
+    assert_eq!(
+        answered(Refusal::Unauthorized("who".into())),
+        (401, "unauthorized", "who".into())
+    );
+    assert_eq!(
+        answered(Refusal::Forbidden("no".into())),
+        (403, "forbidden", "no".into())
+    );
+    assert_eq!(
+        answered(Refusal::NotFound("missing".into())),
+        (404, "not_found", "missing".into())
+    );
+    assert!(matches!(
+        Refusal::Store(StoreError::DocNotFound("missing")).answer(),
+        Answer::Store(_)
+    ));
 }

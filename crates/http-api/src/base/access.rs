@@ -4,7 +4,7 @@
 //! the shared gate's ([`access`]), which the replicator asks too.
 
 use auth::{SecurityObject, UserCtx};
-use axum::http::Method;
+use axum::http::{Method, StatusCode};
 use percent_encoding::percent_decode_str;
 use serde_json::Value;
 use store::{Database, DocFailure, DocInput, ErrorKind};
@@ -127,13 +127,21 @@ pub(crate) struct Writer {
 }
 
 impl From<access::Refusal> for ApiError {
+    /// The gate's table (`access::Refusal::answer`) says the status and
+    /// error; this only writes them as HTTP answers.
     fn from(refusal: access::Refusal) -> ApiError {
-        match refusal {
-            access::Refusal::Unauthorized(reason) => ApiError::Unauthorized(reason),
-            access::Refusal::Forbidden(reason) => ApiError::Forbidden(reason),
-            access::Refusal::NotFound(reason) => ApiError::not_found(&reason),
-            access::Refusal::Store(e) => e.into(),
-            access::Refusal::Script(e) => crate::base::error::script_error(e),
+        match refusal.answer() {
+            access::Answer::Refused {
+                status,
+                error,
+                reason,
+            } => ApiError::Status {
+                status: StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN),
+                error,
+                reason,
+            },
+            access::Answer::Store(e) => e.into(),
+            access::Answer::Script(e) => crate::base::error::script_error(e),
         }
     }
 }

@@ -112,12 +112,16 @@ impl LocalPeer {
 
     /// A refusal of the shared gate, as this peer's error.
     fn refusal_error(&self, refusal: access::Refusal) -> EndpointError {
-        let (status, error, reason) = match refusal {
-            access::Refusal::Unauthorized(reason) => (401, "unauthorized", reason),
-            access::Refusal::Forbidden(reason) => (403, "forbidden", reason),
-            access::Refusal::NotFound(reason) => (404, "not_found", reason),
-            access::Refusal::Store(e) => return e.into(),
-            access::Refusal::Script(e) => (500, "os_process_error", e.to_string()),
+        // The gate's one table; a function that failed to run is this
+        // peer's 500, as any other failure of a design function.
+        let (status, error, reason) = match refusal.answer() {
+            access::Answer::Refused {
+                status,
+                error,
+                reason,
+            } => (status, error, reason),
+            access::Answer::Store(e) => return e.into(),
+            access::Answer::Script(e) => (500, "os_process_error", e.to_string()),
         };
         EndpointError::Http {
             url: self.display(),
@@ -141,21 +145,22 @@ impl LocalPeer {
         let verdict = match gate.check_doc(db, input, false).await {
             Ok(Ok(())) => return Ok(None),
             Ok(Err(failure)) => failure,
-            Err(access::Refusal::Store(e)) => return Err(e.into()),
-            Err(access::Refusal::Script(e)) => {
-                return Ok(Some(WriteFailure {
-                    id: input.id.clone().unwrap_or_default(),
-                    error: "os_process_error".into(),
-                    reason: e.to_string(),
-                }));
-            }
-            Err(
-                access::Refusal::Forbidden(reason)
-                | access::Refusal::Unauthorized(reason)
-                | access::Refusal::NotFound(reason),
-            ) => store::DocFailure {
-                error: store::ErrorKind::Forbidden,
-                reason,
+            Err(refusal) => match refusal.answer() {
+                access::Answer::Store(e) => return Err(e.into()),
+                access::Answer::Script(e) => {
+                    return Ok(Some(WriteFailure {
+                        id: input.id.clone().unwrap_or_default(),
+                        error: "os_process_error".into(),
+                        reason: e.to_string(),
+                    }));
+                }
+                // A replicated document refused, whatever the status a
+                // request would get: a write failure, as CouchDB's
+                // replicator counts them.
+                access::Answer::Refused { reason, .. } => store::DocFailure {
+                    error: store::ErrorKind::Forbidden,
+                    reason,
+                },
             },
         };
         Ok(Some(WriteFailure {
