@@ -471,6 +471,7 @@ impl Run {
         };
         let mut after = None;
         while !self.done() {
+            writer.still_wanted()?;
             let rows = index
                 .range(IndexRange {
                     view,
@@ -554,6 +555,7 @@ impl Run {
         };
         let mut first_page = true;
         while !self.done() {
+            writer.still_wanted()?;
             let page = self
                 .database
                 .all_docs(AllDocsQuery {

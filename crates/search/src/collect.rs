@@ -92,6 +92,18 @@ pub struct Collect {
     pub counts: Vec<(String, String)>,
     /// (name, double column, ranges) to count.
     pub ranges: Vec<(String, String, Vec<RangeSpec>)>,
+    /// Set once nobody waits for the answer (the client left): no further
+    /// segment is opened and no further match is judged.
+    pub cancel: Option<Cancel>,
+}
+
+/// A search's "stop": shared with whoever waits for it.
+pub type Cancel = std::sync::Arc<std::sync::atomic::AtomicBool>;
+
+fn cancelled(cancel: &Option<Cancel>) -> bool {
+    cancel
+        .as_ref()
+        .is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 /// What was collected.
@@ -219,6 +231,7 @@ impl PartialOrd for Candidate {
 }
 
 pub struct SegmentCollect {
+    cancel: Option<Cancel>,
     segment: SegmentOrdinal,
     keyed: Vec<Keyed>,
     descending: Vec<bool>,
@@ -243,6 +256,11 @@ impl Collector for Collect {
         segment: SegmentOrdinal,
         reader: &SegmentReader,
     ) -> tantivy::Result<SegmentCollect> {
+        if cancelled(&self.cancel) {
+            return Err(tantivy::TantivyError::InternalError(
+                "the search was cancelled: nobody waits for it".into(),
+            ));
+        }
         let keyed = self
             .sort
             .iter()
@@ -282,6 +300,7 @@ impl Collector for Collect {
             })
             .collect::<tantivy::Result<Vec<_>>>()?;
         Ok(SegmentCollect {
+            cancel: self.cancel.clone(),
             segment,
             keyed,
             descending,
@@ -366,6 +385,9 @@ impl SegmentCollector for SegmentCollect {
     type Fruit = SegmentFruit;
 
     fn collect(&mut self, doc: DocId, score: Score) {
+        if cancelled(&self.cancel) {
+            return;
+        }
         self.total += 1;
         for (column, counts) in &mut self.counts {
             if let Some(column) = column {

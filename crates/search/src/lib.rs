@@ -19,7 +19,7 @@ mod term_filter;
 pub mod update;
 
 pub use analyzers::{UnknownAnalyzer, analyze, analyzer};
-pub use collect::{RangeSpec, SortValue};
+pub use collect::{Cancel, RangeSpec, SortValue};
 pub use definition::IndexDefinition;
 pub use index::SearchIndex;
 pub use request::{SearchRequest, SearchResults};

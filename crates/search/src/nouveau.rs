@@ -140,6 +140,7 @@ impl NouveauParams {
                 ranges: ranges.clone().unwrap_or_default(),
                 partition: None,
                 drilldown: Vec::new(),
+                cancel: None,
             },
             include_docs,
             update,

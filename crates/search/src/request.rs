@@ -65,6 +65,8 @@ pub struct SearchRequest {
     /// Clouseau's `drilldown`: each entry a string field and values, one
     /// of which a hit must have; every entry must hold.
     pub drilldown: Vec<(String, Vec<String>)>,
+    /// Set when nobody waits for the answer any more (see `Collect`).
+    pub cancel: Option<crate::collect::Cancel>,
 }
 
 /// A hit: its id, its sort values, its stored fields.
@@ -211,6 +213,7 @@ impl SearchIndex {
                 .iter()
                 .map(|(name, specs)| (name.clone(), schema::column("d", name), specs.clone()))
                 .collect(),
+            cancel: request.cancel.clone(),
         };
         let searcher = self.reader().searcher();
         let collected = match &access_terms {

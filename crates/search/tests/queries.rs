@@ -154,3 +154,39 @@ fn counting_work_is_bounded() {
     });
     assert!(counts.is_err());
 }
+
+#[test]
+fn a_cancelled_search_stops_and_a_query_too_large_is_refused() {
+    let index = index();
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let request = |query: &str| SearchRequest {
+        query: query.into(),
+        limit: 10,
+        cancel: Some(flag.clone()),
+        ..Default::default()
+    };
+    assert_eq!(index.search(&request("*:*")).unwrap().total, 4);
+    flag.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(index.search(&request("*:*")).is_err(), "nobody waits");
+
+    let clauses = |n: usize, make: &dyn Fn(usize) -> String| {
+        (0..n).map(make).collect::<Vec<_>>().join(" OR ")
+    };
+    let search = |query: String| {
+        index.search(&SearchRequest {
+            query,
+            limit: 10,
+            ..Default::default()
+        })
+    };
+    let many = search(clauses(search::request::MAX_CLAUSES, &|i| format!("w{i}")));
+    assert!(many.is_ok(), "{many:?}");
+    let too_many = search(clauses(search::request::MAX_CLAUSES + 1, &|i| {
+        format!("w{i}")
+    }));
+    assert!(matches!(too_many, Err(search::SearchError::QueryParse(_))));
+    let wild = search(clauses(search::request::MAX_EXPANDING + 1, &|i| {
+        format!("*x{i}*")
+    }));
+    assert!(matches!(wild, Err(search::SearchError::QueryParse(_))));
+}

@@ -7,6 +7,7 @@
 pub(crate) mod access;
 pub mod auth;
 pub(crate) mod body;
+pub(crate) mod cancel;
 pub(crate) mod content_policy;
 pub(crate) mod db_info;
 pub(crate) mod doc_input;

@@ -77,6 +77,17 @@ impl BodyWriter {
         Ok(())
     }
 
+    /// `Gone` once the client has left: a task that reads much before it
+    /// writes anything (a query whose rows mostly do not match) asks
+    /// between pages, so its work stops with its client.
+    pub(crate) fn still_wanted(&self) -> Result<(), Gone> {
+        if self.tx.is_closed() {
+            Err(Gone)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Hands what is gathered to the connection now.
     pub(crate) async fn flush(&mut self) -> Result<(), Gone> {
         if self.buf.is_empty() {

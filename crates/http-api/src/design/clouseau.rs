@@ -63,8 +63,11 @@ pub(crate) async fn search(
     let def =
         IndexDefinition::of(&database, &doc, SearchApi::Clouseau, &name).map_err(search_error)?;
     let ready = ready(&state, &database, &def, !params.stale).await?;
+    // The search stops when its client leaves.
+    let cancel = crate::base::cancel::CancelOnDrop::new();
     let base = SearchRequest {
         partition: params.partition.clone(),
+        cancel: Some(cancel.flag()),
         ..SearchRequest::default()
     };
     let index = ready.index.clone();

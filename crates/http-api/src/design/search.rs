@@ -81,7 +81,10 @@ pub(crate) async fn nouveau(
         .map_err(search_error)?;
     state.stats.record_search_update(ready.update_latency);
     let index = ready.index.clone();
-    let request = params.request.clone();
+    let mut request = params.request.clone();
+    // The search stops when its client leaves.
+    let cancel = crate::base::cancel::CancelOnDrop::new();
+    request.cancel = Some(cancel.flag());
     let results = tokio::task::spawn_blocking(move || index.search(&request))
         .await
         .map_err(|e| ApiError::Internal(format!("a search failed: {e}")))?

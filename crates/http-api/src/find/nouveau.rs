@@ -131,6 +131,8 @@ pub(super) async fn find(
         .map_err(search_error)?;
         let mut seen = HashSet::new();
         let mut skip = req.skip;
+        // Each page's search stops when the client leaves.
+        let cancel = crate::base::cancel::CancelOnDrop::new();
         'pages: loop {
             let page = usize::try_from((limit - docs.len() as u64 + skip).min(MAX_LIMIT))
                 .unwrap_or(usize::MAX);
@@ -140,6 +142,7 @@ pub(super) async fn find(
                 sort: sort.clone(),
                 after: after.clone(),
                 partition: req.partition.clone(),
+                cancel: Some(cancel.flag()),
                 ..Default::default()
             };
             let searcher = ready.index.clone();

@@ -60,7 +60,7 @@ impl Run {
         writer: &mut BodyWriter,
         def: &IndexDef,
     ) -> Result<(), Stop> {
-        let mut rows = self.own_rows(def).await?;
+        let mut rows = self.own_rows(def, writer).await?;
         rows.sort_by(|a, b| (&a.sort_key, &a.id).cmp(&(&b.sort_key, &b.id)));
         if self.plan.descending {
             rows.reverse();
@@ -83,6 +83,7 @@ impl Run {
             if self.done() {
                 break;
             }
+            writer.still_wanted()?;
             let ids: Vec<String> = batch.iter().map(|row| row.id.clone()).collect();
             let found = self
                 .database
@@ -111,11 +112,12 @@ impl Run {
     }
 
     /// The reader's documents the index would hold within the plan's range.
-    async fn own_rows(&self, def: &IndexDef) -> Result<Vec<Row>, Stop> {
+    async fn own_rows(&self, def: &IndexDef, writer: &BodyWriter) -> Result<Vec<Row>, Stop> {
         let (low, high) = (key_bytes(&self.plan.low), key_bytes(&self.plan.high));
         let mut rows = Vec::new();
         let mut after: Option<String> = None;
         loop {
+            writer.still_wanted()?;
             let page = own_page(&self.database, after.take()).await?;
             let exhausted = page.rows.len() < PAGE;
             after = page.rows.last().map(|row| row.id.clone());
