@@ -186,7 +186,7 @@ impl Engine {
         views: &[String],
         docs: &[String],
     ) -> Result<Vec<Vec<Vec<(serde_json::Value, serde_json::Value)>>>, JsError> {
-        let names = serde_json::to_string(views).unwrap_or_else(|_| "[]".into());
+        let names = ejson::to_string_of(views).unwrap_or_else(|_| "[]".into());
         let answer = self
             .pool
             .call(ddoc, "map", vec![names, json_lines(docs)])

@@ -40,8 +40,8 @@ impl Engine {
         names: &[String],
         docs: &[String],
     ) -> Result<IndexedDocs, JsError> {
-        let section = serde_json::to_string(api.section()).unwrap_or_default();
-        let names_json = serde_json::to_string(names).unwrap_or_else(|_| "[]".into());
+        let section = ejson::to_string_of(api.section()).unwrap_or_default();
+        let names_json = ejson::to_string_of(names).unwrap_or_else(|_| "[]".into());
         let gathered = Arc::new(Mutex::new(Gathered::new(self.limits.memory)));
         let answer = self
             .pool

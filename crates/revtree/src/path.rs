@@ -121,7 +121,7 @@ mod tests {
         let path: RevPath = serde_json::from_str(json).unwrap();
         let revs: Vec<String> = path.revs().map(|r| r.to_string()).collect();
         assert_eq!(revs, ["3-c", "2-b", "1-a"]);
-        assert_eq!(serde_json::to_string(&path).unwrap(), json);
+        assert_eq!(ejson::to_string_of(&path).unwrap(), json);
     }
 
     #[test]

@@ -294,7 +294,7 @@ mod tests {
     #[test]
     fn serde_round_trips_as_a_string() {
         let rev: RevId = serde_json::from_str("\"4-abc\"").unwrap();
-        assert_eq!(serde_json::to_string(&rev).unwrap(), "\"4-abc\"");
+        assert_eq!(ejson::to_string_of(&rev).unwrap(), "\"4-abc\"");
         assert!(serde_json::from_str::<RevId>("\"nope\"").is_err());
     }
 }

@@ -447,10 +447,7 @@ mod tests {
         .unwrap();
         assert_eq!(doc.id.as_deref(), Some("a"));
         assert_eq!(doc.rev.unwrap().to_string(), "1-x");
-        assert_eq!(
-            serde_json::to_string(&doc.body).unwrap(),
-            r#"{"z":1,"a":2}"#
-        );
+        assert_eq!(ejson::to_string_of(&doc.body).unwrap(), r#"{"z":1,"a":2}"#);
         assert_eq!(
             doc.attachments,
             vec![(

@@ -249,7 +249,7 @@ pub(crate) fn maintain(
             rows.push(AccessRow {
                 principal: old.principal,
                 seq,
-                gone: Some(serde_json::to_string(&leaves).unwrap_or_default()),
+                gone: Some(ejson::to_string_of(&leaves).unwrap_or_default()),
             });
         }
     }

@@ -200,7 +200,7 @@ fn purge_in_tx(
     for request in requests {
         let purged = purge_doc(ctx, &request.id, &request.revs)?;
         ctx.state.purge_seq += 1;
-        let revs = serde_json::to_string(&request.recorded)
+        let revs = ejson::to_string_of(&request.recorded)
             .map_err(|e| StoreError::CommitFailed(format!("purge info: {e}")))?;
         ctx.rows.record_purge(&PurgeInfoRow {
             purge_seq: ctx.state.purge_seq,

@@ -489,7 +489,7 @@ mod tests {
         assert_eq!(ids, ["z", "a"], "the peer's order is kept");
         assert_eq!(diff.0[0].1.possible_ancestors[0].to_string(), "1-a");
         let request: RevsDiffRequest = Entries(vec![("b".into(), diff.0[0].1.missing.clone())]);
-        assert_eq!(serde_json::to_string(&request).unwrap(), r#"{"b":["2-b"]}"#);
+        assert_eq!(ejson::to_string_of(&request).unwrap(), r#"{"b":["2-b"]}"#);
 
         let got: BulkGetAnswer = serde_json::from_str(
             r#"{"results":[{"id":"a","docs":[{"ok":{"_id":"a","_rev":"1-a"}},{"missing":"2-x"},

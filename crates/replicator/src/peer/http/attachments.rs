@@ -37,7 +37,7 @@ impl HttpPeer {
             form_encode(&rev.to_string())
         );
         if !possible_ancestors.is_empty() {
-            let since = serde_json::to_string(possible_ancestors)
+            let since = ejson::to_string_of(possible_ancestors)
                 .map_err(|e| self.malformed(e.to_string()))?;
             path.push_str(&format!("&atts_since={}", form_encode(&since)));
         }

@@ -202,7 +202,7 @@ impl HttpPeer {
     /// Writes a local (checkpoint) document; returns its new `_rev`.
     pub async fn put_local(&self, id: &str, doc: &impl Serialize) -> Result<String, EndpointError> {
         let body =
-            serde_json::to_vec(doc).map_err(|e| self.malformed(format!("encoding {id}: {e}")))?;
+            ejson::to_vec_of(doc).map_err(|e| self.malformed(format!("encoding {id}: {e}")))?;
         let answer: DocWritten = self.call(Method::PUT, id, Some(body.into())).await?;
         Ok(answer.rev)
     }
@@ -299,7 +299,7 @@ impl HttpPeer {
 
     /// `_revs_diff`: which of these revisions the database lacks.
     pub async fn revs_diff(&self, asked: RevsDiffRequest) -> Result<Vec<Missing>, EndpointError> {
-        let body = serde_json::to_vec(&asked).map_err(|e| self.malformed(e.to_string()))?;
+        let body = ejson::to_vec_of(&asked).map_err(|e| self.malformed(e.to_string()))?;
         let diff: RevsDiffAnswer = self
             .call(Method::POST, "_revs_diff", Some(body.into()))
             .await?;
@@ -319,8 +319,7 @@ impl HttpPeer {
     pub async fn fetch(&self, missing: &Missing) -> Result<Vec<Value>, EndpointError> {
         let mut fetched = Fetched::new(self.display(), missing.revs.len());
         fetched.document(missing.id.clone())?;
-        let list =
-            serde_json::to_string(&missing.revs).map_err(|e| self.malformed(e.to_string()))?;
+        let list = ejson::to_string_of(&missing.revs).map_err(|e| self.malformed(e.to_string()))?;
         let path = format!(
             "{}?revs=true&latest=true&open_revs={}",
             encode_doc_id(&missing.id),
@@ -348,7 +347,7 @@ impl HttpPeer {
                     .flat_map(|m| m.revs.iter().map(|rev| BulkGetItem { id: &m.id, rev }))
                     .collect(),
             };
-            let body = serde_json::to_vec(&request).map_err(|e| self.malformed(e.to_string()))?;
+            let body = ejson::to_vec_of(&request).map_err(|e| self.malformed(e.to_string()))?;
             match self
                 .call_limited::<BulkGetAnswer>(
                     Method::POST,

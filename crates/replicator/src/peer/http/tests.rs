@@ -16,7 +16,7 @@ use crate::peer::{EndpointError, Missing};
 use crate::spec::{ChangesFilter, RemoteDb};
 #[test]
 fn writes_are_split_by_size_and_a_large_document_goes_alone() {
-    let doc = |n: usize| serde_json::to_vec(&json!({"_id": "x", "pad": "p".repeat(n)})).unwrap();
+    let doc = |n: usize| ejson::to_vec(&json!({"_id": "x", "pad": "p".repeat(n)}));
     let encoded = vec![doc(10), doc(10), doc(100), doc(10)];
     let chunks = chunk_by_bytes(&encoded, 80);
     assert_eq!(chunks, [0..2, 2..3, 3..4]);
