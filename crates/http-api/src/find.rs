@@ -403,7 +403,13 @@ impl Run {
 
     /// The documents of index rows, read together (`None` for one gone).
     async fn fetch_all(&mut self, rows: &[store::IndexEntry]) -> Result<Vec<Option<Value>>, Stop> {
-        let ids: Vec<String> = rows.iter().map(|r| r.id.clone()).collect();
+        self.fetch_ids(rows.iter().map(|r| r.id.clone()).collect())
+            .await
+    }
+
+    /// The documents of `ids`, read together (`None` for one gone or
+    /// hidden), counted as examined.
+    async fn fetch_ids(&mut self, ids: Vec<String>) -> Result<Vec<Option<Value>>, Stop> {
         let scoped = self.database.reader().is_some();
         if !scoped {
             self.docs_examined += ids.len() as u64;

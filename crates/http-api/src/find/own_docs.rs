@@ -15,7 +15,7 @@
 use mango::index_def::IndexDef;
 use mango::plan::Bound;
 use serde_json::Value;
-use store::{AllDocsQuery, Database, GetOptions};
+use store::{AllDocsQuery, Database};
 
 use super::{PAGE, Run};
 use crate::base::error::ApiError;
@@ -85,26 +85,13 @@ impl Run {
             }
             writer.still_wanted()?;
             let ids: Vec<String> = batch.iter().map(|row| row.id.clone()).collect();
-            let found = self
-                .database
-                .all_docs_keys(
-                    ids,
-                    Some(GetOptions {
-                        conflicts: self.req.conflicts,
-                        ..Default::default()
-                    }),
-                )
-                .await?;
-            for (row, (_, found)) in batch.iter().zip(found) {
+            let found = self.fetch_ids(ids).await?;
+            for (row, found) in batch.iter().zip(found) {
                 if self.done() {
                     break;
                 }
-                let Some(doc) = found.filter(|r| !r.deleted).and_then(|r| r.doc) else {
-                    continue;
-                };
+                let Some(doc) = found else { continue };
                 self.keys_examined += 1;
-                self.docs_examined += 1;
-                let doc = doc.to_value()?;
                 self.offer(writer, &doc, row.key.clone(), &row.id).await?;
             }
         }
