@@ -120,8 +120,9 @@ async fn replication_documents_run_with_their_writers_rights_whatever_route_wrot
     assert_eq!(mine.status, 201, "{}", mine.text);
     assert_eq!(admin.get("/_replicator/mine").await.json()["owner"], "bob");
 
-    // Replicating documents into `_replicator` plants them as bob's: the
-    // jobs run with bob's rights and copy nothing.
+    // Replicating documents into `_replicator` is judged as writing them:
+    // a replication bob may not run, or one naming another owner, is a
+    // write failure, and nothing is planted.
     assert_eq!(admin.put("/plants", json!(null)).await.status, 201);
     let security = json!({"members": {"names": ["bob"]}});
     assert_eq!(admin.put("/plants/_security", security).await.status, 200);
@@ -132,6 +133,7 @@ async fn replication_documents_run_with_their_writers_rights_whatever_route_wrot
             "forged",
             json!({"source": "secret", "target": "bobs", "owner": "admin"}),
         ),
+        ("fine", json!({"source": "bobs", "target": "bobs"})),
     ] {
         let put = bob.put(&format!("/plants/{id}"), body).await;
         assert_eq!(put.status, 201, "{}", put.text);
@@ -144,18 +146,13 @@ async fn replication_documents_run_with_their_writers_rights_whatever_route_wrot
         )
         .await;
     assert_eq!(planted.status, 200, "{}", planted.text);
-    assert_eq!(planted.json()["history"][0]["doc_write_failures"], 1);
-    assert_eq!(
-        admin.get("/_replicator/forged").await.status,
-        404,
-        "another owner is never planted"
-    );
-    for id in ["steal", "push"] {
-        let doc = admin.get(&format!("/_replicator/{id}")).await.json();
-        assert_eq!(doc["owner"], "bob", "{doc}");
-        let state = tried(&admin, id).await;
-        assert_ne!(state, "completed", "{id} ran with someone else's rights");
+    assert_eq!(planted.json()["history"][0]["doc_write_failures"], 3);
+    for id in ["steal", "push", "forged"] {
+        let doc = admin.get(&format!("/_replicator/{id}")).await;
+        assert_eq!(doc.status, 404, "{id} was planted: {}", doc.text);
     }
+    let fine = admin.get("/_replicator/fine").await.json();
+    assert_eq!(fine["owner"], "bob", "{fine}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(admin.get("/bobs/s1").await.status, 404, "secret was copied");
     assert_eq!(
@@ -321,4 +318,45 @@ async fn in_an_admin_party_replication_documents_still_run_as_admins() {
     );
     assert_eq!(tried(&anyone, "party").await, "completed");
     assert_eq!(anyone.get("/b/doc").await.status, 200);
+}
+
+#[tokio::test]
+async fn only_who_started_a_replication_cancels_it() {
+    let (_data, server) = shared_server("side-doors-cancel").await;
+    let admin = Client::new(&server);
+    let (bob, ann) = (as_user(&server, "bob"), as_user(&server, "ann"));
+    let spec = json!({"source": "bobs", "target": "bobs", "continuous": true});
+    let started = bob.post("/_replicate", spec.clone()).await;
+    assert_eq!(started.status, 202, "{}", started.text);
+    let id = started.json()["_local_id"].as_str().unwrap().to_string();
+
+    let mut cancel = spec.clone();
+    cancel["cancel"] = json!(true);
+    for (how, body) in [
+        ("by its request", cancel.clone()),
+        ("by its id", json!({"replication_id": id, "cancel": true})),
+    ] {
+        let refused = ann.post("/_replicate", body).await;
+        assert_eq!(refused.status, 401, "ann cancelled {how}: {}", refused.text);
+        assert_eq!(
+            refused.json()["reason"],
+            "Can't cancel a replication triggered by another user"
+        );
+    }
+    let unknown = ann
+        .post(
+            "/_replicate",
+            json!({"replication_id": "nope", "cancel": true}),
+        )
+        .await;
+    assert_eq!(unknown.status, 404, "{}", unknown.text);
+    let jobs = admin.get("/_scheduler/jobs").await.json();
+    assert_eq!(jobs["total_rows"], 1, "the job still runs: {jobs}");
+
+    let cancelled = bob
+        .post("/_replicate", json!({"replication_id": id, "cancel": true}))
+        .await;
+    assert_eq!(cancelled.status, 200, "{}", cancelled.text);
+    let jobs = admin.get("/_scheduler/jobs").await.json();
+    assert_eq!(jobs["total_rows"], 0, "{jobs}");
 }

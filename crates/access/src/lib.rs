@@ -8,10 +8,12 @@
 //! special databases `_users` and `_replicator`), made stricter where
 //! CouchDB leaks: in `_replicator` no route shows a user another user's
 //! credentials, and only a replication document's owner (or an admin)
-//! changes it, whatever the route.
+//! changes it, whatever the route. Who may start and cancel a replication
+//! is decided here too ([`replication`]).
 
 mod per_doc;
 mod read;
+pub mod replication;
 mod routes;
 mod users_db;
 mod write;
@@ -197,6 +199,10 @@ pub struct Gate {
     engine: Option<design_functions::Validators>,
     /// PBKDF2 iterations for passwords written into `_users`.
     iterations: u32,
+    /// Judges the replications a `_replicator` document describes; `None`
+    /// refuses a user's replication document (see
+    /// [`Gate::check_replication_doc`]).
+    replications: Option<replication::Replications>,
     /// The database has per-document access (see `per_doc`).
     per_doc: bool,
 }
@@ -208,6 +214,7 @@ impl Gate {
         user: UserCtx,
         engine: Option<&design_functions::Validators>,
         iterations: u32,
+        replications: Option<&replication::Replications>,
     ) -> Result<Gate, Refusal> {
         let kind = Kind::of_db(database);
         // A server admin of a plain database is never checked: the
@@ -232,6 +239,7 @@ impl Gate {
             security,
             kind,
             iterations,
+            replications: replications.cloned(),
             per_doc: database.has_doc_access(),
         })
     }

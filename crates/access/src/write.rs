@@ -11,6 +11,9 @@ use store::{Database, DocFailure, DocInput, ErrorKind};
 use crate::{Gate, Kind, NOT_DB_ADMIN, Refusal};
 
 const OTHERS_REPLICATION: &str = "Can't update replication documents from other users.";
+/// A user's replication document where no replication rules were given
+/// to the gate: refused rather than written unjudged.
+const NO_REPLICATION_RULES: &str = "Replication documents of users cannot be written here.";
 
 impl Gate {
     /// Nothing to check: a server admin of a plain database without
@@ -273,7 +276,31 @@ impl Gate {
             Some(_) if is_admin => {}
             Some(_) => return refused(),
         }
-        Ok(Ok(()))
+        if self.user.is_server_admin() || doc.deleted {
+            return Ok(Ok(()));
+        }
+        // A user's replication names only databases they may use, however
+        // the document arrives: the job would fail later as its owner, and
+        // this says so now.
+        let Some(replications) = &self.replications else {
+            return Ok(Err(DocFailure {
+                error: ErrorKind::Forbidden,
+                reason: NO_REPLICATION_RULES.into(),
+            }));
+        };
+        let spec = Value::Object(doc.body.clone());
+        match replications.check_start(&self.user, &spec).await {
+            Ok(()) => Ok(Ok(())),
+            Err(
+                Refusal::Unauthorized(reason)
+                | Refusal::Forbidden(reason)
+                | Refusal::NotFound(reason),
+            ) => Ok(Err(DocFailure {
+                error: ErrorKind::Forbidden,
+                reason,
+            })),
+            Err(other) => Err(other),
+        }
     }
 }
 

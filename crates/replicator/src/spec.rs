@@ -314,6 +314,22 @@ impl Default for SpecDefaults {
 
 impl ReplicationSpec {
     /// Parses a `/_replicate` body or `_replicator` document with CouchDB's defaults.
+    /// The databases of this server a replication request names, for the
+    /// replication rules (`access::replication`); `None` when the request
+    /// is not a valid replication.
+    pub fn local_peers(value: &Value) -> Option<access::replication::LocalPeers> {
+        let spec = ReplicationSpec::parse(value).ok()?;
+        let local = |peer: Peer| match peer {
+            Peer::Local(name) => Some(name),
+            Peer::Remote(_) => None,
+        };
+        Some(access::replication::LocalPeers {
+            source: local(spec.source),
+            target: local(spec.target),
+            create_target: spec.create_target,
+        })
+    }
+
     pub fn parse(value: &Value) -> Result<ReplicationSpec, SpecError> {
         ReplicationSpec::parse_with(value, &SpecDefaults::default())
     }

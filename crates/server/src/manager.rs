@@ -559,15 +559,10 @@ impl ReplicatorManager {
         // The job has its owner's rights (every write sets `owner` to the
         // writer); a document without one runs with nobody's rights, never
         // an admin's.
-        let user = match doc.get("owner") {
-            Some(Value::String(owner)) => auth::UserCtx {
-                name: Some(owner.clone()),
-                roles: (self.roles)(owner.clone()).await.unwrap_or_default(),
-                handler: None,
-            },
-            _ => self.nobody.clone(),
-        };
-        spec.user = (!user.is_server_admin()).then_some(user);
+        let user =
+            access::replication::document_runs_as(doc, |name| (self.roles)(name), &self.nobody)
+                .await;
+        spec.user = access::replication::job_rights(user);
         let source = spec.source.to_string();
         let target = spec.target.to_string();
         let added = self.scheduler.add(

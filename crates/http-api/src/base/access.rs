@@ -123,7 +123,6 @@ pub(crate) async fn authorize(
 #[derive(Debug, Clone)]
 pub(crate) struct Writer {
     gate: access::Gate,
-    state: AppState,
 }
 
 impl From<access::Refusal> for ApiError {
@@ -157,42 +156,21 @@ impl Writer {
             user,
             Some(&state.validators),
             state.auth.config.iterations,
+            Some(&state.databases.replications()),
         )
         .await?;
-        Ok(Writer {
-            gate,
-            state: state.clone(),
-        })
+        Ok(Writer { gate })
     }
 
     /// Checks (and, in the special databases, prepares) one document
-    /// before it is written: see [`access::Gate::check_doc`]. A user's
-    /// replication document must also name only databases the user may
-    /// use (the job would fail later as its owner; this says so now).
+    /// before it is written: see [`access::Gate::check_doc`].
     pub(crate) async fn check(
         &self,
         database: &Database,
         doc: &mut DocInput,
         new_edits: bool,
     ) -> Result<Result<(), DocFailure>, ApiError> {
-        let checked = self.gate.check_doc(database, doc, new_edits).await?;
-        let replication = self.gate.kind() == access::Kind::Replicator
-            && !doc.deleted
-            && !self.gate.user().is_server_admin()
-            && !doc
-                .id
-                .as_deref()
-                .is_some_and(|id| id.starts_with("_design/") || id.starts_with("_local/"));
-        if checked.is_ok() && replication {
-            let spec = Value::Object(doc.body.clone());
-            if let Err(e) = check_replication(&self.state, &spec, self.gate.user()).await {
-                return Ok(Err(DocFailure {
-                    error: ErrorKind::Forbidden,
-                    reason: e.error_info().2,
-                }));
-            }
-        }
-        Ok(checked)
+        Ok(self.gate.check_doc(database, doc, new_edits).await?)
     }
 
     /// [`Writer::check`] for a single-document write: a refusal is the answer.
@@ -235,43 +213,4 @@ impl Writer {
     ) -> Result<serde_json::Map<String, Value>, ApiError> {
         Ok(self.gate.filter_read(id, body, public_fields)?)
     }
-}
-
-/// A user who is not a server admin may only replicate databases of this
-/// server they may use: one they may read whole as a source (see
-/// [`access::route_need`]), one they are a member of as a target,
-/// and no target created for them (creating databases is for server admins).
-pub(crate) async fn check_replication(
-    state: &AppState,
-    spec: &Value,
-    user: &UserCtx,
-) -> Result<(), ApiError> {
-    if user.is_server_admin() {
-        return Ok(());
-    }
-    // A malformed request is refused with its own error further on.
-    let Ok(parsed) = state.scheduler.parse_spec(spec) else {
-        return Ok(());
-    };
-    for (peer, is_target) in [(&parsed.source, false), (&parsed.target, true)] {
-        let replicator::Peer::Local(db) = peer else {
-            continue;
-        };
-        let rules = rules_of(state, db).await?;
-        if rules.is_none() && is_target && parsed.create_target {
-            return require_admin(user);
-        }
-        let kind = rules
-            .as_ref()
-            .map_or_else(|| access::Kind::of(db), |(_, kind)| *kind);
-        let security = rules.map(|(security, _)| security);
-        // A source is read as `_changes` reads it; a target is written.
-        let need = if is_target {
-            access::Need::Member
-        } else {
-            access::route_need(kind, &access::Route::changes())
-        };
-        access::admit(user, security.as_ref(), &need)?;
-    }
-    Ok(())
 }

@@ -45,8 +45,17 @@ impl Databases {
         if !database.has_doc_access() || user.is_server_admin() {
             return Ok(database);
         }
-        let gate = access::Gate::of(&database, user.clone(), None, iterations).await?;
+        let gate = access::Gate::of(&database, user.clone(), None, iterations, None).await?;
         Ok(gate.readable(&database))
+    }
+
+    /// The replication rules (`access::replication`), which read the
+    /// `_security` of the databases a replication names.
+    pub(crate) fn replications(&self) -> access::replication::Replications {
+        access::replication::Replications::new(
+            self.store.clone(),
+            replicator::ReplicationSpec::local_peers,
+        )
     }
 
     /// Whether a database of that name exists (its content unread).

@@ -27,10 +27,6 @@ pub(crate) async fn replicate(
     let body = Value::Object(body);
     if body.get("cancel").and_then(Value::as_bool) == Some(true) {
         let id = match body.get("replication_id").and_then(Value::as_str) {
-            // Jobs do not record who started them: by id, only admins cancel.
-            Some(_) if !user.is_server_admin() => {
-                return Err(ApiError::Unauthorized("You are not a server admin.".into()));
-            }
             Some(id) => id.to_string(),
             None => {
                 let spec = state
@@ -40,6 +36,11 @@ pub(crate) async fn replicate(
                 replicator::job_id(state.databases.server_uuid(), &spec)
             }
         };
+        // A job unknown to this caller is missing, whoever asks.
+        let Some(rights) = state.scheduler.job_rights(&id) else {
+            return Err(ApiError::not_found("missing"));
+        };
+        access::replication::check_cancel(&user, rights.as_ref())?;
         if state.scheduler.remove(&id).await {
             return Ok(json_response(
                 StatusCode::OK,
@@ -53,9 +54,13 @@ pub(crate) async fn replicate(
         .scheduler
         .parse_spec(&body)
         .map_err(|e| ApiError::bad_request(e.0))?;
-    crate::base::access::check_replication(&state, &body, &user).await?;
+    state
+        .databases
+        .replications()
+        .check_start(&user, &body)
+        .await?;
     // The job keeps the caller's rights on this server's databases.
-    spec.user = (!user.is_server_admin()).then_some(user);
+    spec.user = access::replication::job_rights(user);
     let continuous = spec.continuous;
     let mut added = state.scheduler.add(spec, replicator::Owner::Transient);
     if continuous {

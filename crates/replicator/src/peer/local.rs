@@ -15,7 +15,7 @@ use wire::rows::{DbInfo, RevsDiffRequest};
 use super::attachments::{Parts, Prepared, check_length, meta_of, outgoing_of};
 use super::fetched::Fetched;
 use super::{Change, ChangesBatch, EndpointError, Missing, WriteFailure};
-use crate::spec::ChangesFilter;
+use crate::spec::{ChangesFilter, ReplicationSpec};
 
 /// A database of this server's store, used with a replication's rights.
 #[derive(Debug, Clone)]
@@ -95,11 +95,16 @@ impl LocalPeer {
             .as_deref()
             .cloned()
             .unwrap_or_else(auth::UserCtx::party_admin);
+        // A `_replicator` document replicated here is judged as one
+        // written by a request: its replication must be the user's to run.
+        let replications =
+            access::replication::Replications::new(store.clone(), ReplicationSpec::local_peers);
         let gate = access::Gate::of(
             &db,
             user,
             validators.as_ref(),
             auth::password::DEFAULT_ITERATIONS,
+            Some(&replications),
         )
         .await
         .map_err(|refusal| self.refusal_error(refusal))?;

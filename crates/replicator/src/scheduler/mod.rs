@@ -362,6 +362,13 @@ impl Scheduler {
         }
     }
 
+    /// Whose rights job `id` runs with (`Some(None)`: a server admin's),
+    /// or `None` when no such job exists: for the replication rules'
+    /// question of who may cancel it (`access::replication::check_cancel`).
+    pub fn job_rights(&self, id: &str) -> Option<Option<auth::UserCtx>> {
+        self.table().jobs.get(id).map(|job| job.spec.user.clone())
+    }
+
     /// Removes a job: stops it, waits briefly for its last checkpoint (at
     /// most `REMOVE_LIMIT`, then it is aborted with every request it has
     /// in flight, closing their connections), and tells any waiter it was

@@ -281,6 +281,7 @@ impl Peer {
                     auth::UserCtx::party_admin(),
                     None,
                     auth::password::DEFAULT_ITERATIONS,
+                    None,
                 )
                 .await
                 .map_err(|e| format!("{e:?}"))?;
