@@ -24,7 +24,7 @@ use auth::{SecurityObject, UserCtx};
 use store::{Database, StoreError};
 
 pub use per_doc::ACCESS_REFUSED;
-pub use routes::{ACCESS_DENIED, Need, Route, Status, route_need};
+pub use routes::{ACCESS_DENIED, DesignFunction, Endpoint, Need, Route, Status, route_need};
 pub use users_db::{
     USERS_DB, authentication_db, configured_authentication_db, ensure_auth_design_doc, is_users_db,
     set_authentication_db,

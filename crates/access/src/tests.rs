@@ -175,3 +175,16 @@ fn a_refusal_is_answered_by_one_table() {
         Answer::Store(_)
     ));
 }
+
+#[test]
+fn every_listed_route_is_found_by_its_name() {
+    for endpoint in crate::Endpoint::ALL {
+        assert_eq!(crate::Endpoint::of(endpoint.name()), Some(endpoint));
+        assert!(endpoint.name().starts_with('_'));
+    }
+    for function in crate::DesignFunction::ALL {
+        assert_eq!(crate::DesignFunction::of(function.name()), Some(function));
+    }
+    assert_eq!(crate::Endpoint::of("_design"), None);
+    assert_eq!(crate::Endpoint::of("_all_docs "), None);
+}

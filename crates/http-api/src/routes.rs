@@ -133,135 +133,88 @@ async fn serve(
             ddoc,
             kind,
             rest,
-        } if kind == "_view" && rest.len() == 1 => {
+        } => {
             let database = state.open(&db, &user).await?;
-            let name = rest.into_iter().next().unwrap_or_default();
+            design_function(state, database, ddoc, kind, rest, query, request).await
+        }
+    }
+}
+
+/// `/db/_design/ddoc/_kind/...`: dispatched on the list the access rules
+/// judge (`access::DesignFunction`), every entry named.
+async fn design_function(
+    state: AppState,
+    database: store::Database,
+    ddoc: String,
+    kind: String,
+    rest: Vec<String>,
+    query: Query,
+    request: Request<Body>,
+) -> Result<Response, ApiError> {
+    use access::DesignFunction as F;
+    let function = F::of(&kind);
+    let one_name = (rest.len() == 1).then(|| rest[0].clone());
+    match (function, one_name) {
+        (Some(F::View), Some(name)) => {
             crate::design::views::view(state, database, ddoc, name, query, request).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_view" && rest.len() == 2 && rest[1] == "queries" => {
-            let database = state.open(&db, &user).await?;
+        (Some(F::View), None) if rest.len() == 2 && rest[1] == "queries" => {
             let name = rest.into_iter().next().unwrap_or_default();
             crate::design::views::queries(state, database, ddoc, name, query, request).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_nouveau" && rest.len() == 1 => {
-            let database = state.open(&db, &user).await?;
-            let name = rest.into_iter().next().unwrap_or_default();
+        (Some(F::Nouveau), Some(name)) => {
             crate::design::search::nouveau(state, database, ddoc, name, query, request, None).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_nouveau_info" && rest.len() == 1 => {
-            let database = state.open(&db, &user).await?;
-            let name = rest.into_iter().next().unwrap_or_default();
+        (Some(F::NouveauInfo), Some(name)) => {
             crate::design::search::nouveau_info(state, database, ddoc, name, request).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_search" && rest.len() == 1 => {
-            let database = state.open(&db, &user).await?;
-            let name = rest.into_iter().next().unwrap_or_default();
+        (Some(F::Search), Some(name)) => {
             crate::design::clouseau::search(state, database, ddoc, name, query, request, None).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_search_info" && rest.len() == 1 => {
-            let database = state.open(&db, &user).await?;
-            let name = rest.into_iter().next().unwrap_or_default();
+        (Some(F::SearchInfo), Some(name)) => {
             crate::design::clouseau::search_info(state, database, ddoc, name, request).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_search_disk_size" && rest.len() == 1 => {
-            let database = state.open(&db, &user).await?;
-            let name = rest.into_iter().next().unwrap_or_default();
+        (Some(F::SearchDiskSize), Some(name)) => {
             crate::design::clouseau::search_disk_size(state, database, ddoc, name, request).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_show" => {
-            let database = state.open(&db, &user).await?;
+        (Some(F::Show), _) => {
             crate::design::render::show(state, database, ddoc, rest, query, request).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_list" => {
-            let database = state.open(&db, &user).await?;
+        (Some(F::List), _) => {
             crate::design::render::list(state, database, ddoc, rest, query, request).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_update" => {
-            let database = state.open(&db, &user).await?;
+        (Some(F::Update), _) => {
             crate::design::render::update(state, database, ddoc, rest, query, request).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_rewrite" => {
-            let database = state.open(&db, &user).await?;
+        (Some(F::Rewrite), _) => {
             crate::design::rewrite::rewrite(state, database, ddoc, rest, query, request).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } if kind == "_info" && rest.is_empty() => {
-            let database = state.open(&db, &user).await?;
+        (Some(F::Info), _) if rest.is_empty() => {
             crate::design::views::info(state, database, ddoc, request).await
         }
-        Target::DesignFunction {
-            db,
-            ddoc,
-            kind,
-            rest,
-        } => {
-            let database = state.open(&db, &user).await?;
-            Err(match (design::Section::of_path(&kind), rest.first()) {
-                (Some(section), Some(name)) => {
-                    design::function_not_runnable(&database, &ddoc, section, name).await
-                }
-                _ => match design::load(&database, &ddoc).await {
-                    Err(missing) => missing,
-                    Ok(_) => ApiError::NotImplemented(format!(
-                        "{kind} of design documents is not supported yet"
-                    )),
-                },
-            })
-        }
+        (
+            Some(
+                F::View
+                | F::Nouveau
+                | F::NouveauInfo
+                | F::Search
+                | F::SearchInfo
+                | F::SearchDiskSize
+                | F::Info,
+            )
+            | None,
+            _,
+        ) => Err(match (design::Section::of_path(&kind), rest.first()) {
+            (Some(section), Some(name)) => {
+                design::function_not_runnable(&database, &ddoc, section, name).await
+            }
+            _ => match design::load(&database, &ddoc).await {
+                Err(missing) => missing,
+                Ok(_) => ApiError::NotImplemented(format!(
+                    "{kind} of design documents is not supported yet"
+                )),
+            },
+        }),
     }
 }
 
@@ -282,73 +235,67 @@ async fn endpoint(
     query: Query,
     request: Request<Body>,
 ) -> Result<Response, ApiError> {
+    use access::Endpoint as E;
     let user = crate::base::auth::user_of(&request);
     let method = request.method().clone();
-    let is = |m: &Method| method == *m;
-    match name.as_str() {
-        "_all_docs" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
+    let is = |allowed: &[&str]| allowed.contains(&method.as_str());
+    let Some(endpoint) = E::of(&name) else {
+        return unknown_endpoint(state, db, &name, &method, &user).await;
+    };
+    match endpoint {
+        E::AllDocs if is(&["GET", "HEAD", "POST"]) => {
             all_docs::all_docs(state, db, query, request).await
         }
-        "_all_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
-        "_local_docs" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
+        E::LocalDocs if is(&["GET", "HEAD", "POST"]) => {
             crate::database::local_docs::local_docs(state, db, query, request).await
         }
-        "_local_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
-        "_design_docs" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
+        E::DesignDocs if is(&["GET", "HEAD", "POST"]) => {
             crate::database::design_docs::design_docs(state, db, query, request).await
         }
-        "_design_docs" => Err(ApiError::MethodNotAllowed("GET,HEAD,POST")),
-        "_changes" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::POST) => {
+        E::AllDocs | E::LocalDocs | E::DesignDocs => {
+            Err(ApiError::MethodNotAllowed("GET,HEAD,POST"))
+        }
+        E::Changes if is(&["GET", "HEAD", "POST"]) => {
             changes::changes(state, db, query, request).await
         }
-        "_changes" => Err(ApiError::MethodNotAllowed("GET,POST,HEAD")),
-        "_bulk_docs" if is(&Method::POST) => bulk_docs::bulk_docs(state, db, request).await,
-        "_bulk_get" if is(&Method::POST) => bulk_get::bulk_get(state, db, query, request).await,
-        "_revs_diff" if is(&Method::POST) => {
+        E::Changes => Err(ApiError::MethodNotAllowed("GET,POST,HEAD")),
+        E::BulkDocs if is(&["POST"]) => bulk_docs::bulk_docs(state, db, request).await,
+        E::BulkGet if is(&["POST"]) => bulk_get::bulk_get(state, db, query, request).await,
+        E::RevsDiff | E::MissingRevs if is(&["POST"]) => {
             require_json_content_type(request.headers())?;
-            revs_diff::revs_diff(state, db, request, false).await
+            revs_diff::revs_diff(state, db, request, endpoint == E::MissingRevs).await
         }
-        "_missing_revs" if is(&Method::POST) => {
-            require_json_content_type(request.headers())?;
-            revs_diff::revs_diff(state, db, request, true).await
-        }
-        "_ensure_full_commit" if is(&Method::POST) => {
+        E::EnsureFullCommit if is(&["POST"]) => {
             require_json_content_type(request.headers())?;
             maintenance::ensure_full_commit(state, db, &user).await
         }
-        "_compact" if is(&Method::POST) => maintenance::compact(state, db, request).await,
-        "_bulk_docs"
-        | "_bulk_get"
-        | "_revs_diff"
-        | "_missing_revs"
-        | "_ensure_full_commit"
-        | "_compact" => Err(ApiError::MethodNotAllowed("POST")),
-        "_revs_limit" if is(&Method::GET) || is(&Method::PUT) => {
-            maintenance::revs_limit(state, db, request).await
-        }
-        "_revs_limit" => Err(ApiError::MethodNotAllowed("GET,PUT")),
-        "_security" if is(&Method::GET) || is(&Method::PUT) => {
-            maintenance::security(state, db, request).await
-        }
-        "_security" => Err(ApiError::MethodNotAllowed("GET,PUT")),
-        "_view_cleanup" if is(&Method::POST) => {
+        E::Compact if is(&["POST"]) => maintenance::compact(state, db, request).await,
+        E::BulkDocs
+        | E::BulkGet
+        | E::RevsDiff
+        | E::MissingRevs
+        | E::EnsureFullCommit
+        | E::Compact => Err(ApiError::MethodNotAllowed("POST")),
+        E::RevsLimit if is(&["GET", "PUT"]) => maintenance::revs_limit(state, db, request).await,
+        E::Security if is(&["GET", "PUT"]) => maintenance::security(state, db, request).await,
+        E::RevsLimit | E::Security => Err(ApiError::MethodNotAllowed("GET,PUT")),
+        E::ViewCleanup if is(&["POST"]) => {
             require_json_content_type(request.headers())?;
             let database = state.open(&db, &user).await?;
             crate::design::views::cleanup(state, database).await
         }
-        "_view_cleanup" => Err(ApiError::MethodNotAllowed("POST")),
-        "_nouveau_cleanup" | "_search_cleanup" => {
+        E::ViewCleanup => Err(ApiError::MethodNotAllowed("POST")),
+        E::NouveauCleanup | E::SearchCleanup => {
             let database = state.open(&db, &user).await?;
             crate::design::search::cleanup(state, database, request).await
         }
-
         // A partition path without the partition's name.
-        "_partition" => {
+        E::Partition => {
             state.open(&db, &user).await?;
             Err(ApiError::bad_request("invalid_partition_req"))
         }
         // CouchDB 2 dropped temporary views; it still says so, any method.
-        "_temp_view" => {
+        E::TempView => {
             state.open(&db, &user).await?;
             Err(ApiError::Status {
                 status: axum::http::StatusCode::GONE,
@@ -356,56 +303,66 @@ async fn endpoint(
                 reason: "Temporary views are not supported in CouchDB".into(),
             })
         }
-        "_purge" if is(&Method::POST) => crate::database::purge::purge(state, db, request).await,
+        E::Purge if is(&["POST"]) => crate::database::purge::purge(state, db, request).await,
         // CouchDB looks for the database before it judges the method.
-        "_purge" => {
+        E::Purge => {
             state.open(&db, &user).await?;
             Err(ApiError::MethodNotAllowed("POST"))
         }
-        "_purged_infos_limit" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::PUT) => {
+        E::PurgedInfosLimit if is(&["GET", "HEAD", "PUT"]) => {
             crate::database::purge::purged_infos_limit(state, db, request).await
         }
-        "_purged_infos_limit" => {
+        E::PurgedInfosLimit => {
             state.open(&db, &user).await?;
             Err(ApiError::MethodNotAllowed("GET,PUT"))
         }
-        "_purged_infos" if is(&Method::GET) || is(&Method::HEAD) => {
+        E::PurgedInfos if is(&["GET", "HEAD"]) => {
             crate::database::purge::purged_infos(state, db, &user).await
         }
-        "_purged_infos" => Err(ApiError::MethodNotAllowed("GET")),
-        "_time_seq" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::DELETE) => {
+        E::PurgedInfos => Err(ApiError::MethodNotAllowed("GET")),
+        E::TimeSeq if is(&["GET", "HEAD", "DELETE"]) => {
             crate::database::time_seq::time_seq(state, db, &method, &user).await
         }
-        "_time_seq" => Err(ApiError::MethodNotAllowed("GET,DELETE")),
-        "_auto_purge" if is(&Method::GET) || is(&Method::HEAD) || is(&Method::PUT) => {
+        E::TimeSeq => Err(ApiError::MethodNotAllowed("GET,DELETE")),
+        E::AutoPurge if is(&["GET", "HEAD", "PUT"]) => {
             crate::database::auto_purge::auto_purge(state, db, request).await
         }
-        "_auto_purge" => Err(ApiError::MethodNotAllowed("GET,PUT,HEAD")),
-        "_find" | "_explain" => {
+        E::AutoPurge => Err(ApiError::MethodNotAllowed("GET,PUT,HEAD")),
+        E::Find | E::Explain => {
             let database = state.open(&db, &user).await?;
-            crate::find::find(state, database, request, name == "_explain").await
+            crate::find::find(state, database, request, endpoint == E::Explain).await
         }
-        "_index" => {
+        E::Index => {
             let database = state.open(&db, &user).await?;
             crate::find::indexes(state, database, query, request).await
         }
-        "_local" | "_design" => Err(ApiError::Invalid {
-            error: "illegal_docid",
-            reason: "Only reserved document ids may start with underscore.".into(),
-        }),
-        _ if is(&Method::GET) || is(&Method::HEAD) || is(&Method::DELETE) => {
-            // Like CouchDB: an unknown `_name` is a document it cannot find...
-            state.open(&db, &user).await?;
-            Err(ApiError::not_found("missing"))
-        }
-        _ => {
-            // ...or a document id it refuses to write.
-            state.open(&db, &user).await?;
-            Err(ApiError::Invalid {
-                error: "illegal_docid",
-                reason: "Only reserved document ids may start with underscore.".into(),
-            })
-        }
+        // A cluster's endpoint: a single node has no shards to sync.
+        E::SyncShards => unknown_endpoint(state, db, &name, &method, &user).await,
+    }
+}
+
+/// `/db/_name` that is no endpoint of a database.
+async fn unknown_endpoint(
+    state: AppState,
+    db: String,
+    name: &str,
+    method: &Method,
+    user: &auth::UserCtx,
+) -> Result<Response, ApiError> {
+    let illegal_id = || ApiError::Invalid {
+        error: "illegal_docid",
+        reason: "Only reserved document ids may start with underscore.".into(),
+    };
+    if name == "_local" || name == "_design" {
+        return Err(illegal_id());
+    }
+    // Like CouchDB: an unknown `_name` is a document it cannot find, or a
+    // document id it refuses to write.
+    state.open(&db, user).await?;
+    if [Method::GET, Method::HEAD, Method::DELETE].contains(method) {
+        Err(ApiError::not_found("missing"))
+    } else {
+        Err(illegal_id())
     }
 }
 
