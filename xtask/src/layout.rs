@@ -5,10 +5,11 @@
 //!   through others (an import is a `crate::` or `super::` path naming the
 //!   other file's module; test modules and files may import anything);
 //! - no source file passes [`MAX_LINES`] lines;
-//! - in the HTTP API, a database is reached through its one door
-//!   (`base::door`): the compiler keeps the store out of every other
-//!   module, and this rule keeps the door's two named exceptions where
-//!   they belong ([`DOOR_EXCEPTIONS`]).
+//! - a database is reached through the access rules: in the HTTP API the
+//!   compiler keeps the store out of every module but its one door
+//!   (`base::door`), and across the workspace this rule keeps the ways
+//!   past the rules (opening a database from the store, a reader's scoped
+//!   handle made whole) in the files named for them ([`DOOR_EXCEPTIONS`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -71,46 +72,89 @@ pub fn check(root: &Path) -> Result<(), String> {
     }
 }
 
-/// The ways past the HTTP API's one door to the databases, and the only
-/// files (under `crates/http-api/src`) that may take them: a reader's scoped
-/// handle made whole again (design documents and Mango's indexes serve
-/// every reader), and the store lent to the authenticator.
+/// The ways past the access rules to a database, and the only files
+/// (under `crates/`, the store's own crates aside) that may take them:
+/// - `store.db(`: a database opened from the store, whole. The HTTP API's
+///   door and authenticator, the replication rules and the replicator's
+///   local peer (each then asks the gate), the documents manager (it reads
+///   `_replicator` as the server), and the command line's offline tools.
+/// - `.unscoped()`: a reader's scoped handle made whole again, for what
+///   serves every reader: design documents, Mango's indexes, the search
+///   index builder, the validation functions, the access rule's own
+///   look-ups.
+/// - `for_logins()`: the store lent to the authenticator.
 pub const DOOR_EXCEPTIONS: &[(&str, &[&str])] = &[
     (
+        "store.db(",
+        &[
+            "http-api/src/base/door.rs",
+            "http-api/src/base/auth.rs",
+            "access/src/replication.rs",
+            "replicator/src/peer/local.rs",
+            "server/src/manager.rs",
+            "server/src/main.rs",
+            "server/src/backup/peer.rs",
+        ],
+    ),
+    (
         ".unscoped()",
-        &["design/mod.rs", "design/search.rs", "find.rs"],
+        &[
+            "http-api/src/design/mod.rs",
+            "http-api/src/design/search.rs",
+            "http-api/src/find.rs",
+            "search/src/update.rs",
+            "design-functions/src/validation.rs",
+            "access/src/per_doc.rs",
+        ],
     ),
     (
         "for_logins()",
         &[
-            "base/door.rs",
-            "base/auth.rs",
-            "server/session.rs",
-            "lib.rs",
+            "http-api/src/base/door.rs",
+            "http-api/src/base/auth.rs",
+            "http-api/src/server/session.rs",
+            "http-api/src/lib.rs",
         ],
     ),
 ];
 
+/// The store's own crates: they are what the rules guard.
+const STORE_CRATES: &[&str] = &["store", "store-sqlite", "store-postgres", "store-conformance"];
+
 /// Where [`DOOR_EXCEPTIONS`] are taken outside their files.
 fn door_exceptions_out_of_place(root: &Path) -> Vec<String> {
-    let src = root.join("crates").join("http-api").join("src");
+    let crates = root.join("crates");
     let mut problems = Vec::new();
-    for file in rust_files(&src) {
-        let Ok(text) = std::fs::read_to_string(&file) else {
-            continue;
-        };
-        let rel = file
-            .strip_prefix(&src)
-            .map(|p| p.to_string_lossy().replace('\\', "/"))
+    let Ok(entries) = std::fs::read_dir(&crates) else {
+        return problems;
+    };
+    let mut dirs: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    dirs.sort();
+    for dir in dirs {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let code = without_comments(&text);
-        for (pattern, allowed) in DOOR_EXCEPTIONS {
-            if code.contains(pattern) && !allowed.contains(&rel.as_str()) {
-                problems.push(format!(
-                    "crates/http-api/src/{rel} uses {pattern}: a handler reaches a database \
-                     through base::door only (allowed in {})",
-                    allowed.join(", ")
-                ));
+        if STORE_CRATES.contains(&name.as_str()) {
+            continue;
+        }
+        for file in rust_files(&dir.join("src")) {
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            let rel = file
+                .strip_prefix(&crates)
+                .map(|p| p.to_string_lossy().replace('\\', "/"))
+                .unwrap_or_default();
+            let code = without_comments(&text);
+            for (pattern, allowed) in DOOR_EXCEPTIONS {
+                if code.contains(pattern) && !allowed.contains(&rel.as_str()) {
+                    problems.push(format!(
+                        "crates/{rel} uses {pattern}: a database is reached through the access \
+                         rules (allowed in {})",
+                        allowed.join(", ")
+                    ));
+                }
             }
         }
     }
@@ -469,6 +513,21 @@ mod tests {
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(
             problems[0].contains("handler.rs uses .unscoped()"),
+            "{problems:?}"
+        );
+        // Any crate but the store's own.
+        let other = root.join("crates").join("views").join("src");
+        std::fs::create_dir_all(&other).expect("a folder");
+        std::fs::write(other.join("lib.rs"), "async fn f(s: S) { s.store.db(\"x\").await; }")
+            .expect("a file");
+        let store = root.join("crates").join("store").join("src");
+        std::fs::create_dir_all(&store).expect("a folder");
+        std::fs::write(store.join("lib.rs"), "async fn f(s: S) { s.store.db(\"x\").await; }")
+            .expect("a file");
+        let problems = door_exceptions_out_of_place(&root);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.contains("views/src/lib.rs uses store.db(")),
             "{problems:?}"
         );
         let _ = std::fs::remove_dir_all(&root);
