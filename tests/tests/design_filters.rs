@@ -196,3 +196,43 @@ async fn filtered_replications_copy_what_the_filter_passes() {
         .await;
     assert!(missing.status >= 400, "{}", missing.text);
 }
+
+/// A filter whose client left stops: with one engine thread and a minute
+/// of allowed run time, an endless filter abandoned by its client does not
+/// hold the engine from the next request.
+#[tokio::test]
+async fn a_filter_stops_when_its_client_leaves() {
+    let data = TempDir::new("filters-client-leaves");
+    let server = TestServer::start_with_env(
+        data.path(),
+        &[],
+        &[
+            ("RECLINER_OS_PROCESS_TIMEOUT", "60000"),
+            ("RECLINER_QUERY_SERVER_THREADS", "1"),
+        ],
+    );
+    let c = Client::new(&server);
+    assert_eq!(c.put("/db", json!({})).await.status, 201);
+    let ddoc = json!({"filters": {
+        "forever": "function (doc, req) { while (true) {} }",
+        "all": "function (doc, req) { return true; }",
+    }});
+    assert_eq!(c.put("/db/_design/f", ddoc).await.status, 201);
+    assert_eq!(c.put("/db/d", json!({"v": 1})).await.status, 201);
+
+    let left = c
+        .http()
+        .get(c.url("/db/_changes?filter=f/forever"))
+        .timeout(std::time::Duration::from_millis(500))
+        .send()
+        .await;
+    assert!(left.is_err(), "the endless filter answered");
+    let next = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        c.get("/db/_changes?filter=f/all"),
+    )
+    .await
+    .expect("the engine was still held by the filter whose client left");
+    assert_eq!(next.status, 200, "{}", next.text);
+    assert_eq!(ids(&next.json()), ["_design/f", "d"]);
+}

@@ -685,3 +685,39 @@ async fn partitioned_searches() {
     assert_eq!(everything.status, 200, "{}", everything.text);
     assert_eq!(everything.json()["total_rows"], 10);
 }
+
+/// Highlighting a wildcard made to backtrack (`*a*a*...*b`, from the
+/// query) against a long word (from a document) answers at once: a
+/// backtracking match of it never ended, and held a thread for good.
+#[tokio::test]
+async fn a_wildcard_made_to_backtrack_is_highlighted_at_once() {
+    let zoo = Zoo::new("search-clouseau-wildcard").await;
+    let word = "a".repeat(200);
+    let put = zoo
+        .c
+        .put(
+            "/zoo/long",
+            animal("long", "none", "word", 1.0, &format!("b {word}")),
+        )
+        .await;
+    assert_eq!(put.status, 201, "{}", put.text);
+    let evil = format!("description:b OR description:{}b", "*a".repeat(12));
+    let path = format!(
+        "{SEARCH}{}",
+        query(&[("q", &evil), ("highlight_fields", "[\"description\"]")])
+    );
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(30), zoo.c.get(&path))
+        .await
+        .expect("the search did not answer within 30 s");
+    assert_eq!(answered.status, 200, "{}", answered.text);
+    let rows = answered.json()["rows"].clone();
+    let long = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["id"] == "long")
+        .unwrap_or_else(|| panic!("no row for the long word: {rows}"));
+    let marked = long["highlights"]["description"].to_string();
+    assert!(marked.contains("<em>b</em>"), "{marked}");
+    assert!(!marked.contains(&format!("<em>{word}")), "{marked}");
+}

@@ -3,6 +3,7 @@
 //! without holding an async runtime thread.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -20,6 +21,18 @@ struct Call {
     args: Vec<String>,
     io: CallIo,
     reply: oneshot::Sender<Result<Answer, JsError>>,
+    /// Raised when the caller stops waiting (its request ended): a call
+    /// not begun is skipped, a running one stops.
+    gone: Arc<AtomicBool>,
+}
+
+/// Raises its flag when dropped: held while a caller waits for its answer.
+struct RaiseOnDrop(Arc<AtomicBool>);
+
+impl Drop for RaiseOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// The calls waiting, per database, and who works on what: workers take
@@ -126,6 +139,8 @@ impl Pool {
         io: CallIo,
     ) -> Result<Answer, JsError> {
         let (reply, answer) = oneshot::channel();
+        let gone = Arc::new(AtomicBool::new(false));
+        let _waiting = RaiseOnDrop(gone.clone());
         {
             let mut state = self.shared.lock();
             if !state.open {
@@ -139,6 +154,7 @@ impl Pool {
                 args,
                 io,
                 reply,
+                gone,
             });
             let most = self.shared.limits.threads.max(1) + self.shared.limits.extra_threads;
             if state.idle > 0 {
@@ -224,8 +240,14 @@ fn work(shared: &Shared, extra: bool) {
             return;
         };
         let db = call.ddoc.db.clone();
+        if call.gone.load(Ordering::Relaxed) {
+            // Nobody waits for it any more.
+            shared.lock().done(&db);
+            continue;
+        }
+        let gone = call.gone.clone();
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            sandbox.call(&call.ddoc, call.entry, call.args, call.io)
+            sandbox.call(&call.ddoc, call.entry, call.args, call.io, gone)
         }));
         let answer = match ran {
             Ok(answer) => answer,

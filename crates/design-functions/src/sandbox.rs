@@ -6,7 +6,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -73,6 +73,8 @@ pub(crate) struct Sandbox {
     contexts: HashMap<ContextKey, Entry>,
     /// When the running call must stop, in nanoseconds since `epoch`; 0 for none.
     deadline: Arc<AtomicU64>,
+    /// Raised when the running call's caller has gone: it stops too.
+    caller_gone: CallerGone,
     epoch: Instant,
     uses: u64,
     /// The running list function's channels, while one runs.
@@ -91,13 +93,15 @@ struct Entry {
 impl Sandbox {
     pub(crate) fn new(limits: crate::Limits) -> Result<Sandbox, JsError> {
         let deadline = Arc::new(AtomicU64::new(0));
+        let caller_gone = CallerGone::default();
         let epoch = Instant::now();
-        let runtime = new_runtime(&limits, deadline.clone(), epoch)?;
+        let runtime = new_runtime(&limits, deadline.clone(), caller_gone.clone(), epoch)?;
         Ok(Sandbox {
             limits,
             runtime,
             contexts: HashMap::new(),
             deadline,
+            caller_gone,
             epoch,
             uses: 0,
             list: Rc::new(RefCell::new(None)),
@@ -107,7 +111,23 @@ impl Sandbox {
 
     /// Calls `entry` of the prelude in the design document's context,
     /// with JSON-text arguments.
+    /// `gone` is raised when the caller stops waiting: the call stops at
+    /// the engine's next look, as at its deadline.
     pub(crate) fn call(
+        &mut self,
+        ddoc: &DesignDoc,
+        entry: &str,
+        args: Vec<String>,
+        io: CallIo,
+        gone: Arc<AtomicBool>,
+    ) -> Result<Answer, JsError> {
+        self.caller_gone.set(Some(gone));
+        let answer = self.call_for(ddoc, entry, args, io);
+        self.caller_gone.set(None);
+        answer
+    }
+
+    fn call_for(
         &mut self,
         ddoc: &DesignDoc,
         entry: &str,
@@ -322,7 +342,12 @@ impl Sandbox {
     /// Drops every context and the runtime, after the memory ran out.
     fn reset(&mut self) -> Result<(), JsError> {
         self.contexts.clear();
-        self.runtime = new_runtime(&self.limits, self.deadline.clone(), self.epoch)?;
+        self.runtime = new_runtime(
+            &self.limits,
+            self.deadline.clone(),
+            self.caller_gone.clone(),
+            self.epoch,
+        )?;
         Ok(())
     }
 }
@@ -361,6 +386,7 @@ fn timed<T>(
 fn new_runtime(
     limits: &crate::Limits,
     deadline: Arc<AtomicU64>,
+    caller_gone: CallerGone,
     epoch: Instant,
 ) -> Result<Runtime, JsError> {
     let runtime = Runtime::new().map_err(internal)?;
@@ -368,9 +394,29 @@ fn new_runtime(
     runtime.set_max_stack_size(MAX_JS_STACK);
     runtime.set_interrupt_handler(Some(Box::new(move || {
         let until = deadline.load(Ordering::Relaxed);
-        until != 0 && epoch.elapsed().as_nanos() as u64 >= until
+        (until != 0 && epoch.elapsed().as_nanos() as u64 >= until) || caller_gone.is_raised()
     })));
     Ok(runtime)
+}
+
+/// The running call's "caller gone" flag, which the runtime's interrupt
+/// handler looks at: the worker sets it for each call (the handler is
+/// made once per runtime, the flag is the call's).
+#[derive(Clone, Default)]
+struct CallerGone(Arc<Mutex<Option<Arc<AtomicBool>>>>);
+
+impl CallerGone {
+    fn set(&self, flag: Option<Arc<AtomicBool>>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = flag;
+    }
+
+    fn is_raised(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(|flag| flag.load(Ordering::Relaxed))
+    }
 }
 
 /// JavaScript's stack, well inside the worker thread's own (see `pool`):

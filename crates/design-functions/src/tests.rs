@@ -449,3 +449,120 @@ async fn providers_are_chosen_as_couchdbs_mime_matcher_chooses() {
         })
     );
 }
+
+#[tokio::test]
+async fn a_list_function_stops_reading_rows_once_nobody_reads_its_answer() {
+    let e = engine();
+    let design = ddoc(
+        "db",
+        json!({"lists": {"count": "function (head, req) {
+            var n = 0;
+            while (getRow()) { n++; }
+            return 'rows: ' + n;
+        }"}}),
+    );
+    const ROWS: usize = 10_000;
+    let (rows_in, rows_out) = tokio::sync::mpsc::channel::<String>(4);
+    let (chunks_out, mut chunks) = tokio::sync::mpsc::channel::<ListChunk>(2);
+    // The client reads the answer's head, then leaves.
+    let reader = tokio::spawn(async move {
+        chunks.recv().await;
+    });
+    let fed = tokio::spawn(async move {
+        let mut sent = 0;
+        for i in 0..ROWS {
+            let row = json!({"id": format!("d{i}"), "key": i, "value": null}).to_string();
+            if rows_in.send(row).await.is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        sent
+    });
+    // Once the reader has gone, the function stops at its next row (each
+    // row sends the text gathered since the last, as CouchDB's protocol
+    // does, and that send fails); with a reader it reads every row (the
+    // test below).
+    let answer = e
+        .list(
+            design,
+            "count",
+            "{}".into(),
+            "{}".into(),
+            ListIo::new(rows_out, chunks_out),
+        )
+        .await;
+    assert!(answer.is_err(), "the function read to its end: {answer:?}");
+    reader.await.unwrap();
+    let sent = fed.await.unwrap();
+    assert!(sent < 100, "{sent} of {ROWS} rows were read for nobody");
+}
+
+#[tokio::test]
+async fn a_list_function_with_a_reader_reads_every_row() {
+    let e = engine();
+    let design = ddoc(
+        "db",
+        json!({"lists": {"count": "function (head, req) {
+            var n = 0;
+            while (getRow()) { n++; }
+            return 'rows: ' + n;
+        }"}}),
+    );
+    let (rows_in, rows_out) = tokio::sync::mpsc::channel::<String>(4);
+    let (chunks_out, mut chunks) = tokio::sync::mpsc::channel::<ListChunk>(2);
+    tokio::spawn(async move { while chunks.recv().await.is_some() {} });
+    tokio::spawn(async move {
+        for i in 0..500 {
+            let row = json!({"id": format!("d{i}"), "key": i, "value": null}).to_string();
+            let _ = rows_in.send(row).await;
+        }
+    });
+    let answer = e
+        .list(
+            design,
+            "count",
+            "{}".into(),
+            "{}".into(),
+            ListIo::new(rows_out, chunks_out),
+        )
+        .await;
+    assert_eq!(answer.unwrap(), "rows: 500");
+}
+
+/// A call whose caller stops waiting (its client left) stops too: the one
+/// worker is free for the next call long before the first's deadline.
+#[tokio::test]
+async fn a_call_stops_when_its_caller_stops_waiting() {
+    let e = Engine::new(Limits {
+        threads: 1,
+        extra_threads: 0,
+        timeout: Duration::from_secs(60),
+        memory: 32 << 20,
+        contexts_per_thread: 4,
+    });
+    let design = ddoc(
+        "db",
+        json!({"filters": {
+            "forever": "function (doc, req) { while (true) {} }",
+            "all": "function (doc, req) { return true; }",
+        }}),
+    );
+    let docs = vec!["{\"_id\":\"a\"}".to_string()];
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(200),
+        e.filter(design.clone(), "forever", &docs, "{}".into()),
+    )
+    .await;
+    assert!(
+        abandoned.is_err(),
+        "the endless filter answered: {abandoned:?}"
+    );
+    let next = tokio::time::timeout(
+        Duration::from_secs(20),
+        e.filter(design, "all", &docs, "{}".into()),
+    )
+    .await
+    .expect("the worker was still held by the abandoned call");
+    assert_eq!(next.unwrap(), vec![true]);
+}

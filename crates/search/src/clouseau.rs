@@ -949,25 +949,9 @@ fn matches(pattern: &Word, token: &str) -> bool {
         Word::Text(t) => t == token,
         Word::Wild(pieces) => {
             let chars: Vec<char> = token.chars().collect();
-            wildcard(pieces, &chars)
+            crate::wildcard::matches(pieces, &chars)
         }
         Word::Fuzzy(t, d) => edits(t, token) <= usize::from(*d),
-    }
-}
-
-/// A wildcard pattern against a token, case-insensitively (the token is
-/// analyzed, the pattern is not).
-fn wildcard(pieces: &[WildPiece], chars: &[char]) -> bool {
-    match pieces.split_first() {
-        None => chars.is_empty(),
-        Some((WildPiece::AnyMany, rest)) => (0..=chars.len()).any(|i| wildcard(rest, &chars[i..])),
-        Some((WildPiece::AnyOne, rest)) => !chars.is_empty() && wildcard(rest, &chars[1..]),
-        Some((WildPiece::Literal(c), rest)) => {
-            chars
-                .first()
-                .is_some_and(|first| first.to_lowercase().eq(c.to_lowercase()))
-                && wildcard(rest, &chars[1..])
-        }
     }
 }
 

@@ -17,6 +17,7 @@ pub mod request;
 pub mod schema;
 mod term_filter;
 pub mod update;
+mod wildcard;
 
 pub use analyzers::{UnknownAnalyzer, analyze, analyzer};
 pub use collect::{Cancel, RangeSpec, SortValue};
