@@ -145,8 +145,24 @@ impl From<access::Refusal> for ApiError {
     }
 }
 
+impl AppState {
+    /// Database `name` as `user` may read it (see [`AppState::open`]) and
+    /// the write gate of the same caller: the only way a handler gets a
+    /// [`Writer`], so a gate built for one caller never writes beside a
+    /// handle opened for another.
+    pub(crate) async fn open_to_write(
+        &self,
+        name: &str,
+        user: &UserCtx,
+    ) -> Result<(Database, Writer), ApiError> {
+        let database = self.open(name, user).await?;
+        let writer = Writer::of(self, &database, user.clone()).await?;
+        Ok((database, writer))
+    }
+}
+
 impl Writer {
-    pub(crate) async fn of(
+    async fn of(
         state: &AppState,
         database: &Database,
         user: UserCtx,
@@ -194,11 +210,6 @@ impl Writer {
 
     pub(crate) fn check_streamed(&self, doc: &DocInput) -> Result<(), DocFailure> {
         self.gate.check_streamed(doc)
-    }
-
-    /// `database` as this writer may read it (see [`readable`]).
-    pub(crate) fn readable(&self, database: &Database) -> Database {
-        self.gate.readable(database)
     }
 
     pub(crate) fn reads_filtered(&self) -> bool {

@@ -20,7 +20,6 @@ use axum::response::Response;
 use serde_json::{Value, json};
 
 use crate::AppState;
-use crate::base::access::Writer;
 use crate::base::db_info::db_info;
 use crate::base::doc_input::parse_doc;
 use crate::base::error::ApiError;
@@ -132,8 +131,7 @@ async fn post_document(
 ) -> Result<Response, ApiError> {
     let user = crate::base::auth::user_of(&request);
     require_json_content_type(request.headers())?;
-    let database = state.open(&db, &user).await?;
-    let writer = Writer::of(&state, &database, crate::base::auth::user_of(&request)).await?;
+    let (database, writer) = state.open_to_write(&db, &user).await?;
     let body =
         crate::base::body::read_doc_body(&state, &database, request.into_body(), false).await?;
     let mut doc = parse_doc(&state, Value::Object(body.map))?;

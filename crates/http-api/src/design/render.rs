@@ -106,7 +106,8 @@ pub(crate) async fn update(
         None => "null".to_string(),
     };
     let user = crate::base::auth::user_of(&request);
-    let writer = crate::base::access::Writer::of(&state, &database, user.clone()).await?;
+    // The gate of this caller, with the handle it opens for them.
+    let (database, writer) = state.open_to_write(database.name(), &user).await?;
     let (_, req) = request_for(&database, &user, &query, id.as_deref(), request).await?;
     let (new_doc, answer) = state
         .validators

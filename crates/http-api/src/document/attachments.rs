@@ -27,10 +27,7 @@ pub(crate) async fn attachment(
     request: Request,
 ) -> Result<Response, ApiError> {
     let user = crate::base::auth::user_of(&request);
-    let database = state.open(&db, &user).await?;
-    let user = crate::base::auth::user_of(&request);
-    let writer = Writer::of(&state, &database, user.clone()).await?;
-    let database = writer.readable(&database);
+    let (database, writer) = state.open_to_write(&db, &user).await?;
     match request.method().as_str() {
         // Another user's document does not exist for a `_users` reader.
         "GET" | "HEAD"

@@ -28,9 +28,7 @@ pub(crate) async fn document(
     request: Request,
 ) -> Result<Response, ApiError> {
     let user = crate::base::auth::user_of(&request);
-    let database = state.open(&db, &user).await?;
-    let writer = Writer::of(&state, &database, crate::base::auth::user_of(&request)).await?;
-    let database = writer.readable(&database);
+    let (database, writer) = state.open_to_write(&db, &user).await?;
     match request.method().as_str() {
         "GET" | "HEAD" if writer.reads_filtered() => {
             filtered_get(&state, &database, &writer, &id, &query).await

@@ -37,8 +37,7 @@ pub(crate) async fn bulk_docs(
 ) -> Result<Response, ApiError> {
     let user = crate::base::auth::user_of(&request);
     require_json_content_type(request.headers())?;
-    let database = state.open(&db, &user).await?;
-    let writer = Writer::of(&state, &database, crate::base::auth::user_of(&request)).await?;
+    let (database, writer) = state.open_to_write(&db, &user).await?;
     let body = spool(
         request.into_body().into_data_stream(),
         state.config.max_http_request_size,
