@@ -483,3 +483,59 @@ async fn admins_get_the_users_rules_from_design_auth_and_users_always() {
     let reply = admin.post(db, untyped("cy")).await;
     assert_eq!(reply.status, 403, "{}", reply.text);
 }
+
+/// A user document in conflict logs nobody in, by password or cookie, as
+/// CouchDB refuses it (which revision's password counts would be an
+/// accident of replication); resolving the conflict lets the user in again.
+#[tokio::test]
+async fn a_user_document_in_conflict_authenticates_nobody() {
+    let data = TempDir::new("users-db-conflict");
+    let server = start(&data);
+    let admin = Client::new(&server);
+    let id = "/_users/org.couchdb.user:conf";
+    let user = json!({"name": "conf", "password": "pw-one", "roles": [], "type": "user"});
+    assert_eq!(admin.put(id, user).await.status, 201);
+    let alice = as_user(&server, "conf", "pw-one");
+    assert_eq!(
+        alice.get("/_session").await.json()["userCtx"]["name"],
+        "conf"
+    );
+
+    // A second leaf, as a replication would bring it, with a password
+    // someone else knows.
+    let mut other = admin.get(id).await.json();
+    let winner = other["_rev"].as_str().unwrap().to_string();
+    other["_rev"] = json!(format!("1-{}", "f".repeat(32)));
+    other["roles"] = json!(["other"]);
+    let written = admin
+        .post(
+            "/_users/_bulk_docs",
+            json!({"docs": [other], "new_edits": false}),
+        )
+        .await;
+    assert_eq!(written.status, 201, "{}", written.text);
+    let conflicts = admin.get(&format!("{id}?conflicts=true")).await.json();
+    assert!(conflicts["_conflicts"].is_array(), "{conflicts}");
+
+    let reason = "User document conflicts must be resolved before the document is used for authentication purposes.";
+    let refused = alice.get("/_session").await;
+    assert_eq!(refused.status, 401, "{}", refused.text);
+    assert_eq!(refused.json()["reason"], reason);
+    let cookie_login = Client::anonymous(&server)
+        .post("/_session", json!({"name": "conf", "password": "pw-one"}))
+        .await;
+    assert_eq!(cookie_login.status, 401, "{}", cookie_login.text);
+    assert_eq!(cookie_login.json()["reason"], reason);
+
+    // The losing leaf deleted: one revision again, and the login works.
+    let loser = if conflicts["_rev"] == winner {
+        conflicts["_conflicts"][0].as_str().unwrap().to_string()
+    } else {
+        winner
+    };
+    let deleted = admin.delete(&format!("{id}?rev={loser}")).await;
+    assert_eq!(deleted.status, 200, "{}", deleted.text);
+    let back = alice.get("/_session").await;
+    assert_eq!(back.status, 200, "{}", back.text);
+    assert_eq!(back.json()["userCtx"]["name"], "conf");
+}

@@ -162,11 +162,7 @@ impl AppState {
 }
 
 impl Writer {
-    async fn of(
-        state: &AppState,
-        database: &Database,
-        user: UserCtx,
-    ) -> Result<Writer, ApiError> {
+    async fn of(state: &AppState, database: &Database, user: UserCtx) -> Result<Writer, ApiError> {
         let gate = access::Gate::of(
             database,
             user,

@@ -139,7 +139,13 @@ struct CachedUser {
     users_db: std::sync::Arc<str>,
     users_seq: u64,
     found: Option<(Credentials, Vec<String>)>,
+    /// The user's document is in conflict: it authenticates nobody.
+    conflicted: bool,
 }
+
+/// CouchDB's refusal of a login whose user document is in conflict: which
+/// revision's password counts would be the replication's accident.
+const USER_DOC_CONFLICT: &str = "User document conflicts must be resolved before the document is used for authentication purposes.";
 
 /// The authenticator shared by all requests.
 #[derive(Debug)]
@@ -197,12 +203,23 @@ impl Authenticator {
             && hit.users_seq == seq
             && hit.users_db == users_db
         {
+            if hit.conflicted {
+                return Err(ApiError::Unauthorized(USER_DOC_CONFLICT.into()));
+            }
             return Ok(hit.found);
         }
         let id = format!("{}{name}", auth::users::USER_PREFIX);
-        let found = match users.get(&id, store::GetOptions::default()).await {
+        let with_conflicts = store::GetOptions {
+            conflicts: true,
+            ..Default::default()
+        };
+        let mut conflicted = false;
+        let found = match users.get(&id, with_conflicts).await {
             Ok(doc) => match doc.to_value()? {
-                serde_json::Value::Object(body) => auth::users::credentials(&body),
+                serde_json::Value::Object(body) => {
+                    conflicted = body.contains_key("_conflicts");
+                    auth::users::credentials(&body)
+                }
                 _ => None,
             },
             Err(store::StoreError::DocNotFound(_)) => None,
@@ -218,8 +235,12 @@ impl Authenticator {
                     users_db,
                     users_seq: seq,
                     found: found.clone(),
+                    conflicted,
                 },
             );
+        }
+        if conflicted {
+            return Err(ApiError::Unauthorized(USER_DOC_CONFLICT.into()));
         }
         Ok(found)
     }
