@@ -383,14 +383,30 @@ impl OpenedQuery {
         if !self.include_docs {
             return Ok(json!({"id": row.id, "key": key, "value": value}));
         }
-        // A value `{"_id": ...}` links another document, as in CouchDB.
-        let linked = value.get("_id").and_then(Value::as_str).map(str::to_string);
-        let target = linked.as_deref().unwrap_or(&row.id);
-        let rev = value
-            .get("_rev")
-            .and_then(Value::as_str)
-            .filter(|_| linked.is_some())
-            .and_then(|r| r.parse().ok());
+        // A value `{"_id": ...}` links another document, and `{"_rev": ...}`
+        // names a revision (of the linked document, or the row's own), as
+        // in CouchDB; `{"_id": null}` links nothing.
+        let (target, rev) = match value.as_object() {
+            Some(fields) if fields.get("_id") == Some(&Value::Null) => {
+                return Ok(json!({"id": row.id, "key": key, "value": value, "doc": null}));
+            }
+            Some(fields) => (
+                fields.get("_id").and_then(Value::as_str).unwrap_or(&row.id),
+                match fields.get("_rev") {
+                    None => None,
+                    // A revision that cannot be one is of no document.
+                    Some(given) => match given.as_str().map(str::parse) {
+                        Some(Ok(rev)) => Some(rev),
+                        _ => {
+                            return Ok(
+                                json!({"id": row.id, "key": key, "value": value, "doc": null}),
+                            );
+                        }
+                    },
+                },
+            ),
+            None => (row.id.as_str(), None),
+        };
         let found = database
             .get(
                 target,
