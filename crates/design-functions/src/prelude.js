@@ -34,6 +34,15 @@ var __couch = (function () {
     return e !== null && typeof e === "object" && "name" in e && "message" in e && "stack" in e;
   }
 
+  // The engine's own failure, not the function's: memory ran out (an
+  // InternalError, or null when not even an error could be made). A map
+  // function's exception skips its document; this fails the whole batch,
+  // so the index does not move past a document it could not map.
+  function isFatal(e) {
+    return e === null || e === undefined ||
+      (isError(e) && e.name === "InternalError" && String(e.message).indexOf("out of memory") >= 0);
+  }
+
   function answer(build) {
     var result;
     try {
@@ -470,6 +479,9 @@ var __couch = (function () {
           try {
             doc = freeze(list === null ? JSON.parse(lines[i]) : list[i]);
           } catch (e) {
+            if (isFatal(e)) {
+              throw e;
+            }
             __couch_log("document skipped by every map function: " + String(e));
             out.push(null);
             continue;
@@ -481,6 +493,9 @@ var __couch = (function () {
               funs[f].call(ddoc, doc);
               perView.push(emitted);
             } catch (e) {
+              if (isFatal(e)) {
+                throw e;
+              }
               __couch_log("function raised exception " + (isError(e) ? e.name + ": " + e.message : JSON.stringify(e)) +
                 " with doc._id " + (doc && doc._id));
               perView.push([]);
