@@ -14,9 +14,16 @@ pub const REP_ID_VERSION: u64 = 4;
 /// Headers that identify credentials rather than the peer; never part of the id.
 const IGNORED_HEADERS: &[&str] = &["authorization", "cookie"];
 
-fn peer_info(peer: &Peer) -> Value {
+/// A peer as the id sees it. A local database is read and written with the
+/// job's rights (`user`, `None` for a server admin's job): users who see
+/// different documents of it keep different checkpoints, as the user of a
+/// remote peer's URL is part of its identity.
+fn peer_info(peer: &Peer, user: Option<&auth::UserCtx>) -> Value {
     match peer {
-        Peer::Local(name) => json!({"local": name}),
+        Peer::Local(name) => match user {
+            None => json!({"local": name}),
+            Some(user) => json!({"local": name, "as": user.name}),
+        },
         Peer::Remote(remote) => {
             let url = &remote.url;
             let mut headers: Vec<(String, String)> = remote
@@ -69,8 +76,8 @@ pub fn replication_id_with_code(
     let inputs = json!([
         REP_ID_VERSION,
         server_uuid,
-        peer_info(&spec.source),
-        peer_info(&spec.target),
+        peer_info(&spec.source, spec.user.as_ref()),
+        peer_info(&spec.target, spec.user.as_ref()),
         filter_info(&spec.filter, filter_code),
         spec.winning_revs_only,
         spec.since_seq,
@@ -140,6 +147,32 @@ mod tests {
             assert_ne!(replication_id("uuid", &spec(v.clone())), id, "{v}");
         }
         assert_ne!(replication_id("other-server", &base), id);
+    }
+
+    #[test]
+    fn users_replicating_local_databases_keep_checkpoints_of_their_own() {
+        let user = |name: &str| auth::UserCtx {
+            name: Some(name.into()),
+            roles: vec![],
+            handler: None,
+        };
+        let as_user = |u: Option<auth::UserCtx>, v: Value| ReplicationSpec { user: u, ..spec(v) };
+        let local = json!({"source": "a", "target": "b"});
+        let admin = replication_id("uuid", &as_user(None, local.clone()));
+        let alice = replication_id("uuid", &as_user(Some(user("alice")), local.clone()));
+        let bob = replication_id("uuid", &as_user(Some(user("bob")), local.clone()));
+        assert_ne!(admin, alice);
+        assert_ne!(alice, bob);
+        assert_eq!(
+            alice,
+            replication_id("uuid", &as_user(Some(user("alice")), local))
+        );
+        // Remote peers are read with their URL's credentials, whoever asks.
+        let remote = json!({"source": "http://h:5984/a", "target": "http://h:5984/b"});
+        assert_eq!(
+            replication_id("uuid", &as_user(None, remote.clone())),
+            replication_id("uuid", &as_user(Some(user("alice")), remote))
+        );
     }
 
     #[test]
