@@ -14,19 +14,19 @@ use crate::base::json_body::{read_json_object, require_json_content_type};
 use crate::base::params::{Query, query_parse_error};
 use crate::base::response::raw_json_response;
 
-/// Where a JSON key falls among document ids, which are all strings:
-/// CouchDB's collation puts null, booleans and numbers before every string
-/// and arrays and objects after.
+/// Where a JSON key falls among document ids, which are all strings.
+/// CouchDB compares ids as its runtime orders terms, not by view
+/// collation: there every other JSON value (null, booleans, numbers, and
+/// arrays and objects too) comes before every string. So `startkey={}`
+/// lists every document and `endkey=[]` none.
 enum KeyPlace {
     BeforeAll,
     Id(String),
-    AfterAll,
 }
 
 fn key_place(value: &Value) -> KeyPlace {
     match value {
         Value::String(s) => KeyPlace::Id(s.clone()),
-        Value::Array(_) | Value::Object(_) => KeyPlace::AfterAll,
         _ => KeyPlace::BeforeAll,
     }
 }
@@ -113,25 +113,26 @@ pub(crate) fn all_docs_options(
             _ => empty = true,
         }
     } else {
-        // With `descending`, the start key is the high end and the range runs down.
-        let (before, after) = if descending {
-            (true, false)
-        } else {
-            (false, true)
-        };
+        // With `descending`, the start key is the high end and the range
+        // runs down: a start before every id is then empty, as is an end
+        // before every id going up.
         if let Some(start) = json("startkey", "start_key")? {
             match key_place(&start) {
                 KeyPlace::Id(id) => q.start = Bound::Included(id),
-                KeyPlace::BeforeAll => empty |= before,
-                KeyPlace::AfterAll => empty |= after,
+                // Going down from below every id: nothing, past every
+                // row (the offset counts them all, as CouchDB's).
+                KeyPlace::BeforeAll if descending => {
+                    q.start = Bound::Excluded(String::new());
+                    empty = true;
+                }
+                KeyPlace::BeforeAll => {}
             }
         }
         if let Some(end) = json("endkey", "end_key")? {
             match key_place(&end) {
                 KeyPlace::Id(id) if inclusive_end => q.end = Bound::Included(id),
                 KeyPlace::Id(id) => q.end = Bound::Excluded(id),
-                KeyPlace::BeforeAll => empty |= after,
-                KeyPlace::AfterAll => empty |= before,
+                KeyPlace::BeforeAll => empty |= !descending,
             }
         }
     }

@@ -507,6 +507,13 @@ impl Node {
                 cond: Cond::Text(_),
                 ..
             } => true,
+            Node::Field {
+                path,
+                cond: Cond::Compare(op, arg),
+            } if is_id(path) && !arg.is_string() => match lookup(value, path) {
+                Lookup::Found(found) => op.holds(id_order(found, arg)),
+                Lookup::Missing | Lookup::BadPath => false,
+            },
             Node::Field { path, cond } => match lookup(value, path) {
                 Lookup::Found(found) => cond.matches(found),
                 // Only an explicit `$exists: false` selects a missing field.
@@ -516,6 +523,22 @@ impl Node {
                 Lookup::BadPath => false,
             },
         }
+    }
+}
+
+fn is_id(path: &[String]) -> bool {
+    matches!(path, [only] if only == "_id")
+}
+
+/// How a document id compares with a value that is not a string: CouchDB
+/// orders ids as its runtime orders terms, where every other JSON value
+/// comes before every string (so `_id: {"$gt": {}}` is every document and
+/// `_id: {"$lt": []}` none, as its `_all_docs` ranges read them).
+fn id_order(id: &Value, other: &Value) -> Ordering {
+    if id.is_string() && !other.is_string() {
+        Ordering::Greater
+    } else {
+        collate(id, other)
     }
 }
 

@@ -657,3 +657,33 @@ fn key_map_match_tests_the_keys_of_an_object() {
     assert!(selector.matches(&json!({"foo": {"aa": "bar", "bb": "bang"}})));
     assert!(!selector.matches(&json!({"foo": {"cc": "bar", "bb": "bang"}})));
 }
+
+#[test]
+fn ids_come_after_every_value_that_is_not_a_string() {
+    let doc = json!({"_id": "a", "other": "a"});
+    for (op, arg, expected) in [
+        ("$gt", json!({}), true),
+        ("$gte", json!([]), true),
+        ("$gt", json!(null), true),
+        ("$gt", json!(7), true),
+        ("$lt", json!({}), false),
+        ("$lte", json!([]), false),
+        ("$lt", json!(false), false),
+        ("$eq", json!({}), false),
+        ("$ne", json!([]), true),
+        // Strings compare as ever.
+        ("$gt", json!("0"), true),
+        ("$lt", json!("b"), true),
+    ] {
+        assert_eq!(
+            matches(json!({"_id": {op: arg.clone()}}), doc.clone()),
+            expected,
+            "_id {op} {arg}"
+        );
+    }
+    // Only the id: other fields keep view collation (objects last).
+    assert!(!matches(json!({"other": {"$gt": {}}}), doc.clone()));
+    assert!(matches(json!({"other": {"$lt": {}}}), doc.clone()));
+    // Negated, the opposite.
+    assert!(!matches(json!({"_id": {"$not": {"$gt": {}}}}), doc));
+}
