@@ -119,7 +119,12 @@ pub const DOOR_EXCEPTIONS: &[(&str, &[&str])] = &[
 ];
 
 /// The store's own crates: they are what the rules guard.
-const STORE_CRATES: &[&str] = &["store", "store-sqlite", "store-postgres", "store-conformance"];
+const STORE_CRATES: &[&str] = &[
+    "store",
+    "store-sqlite",
+    "store-postgres",
+    "store-conformance",
+];
 
 /// Where [`DOOR_EXCEPTIONS`] are taken outside their files.
 fn door_exceptions_out_of_place(root: &Path) -> Vec<String> {
@@ -518,16 +523,24 @@ mod tests {
         // Any crate but the store's own.
         let other = root.join("crates").join("views").join("src");
         std::fs::create_dir_all(&other).expect("a folder");
-        std::fs::write(other.join("lib.rs"), "async fn f(s: S) { s.store.db(\"x\").await; }")
-            .expect("a file");
+        std::fs::write(
+            other.join("lib.rs"),
+            "async fn f(s: S) { s.store.db(\"x\").await; }",
+        )
+        .expect("a file");
         let store = root.join("crates").join("store").join("src");
         std::fs::create_dir_all(&store).expect("a folder");
-        std::fs::write(store.join("lib.rs"), "async fn f(s: S) { s.store.db(\"x\").await; }")
-            .expect("a file");
+        std::fs::write(
+            store.join("lib.rs"),
+            "async fn f(s: S) { s.store.db(\"x\").await; }",
+        )
+        .expect("a file");
         let problems = door_exceptions_out_of_place(&root);
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(
-            problems.iter().any(|p| p.contains("views/src/lib.rs uses store.db(")),
+            problems
+                .iter()
+                .any(|p| p.contains("views/src/lib.rs uses store.db(")),
             "{problems:?}"
         );
         let _ = std::fs::remove_dir_all(&root);

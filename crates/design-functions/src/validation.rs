@@ -256,7 +256,7 @@ pub async fn check_design_doc(
         };
         if let Some(reduce) = view.get("reduce").and_then(Value::as_str)
             && reduce.starts_with('_')
-            && let Err(reason) = crate::views::reduce::check_builtin(reduce.trim())
+            && let Err(reason) = crate::views::reduce::check_builtin(reduce)
         {
             return Ok(Err(DesignRefusal::Invalid(reason)));
         }

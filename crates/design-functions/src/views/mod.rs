@@ -18,6 +18,7 @@ use store::{ChangesQuery, Database, Index, IndexRow, IndexedDoc};
 use crate::{DesignDoc, Engine, JsError};
 
 pub use reader::{ViewHead, ViewPage, ViewReader};
+pub use reduce::Reduced;
 
 /// Why a view gave no answer.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use serde_json::Value;
 use store::{Index, IndexEntry, IndexPosition, IndexRange, ReducePart};
 
 use crate::Engine;
-use crate::views::reduce::Reduction;
+use crate::views::reduce::{Reduced, Reduction};
 use collation::raw::Collation;
 
 use crate::views::{ViewError, ViewGroup, ViewQuery, partition_sort_key};
@@ -29,8 +29,8 @@ pub enum ViewHead {
 #[derive(Debug)]
 pub enum ViewPage {
     Map(Vec<IndexEntry>),
-    /// `(key, value)`; the key is `null` without grouping.
-    Reduced(Vec<(Value, Value)>),
+    /// `(key, reduction)`; the key is `null` without grouping.
+    Reduced(Vec<(Value, Reduced)>),
 }
 
 /// One query's answer, read on demand.
@@ -39,7 +39,7 @@ pub struct ViewReader {
     pager: Pager,
     reducing: Option<Reducing>,
     /// Rows computed when the query was opened (an ungrouped reduction).
-    ready: Option<Vec<(Value, Value)>>,
+    ready: Option<Vec<(Value, Reduced)>>,
     engine: Engine,
 }
 
@@ -164,7 +164,7 @@ impl ViewGroup {
                     return Ok(reader);
                 };
                 let value = reduce_range(engine, &self.ddoc, index, range, reducer).await?;
-                let rows: Vec<(Value, Value)> = value
+                let rows: Vec<(Value, Reduced)> = value
                     .map(|v| (Value::Null, v))
                     .into_iter()
                     .skip(q.skip)
@@ -269,8 +269,7 @@ impl ViewGroup {
         }
         for (view, reducer) in self.reduces.iter().enumerate() {
             let Some(reducer) = reducer else { continue };
-            let name = reducer.trim();
-            if !name.starts_with('_') || !super::reduce::merges(name) {
+            if !reducer.starts_with('_') || !super::reduce::merges(reducer) {
                 continue;
             }
             let whole = IndexRange {
@@ -297,7 +296,7 @@ async fn reduce_range(
     index: &Index,
     range: IndexRange,
     reducer: &str,
-) -> Result<Option<Value>, ViewError> {
+) -> Result<Option<Reduced>, ViewError> {
     let reducer_id = reducer_id(reducer);
     'tries: for _ in 0..BLOCK_TRIES {
         let parts = index
@@ -338,7 +337,11 @@ async fn reduce_range(
                     for row in &rows {
                         block.add(engine, row).await?;
                     }
-                    let value = block.finish(engine).await?;
+                    let value = match block.finish(engine).await? {
+                        Reduced::Value(value) => value,
+                        // The whole range's row is the block's error.
+                        error @ Reduced::Error { .. } => return Ok(Some(error)),
+                    };
                     index
                         .cache_reduction(
                             range.view,
@@ -380,9 +383,8 @@ async fn reduce_range(
 /// name, or a digest of the function's source.
 fn reducer_id(reducer: &str) -> String {
     use md5::{Digest, Md5};
-    let trimmed = reducer.trim();
-    if trimmed.starts_with('_') {
-        return trimmed.to_string();
+    if reducer.starts_with('_') {
+        return reducer.to_string();
     }
     Md5::digest(reducer.as_bytes())
         .iter()
@@ -500,7 +502,7 @@ impl Reducing {
         &mut self,
         engine: &Engine,
         pager: &mut Pager,
-    ) -> Result<Option<Vec<(Value, Value)>>, ViewError> {
+    ) -> Result<Option<Vec<(Value, Reduced)>>, ViewError> {
         let mut out = Vec::new();
         while !self.done && self.limit > 0 && out.is_empty() {
             let Some(rows) = pager.next().await? else {
@@ -542,7 +544,7 @@ impl Reducing {
     /// A finished group: skipped, or reduced into `out` within the limit.
     async fn give(
         &mut self,
-        out: &mut Vec<(Value, Value)>,
+        out: &mut Vec<(Value, Reduced)>,
         engine: &Engine,
         group: Group,
     ) -> Result<(), ViewError> {

@@ -22,14 +22,14 @@ const REDUCE_LIMIT_THRESHOLD: usize = 5000;
 pub(crate) enum Reduction {
     Count(u64),
     Sum(Value),
-    Stats(Stats),
+    Stats(StatsOf),
     /// Distinct keys: rows arrive in key order, so counting changes of key is exact.
     Distinct {
         count: u64,
         last: Option<Vec<u8>>,
     },
-    /// `_top_N` (`top`) or `_bottom_N`: the N greatest (smallest) values in
-    /// view collation, greatest (smallest) first.
+    /// `_top_N` (`top`) or `_bottom_N`: the N greatest (smallest) distinct
+    /// values in view collation, greatest (smallest) first.
     Rank {
         top: bool,
         n: usize,
@@ -42,6 +42,9 @@ pub(crate) enum Reduction {
         row: Option<(Vec<u8>, String, Value)>,
     },
     Js(JsReduction),
+    /// A JavaScript reduce whose output did not shrink: the group's row is
+    /// CouchDB's error row, whatever follows.
+    Overflowed(String),
     /// A built-in reducer met a value it cannot take: the group's value is
     /// CouchDB's error object, whatever follows.
     Failed(Value),
@@ -53,6 +56,30 @@ const SUM_REASON: &str = "The _sum function requires that map values be numbers,
 /// CouchDB's error object for a value a built-in reducer cannot take.
 fn reduce_failure(reason: &str, value: &Value) -> Value {
     json!({"error": "builtin_reduce_error", "reason": reason, "caused_by": value})
+}
+
+/// A group's reduction as it is answered.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reduced {
+    Value(Value),
+    /// CouchDB's row without a value: a reduce function whose output grew
+    /// (`reduce_overflow_error`), answered in the row, the query still 200.
+    Error {
+        error: String,
+        reason: String,
+    },
+}
+
+const OVERFLOW: &str = "reduce_overflow_error";
+
+/// The reason of a reduce function's overflow, if `e` is one.
+fn overflow_of(e: &ViewError) -> Option<String> {
+    match e {
+        ViewError::Script(JsError::Runtime { error, reason }) if error == OVERFLOW => {
+            Some(reason.clone())
+        }
+        _ => None,
+    }
 }
 
 /// Whether a cached reduction is such an error object.
@@ -70,38 +97,64 @@ pub(crate) struct JsReduction {
     partials: Vec<Value>,
 }
 
-#[derive(Default)]
+/// `_stats` so far: of numbers, or of arrays of numbers position by
+/// position (CouchDB gives one statistics object per position then).
+pub(crate) enum StatsOf {
+    Nothing,
+    One(Stats),
+    Each(Vec<Stats>),
+}
+
 pub(crate) struct Stats {
     sum: f64,
     count: u64,
-    min: f64,
-    max: f64,
+    /// The least and greatest numbers as they were given (an integer
+    /// stays one beside floats, as in CouchDB).
+    min: Option<(f64, Value)>,
+    max: Option<(f64, Value)>,
     sumsqr: f64,
     integral: bool,
+}
+
+/// A built-in reducer, as CouchDB reads a reduce source that starts with
+/// `_`: by its prefix (`_sum`, `_sumorama` and `"_sum\n garbage"` are
+/// all `_sum`), but for the rank reducers, whose N must be exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Builtin {
+    Sum,
+    Count,
+    Stats,
+    Distinct,
+    First,
+    Last,
+    Rank { top: bool, n: usize },
+}
+
+/// The built-in `source` names, or CouchDB's reason for refusing it.
+fn builtin_of(source: &str) -> Result<Builtin, String> {
+    if let Some(rank) = rank_size(source) {
+        return rank.map(|(top, n)| Builtin::Rank { top, n });
+    }
+    // Longer names first where one is a prefix of another's start.
+    for (prefix, builtin) in [
+        ("_approx_count_distinct", Builtin::Distinct),
+        ("_count", Builtin::Count),
+        ("_sum", Builtin::Sum),
+        ("_stats", Builtin::Stats),
+        ("_first", Builtin::First),
+        ("_last", Builtin::Last),
+    ] {
+        if source.starts_with(prefix) {
+            return Ok(builtin);
+        }
+    }
+    Err(format!("`{source}` is not a supported reduce function."))
 }
 
 /// Checks a built-in reducer's name as a design document is saved: `Err`
 /// is CouchDB's reason for refusing it.
 pub(crate) fn check_builtin(name: &str) -> Result<(), String> {
-    if matches!(
-        name,
-        "_sum" | "_count" | "_stats" | "_approx_count_distinct" | "_first" | "_last"
-    ) {
-        return Ok(());
-    }
-    match rank_size(name) {
-        Some(Ok(_)) => Ok(()),
-        Some(Err(reason)) => Err(reason),
-        None => Err(format!("`{name}` is not a supported reduce function.")),
-    }
-}
-
-/// `_top_N` or `_bottom_N` with N in 1..=100: whether it is top, and N.
-fn rank_of(name: &str) -> Option<(bool, usize)> {
-    match rank_size(name)? {
-        Ok((top, n)) => Some((top, n)),
-        Err(_) => None,
-    }
+    builtin_of(name).map(|_| ())
 }
 
 /// What a `_top_`/`_bottom_` name asks, or CouchDB's reason for refusing
@@ -133,15 +186,21 @@ fn rank_size(name: &str) -> Option<Result<(bool, usize), String>> {
 /// distinct keys do not; nor do the built-ins that keep some of the values
 /// (their results are read from the rows).
 pub(crate) fn merges(reducer: &str) -> bool {
-    let name = reducer.trim();
-    !name.starts_with('_') || matches!(name, "_count" | "_sum" | "_stats")
+    if !reducer.starts_with('_') {
+        return true;
+    }
+    matches!(
+        builtin_of(reducer),
+        Ok(Builtin::Count | Builtin::Sum | Builtin::Stats)
+    )
 }
 
 impl Reduction {
-    /// An empty reduction by the view's reduce function (its source).
+    /// An empty reduction by the view's reduce function (its source): a
+    /// built-in when it starts with `_`, as CouchDB decides (a source
+    /// with blank space before the `_` is JavaScript).
     pub(crate) fn new(ddoc: &DesignDoc, source: &str) -> Result<Reduction, ViewError> {
-        let trimmed = source.trim();
-        if !trimmed.starts_with('_') {
+        if !source.starts_with('_') {
             return Ok(Reduction::Js(JsReduction {
                 ddoc: ddoc.clone(),
                 source: source.to_string(),
@@ -150,37 +209,29 @@ impl Reduction {
                 partials: Vec::new(),
             }));
         }
-        Ok(match trimmed {
-            "_count" => Reduction::Count(0),
-            "_sum" => Reduction::Sum(json!(0)),
-            "_stats" => Reduction::Stats(Stats {
-                integral: true,
-                min: f64::INFINITY,
-                max: f64::NEG_INFINITY,
-                ..Default::default()
-            }),
-            "_approx_count_distinct" => Reduction::Distinct {
+        let builtin = builtin_of(source).map_err(|_| {
+            ViewError::Script(JsError::Runtime {
+                error: "unknown_builtin_reduce".into(),
+                reason: format!("Builtin reduce function invalid: {source}"),
+            })
+        })?;
+        Ok(match builtin {
+            Builtin::Count => Reduction::Count(0),
+            Builtin::Sum => Reduction::Sum(json!(0)),
+            Builtin::Stats => Reduction::Stats(StatsOf::Nothing),
+            Builtin::Distinct => Reduction::Distinct {
                 count: 0,
                 last: None,
             },
-            "_first" | "_last" => Reduction::Edge {
-                first: trimmed == "_first",
+            Builtin::First | Builtin::Last => Reduction::Edge {
+                first: builtin == Builtin::First,
                 row: None,
             },
-            other if rank_of(other).is_some() => {
-                let (top, n) = rank_of(other).unwrap_or((true, 1));
-                Reduction::Rank {
-                    top,
-                    n,
-                    values: Vec::with_capacity(n + 1),
-                }
-            }
-            other => {
-                return Err(ViewError::Script(JsError::Runtime {
-                    error: "unknown_builtin_reduce".into(),
-                    reason: format!("Builtin reduce function invalid: {other}"),
-                }));
-            }
+            Builtin::Rank { top, n } => Reduction::Rank {
+                top,
+                n,
+                values: Vec::with_capacity(n + 1),
+            },
         })
     }
 
@@ -211,7 +262,11 @@ impl Reduction {
                     if *top { order.is_ge() } else { order.is_le() }
                 };
                 let at = values.partition_point(ranks_before);
-                if at < *n {
+                // Each value once, as CouchDB 3.5 keeps them: the top 3 of
+                // 500, 500, 499, 498 are 500, 499, 498.
+                let kept_already = at > 0
+                    && collation::collate(&values[at - 1], &value) == std::cmp::Ordering::Equal;
+                if at < *n && !kept_already {
                     values.insert(at, value);
                     values.truncate(*n);
                 }
@@ -232,11 +287,14 @@ impl Reduction {
                     *last = Some(row.sort_key.clone());
                 }
             }
+            Reduction::Overflowed(_) => {}
             Reduction::Js(js) => {
                 js.keys.push(json!([parse(&row.key), row.id]));
                 js.values.push(parse(&row.value));
-                if js.values.len() >= REDUCE_CHUNK {
-                    js.reduce_pending(engine).await?;
+                if js.values.len() >= REDUCE_CHUNK
+                    && let Err(e) = js.reduce_pending(engine).await
+                {
+                    *self = Reduction::Overflowed(overflow_of(&e).ok_or(e)?);
                 }
             }
         }
@@ -249,13 +307,17 @@ impl Reduction {
     pub(crate) async fn merge(&mut self, engine: &Engine, other: Value) -> Result<(), ViewError> {
         match self {
             Reduction::Count(n) => *n += other.as_u64().unwrap_or(0),
-            Reduction::Failed(_) => {}
+            Reduction::Failed(_) | Reduction::Overflowed(_) => {}
             _ if is_failure(&other) => *self = Reduction::Failed(other),
             Reduction::Sum(total) => match add(total, &other) {
                 Some(sum) => *total = sum,
                 None => *self = Reduction::Failed(reduce_failure(SUM_REASON, &other)),
             },
-            Reduction::Stats(stats) => stats.merge(&other),
+            Reduction::Stats(stats) => {
+                if let Err(reason) = stats.merge(&other) {
+                    *self = Reduction::Failed(reduce_failure(&reason, &other));
+                }
+            }
             Reduction::Distinct { .. } | Reduction::Rank { .. } | Reduction::Edge { .. } => {
                 return Err(ViewError::Script(JsError::Internal(
                     "this reduction does not merge".into(),
@@ -265,31 +327,48 @@ impl Reduction {
                 js.partials.push(other);
                 if js.partials.len() >= REDUCE_CHUNK {
                     let input = ejson::to_string(&Value::Array(std::mem::take(&mut js.partials)));
-                    let out = js.call(engine, None, input).await?;
-                    js.partials.push(out);
+                    match js.call(engine, None, input).await {
+                        Ok(out) => js.partials.push(out),
+                        Err(e) => *self = Reduction::Overflowed(overflow_of(&e).ok_or(e)?),
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    /// The group's reduced value.
-    pub(crate) async fn finish(self, engine: &Engine) -> Result<Value, ViewError> {
-        match self {
-            Reduction::Count(n) => Ok(json!(n)),
-            Reduction::Sum(total) => Ok(total),
-            Reduction::Failed(error) => Ok(error),
-            Reduction::Stats(stats) => Ok(stats.value()),
-            Reduction::Distinct { count, .. } => Ok(json!(count)),
-            Reduction::Rank { values, .. } => Ok(Value::Array(values)),
-            Reduction::Edge { row, .. } => Ok(row.map_or(Value::Null, |(_, _, value)| value)),
+    /// The group's reduction.
+    pub(crate) async fn finish(self, engine: &Engine) -> Result<Reduced, ViewError> {
+        let value = match self {
+            Reduction::Count(n) => json!(n),
+            Reduction::Sum(total) => total,
+            Reduction::Failed(error) => error,
+            Reduction::Stats(stats) => stats.value(),
+            Reduction::Distinct { count, .. } => json!(count),
+            Reduction::Rank { values, .. } => Value::Array(values),
+            Reduction::Edge { row, .. } => row.map_or(Value::Null, |(_, _, value)| value),
+            Reduction::Overflowed(reason) => return Ok(overflowed(reason)),
             Reduction::Js(mut js) => {
-                if !js.values.is_empty() {
-                    js.reduce_pending(engine).await?;
+                let finished = async {
+                    if !js.values.is_empty() {
+                        js.reduce_pending(engine).await?;
+                    }
+                    js.finish(engine).await
+                };
+                match finished.await {
+                    Ok(value) => value,
+                    Err(e) => return Ok(overflowed(overflow_of(&e).ok_or(e)?)),
                 }
-                js.finish(engine).await
             }
-        }
+        };
+        Ok(Reduced::Value(value))
+    }
+}
+
+fn overflowed(reason: String) -> Reduced {
+    Reduced::Error {
+        error: OVERFLOW.into(),
+        reason,
     }
 }
 
@@ -332,22 +411,99 @@ impl JsReduction {
     }
 }
 
-impl Stats {
-    /// Adds a number; anything else is the reason it cannot.
+const STATS_REASON: &str =
+    "The _stats function requires that map values be numbers or arrays of numbers";
+
+impl StatsOf {
+    /// Adds a number, or an array of numbers as long as the ones before;
+    /// anything else is the reason it cannot.
     fn add(&mut self, value: &Value) -> Result<(), String> {
+        let refused = || format!("{STATS_REASON}, not '{value}'");
+        match (&mut *self, value) {
+            (StatsOf::Nothing, Value::Number(_)) => {
+                let mut one = Stats::new();
+                one.add(value).ok_or_else(refused)?;
+                *self = StatsOf::One(one);
+            }
+            (StatsOf::One(one), Value::Number(_)) => one.add(value).ok_or_else(refused)?,
+            (StatsOf::Nothing, Value::Array(items)) if !items.is_empty() => {
+                let mut each: Vec<Stats> = items.iter().map(|_| Stats::new()).collect();
+                for (stats, item) in each.iter_mut().zip(items) {
+                    stats.add(item).ok_or_else(refused)?;
+                }
+                *self = StatsOf::Each(each);
+            }
+            (StatsOf::Each(each), Value::Array(items)) if items.len() == each.len() => {
+                for (stats, item) in each.iter_mut().zip(items) {
+                    stats.add(item).ok_or_else(refused)?;
+                }
+            }
+            _ => return Err(refused()),
+        }
+        Ok(())
+    }
+
+    /// Adds another run's result (an object, or an array of them).
+    fn merge(&mut self, other: &Value) -> Result<(), String> {
+        let refused = || format!("{STATS_REASON}, not '{other}'");
+        match (&mut *self, other) {
+            (_, Value::Object(_)) if other.get("count").and_then(Value::as_u64) == Some(0) => {}
+            (StatsOf::Nothing, Value::Object(_)) => {
+                let mut one = Stats::new();
+                one.merge(other);
+                *self = StatsOf::One(one);
+            }
+            (StatsOf::One(one), Value::Object(_)) => one.merge(other),
+            (StatsOf::Nothing, Value::Array(items)) => {
+                let mut each: Vec<Stats> = items.iter().map(|_| Stats::new()).collect();
+                for (stats, item) in each.iter_mut().zip(items) {
+                    stats.merge(item);
+                }
+                *self = StatsOf::Each(each);
+            }
+            (StatsOf::Each(each), Value::Array(items)) if items.len() == each.len() => {
+                for (stats, item) in each.iter_mut().zip(items) {
+                    stats.merge(item);
+                }
+            }
+            _ => return Err(refused()),
+        }
+        Ok(())
+    }
+
+    fn value(&self) -> Value {
+        match self {
+            StatsOf::Nothing => Stats::new().value(),
+            StatsOf::One(one) => one.value(),
+            StatsOf::Each(each) => Value::Array(each.iter().map(Stats::value).collect()),
+        }
+    }
+}
+
+impl Stats {
+    fn new() -> Stats {
+        Stats {
+            sum: 0.0,
+            count: 0,
+            min: None,
+            max: None,
+            sumsqr: 0.0,
+            integral: true,
+        }
+    }
+
+    /// Adds a number; `None` for anything else.
+    fn add(&mut self, value: &Value) -> Option<()> {
         let Value::Number(n) = value else {
-            return Err(format!(
-                "The _stats function requires that map values be numbers or arrays of numbers, not '{value}'"
-            ));
+            return None;
         };
         let f = n.as_f64().unwrap_or(0.0);
         self.integral &= n.is_i64();
         self.sum += f;
         self.count += 1;
-        self.min = self.min.min(f);
-        self.max = self.max.max(f);
+        self.keep_extremes(f, value);
         self.sumsqr += f * f;
-        Ok(())
+        Some(())
     }
 
     fn merge(&mut self, other: &Value) {
@@ -361,18 +517,31 @@ impl Stats {
             .all(|k| other.get(*k).is_some_and(Value::is_i64));
         self.sum += field("sum");
         self.count += count;
-        self.min = self.min.min(field("min"));
-        self.max = self.max.max(field("max"));
+        for key in ["min", "max"] {
+            if let Some(given) = other.get(key).filter(|v| v.is_number()) {
+                self.keep_extremes(given.as_f64().unwrap_or(0.0), given);
+            }
+        }
         self.sumsqr += field("sumsqr");
     }
 
+    fn keep_extremes(&mut self, f: f64, given: &Value) {
+        if self.min.as_ref().is_none_or(|(least, _)| f < *least) {
+            self.min = Some((f, given.clone()));
+        }
+        if self.max.as_ref().is_none_or(|(greatest, _)| f > *greatest) {
+            self.max = Some((f, given.clone()));
+        }
+    }
+
     fn value(&self) -> Value {
-        let empty = self.count == 0;
+        let extreme =
+            |kept: &Option<(f64, Value)>| kept.as_ref().map_or(json!(0), |(_, v)| v.clone());
         json!({
             "sum": number(self.sum, self.integral),
             "count": self.count,
-            "min": if empty { json!(0) } else { number(self.min, self.integral) },
-            "max": if empty { json!(0) } else { number(self.max, self.integral) },
+            "min": extreme(&self.min),
+            "max": extreme(&self.max),
             "sumsqr": number(self.sumsqr, self.integral),
         })
     }
@@ -388,7 +557,7 @@ fn check_shrinks(out: &Value, input_len: usize) -> Result<(), ViewError> {
     let out_len = ejson::to_vec(out).len();
     if out_len > REDUCE_LIMIT_THRESHOLD && out_len * 2 > input_len {
         return Err(ViewError::Script(JsError::Runtime {
-            error: "reduce_overflow_error".into(),
+            error: OVERFLOW.into(),
             reason: format!(
                 "Reduce output must shrink more rapidly: input size: {input_len} output size: {out_len}"
             ),
@@ -416,14 +585,10 @@ fn add(a: &Value, b: &Value) -> Option<Value> {
                 .collect::<Option<Vec<_>>>()
                 .map(Value::Array)
         }
-        (Value::Number(_), Value::Array(y)) if is_zero(a) => Some(Value::Array(y.clone())),
-        (Value::Array(x), Value::Number(_)) => {
-            let mut x = x.clone();
-            if let Some(first) = x.first_mut() {
-                *first = add(first, b)?;
-            }
-            Some(Value::Array(x))
-        }
+        // A number beside an array counts as an array of one, as
+        // CouchDB's `_sum` reads it: 1 + [2, 3] is [3, 3].
+        (Value::Number(_), Value::Array(_)) => add(&Value::Array(vec![a.clone()]), b),
+        (Value::Array(_), Value::Number(_)) => add(a, &Value::Array(vec![b.clone()])),
         (Value::Object(x), Value::Object(y)) => {
             let mut out: Map<String, Value> = x.clone();
             for (k, v) in y {

@@ -4,7 +4,9 @@
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
 use axum::response::Response;
-use design_functions::views::{ViewError, ViewGroup, ViewHead, ViewPage, ViewQuery, ViewReader};
+use design_functions::views::{
+    Reduced, ViewError, ViewGroup, ViewHead, ViewPage, ViewQuery, ViewReader,
+};
 use serde_json::{Map, Value, json};
 use store::{Database, GetOptions, IndexEntry};
 
@@ -364,7 +366,14 @@ impl OpenedQuery {
         let rows = match page {
             ViewPage::Reduced(rows) => rows
                 .into_iter()
-                .map(|(key, value)| json!({"key": key, "value": value}))
+                .map(|(key, reduced)| match reduced {
+                    Reduced::Value(value) => json!({"key": key, "value": value}),
+                    // CouchDB's row for a reduce that failed there: no
+                    // value, and no key either.
+                    Reduced::Error { error, reason } => {
+                        json!({"key": null, "error": error, "reason": reason})
+                    }
+                })
                 .collect(),
             ViewPage::Map(rows) => {
                 let mut out = Vec::with_capacity(rows.len());
