@@ -434,13 +434,7 @@ impl Database {
 
     /// How many generations of history each document keeps.
     pub async fn revs_limit(&self) -> Result<u32, StoreError> {
-        self.read(|rows| {
-            Ok(rows
-                .meta("revs_limit")?
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(revtree::DEFAULT_REVS_LIMIT))
-        })
-        .await
+        self.read(|rows| crate::read::revs_limit_of(rows)).await
     }
 
     /// Sets `_revs_limit` (at least 1); applies to documents as they are next written.

@@ -216,6 +216,10 @@ pub(crate) fn rev_json(
     if opts.revs
         && let Some(path) = tree.history(rev)
     {
+        // At most `_revs_limit` generations, as CouchDB answers them, also
+        // before compaction has stemmed the tree.
+        let limit = revs_limit_of(rows)?;
+        let path = path.truncated(usize::try_from(limit).unwrap_or(usize::MAX));
         extra.push((
             "_revisions",
             serde_json::to_value(&path).unwrap_or(Value::Null),
@@ -439,6 +443,14 @@ pub(crate) fn open_revs_in(
         }
     }
     Ok(out)
+}
+
+/// The database's `_revs_limit`.
+pub(crate) fn revs_limit_of(rows: &dyn ReadRows) -> Result<u32, StoreError> {
+    Ok(rows
+        .meta("revs_limit")?
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(revtree::DEFAULT_REVS_LIMIT))
 }
 
 /// The revocation tombstone of `leaf` as a document, with its two-step
