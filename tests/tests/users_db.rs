@@ -539,3 +539,81 @@ async fn a_user_document_in_conflict_authenticates_nobody() {
     assert_eq!(back.status, 200, "{}", back.text);
     assert_eq!(back.json()["userCtx"]["name"], "conf");
 }
+
+/// `[chttpd_auth] password_regexp`, as CouchDB reads and applies it: every
+/// new password must match every pattern (a failing rule's reason follows
+/// CouchDB's refusal), whoever writes it; a setting that cannot be read
+/// refuses every new password; no setting, no rule.
+#[tokio::test]
+async fn new_passwords_obey_password_regexp() {
+    let data = TempDir::new("users-db-password-regexp");
+    let server = start(&data);
+    let admin = Client::new(&server);
+    let set = |value: Value| {
+        let admin = admin.clone();
+        async move {
+            let path = "/_node/_local/_config/chttpd_auth/password_regexp";
+            let reply = if value.is_null() {
+                admin.delete(path).await
+            } else {
+                admin.put(path, value).await
+            };
+            assert_eq!(reply.status, 200, "{}", reply.text);
+        }
+    };
+    let write = |name: &'static str, password: &'static str| {
+        let admin = admin.clone();
+        async move {
+            let user = json!({"name": name, "password": password, "roles": [], "type": "user"});
+            admin
+                .put(&format!("/_users/org.couchdb.user:{name}"), user)
+                .await
+        }
+    };
+    set(json!(r#"[{".{10,}"}, {"[A-Z]+", "Requirement 2."}]"#)).await;
+    let short = write("u1", "short").await;
+    assert_eq!(short.status, 400, "{}", short.text);
+    assert_eq!(
+        short.json(),
+        json!({"error": "bad_request", "reason": "Password does not conform to requirements."})
+    );
+    let lower = write("u2", "longbutlower").await;
+    assert_eq!(lower.status, 400, "{}", lower.text);
+    assert_eq!(
+        lower.json()["reason"],
+        "Password does not conform to requirements. Requirement 2."
+    );
+    let good = write("u3", "LongEnoughX").await;
+    assert_eq!(good.status, 201, "{}", good.text);
+
+    // A password changed later obeys the rules too.
+    let mut doc = admin.get("/_users/org.couchdb.user:u3").await.json();
+    doc["password"] = json!("tooshort");
+    let changed = admin.put("/_users/org.couchdb.user:u3", doc).await;
+    assert_eq!(changed.status, 400, "{}", changed.text);
+    // In _bulk_docs, the row says so.
+    let bulk = admin
+        .post(
+            "/_users/_bulk_docs",
+            json!({"docs": [{"_id": "org.couchdb.user:u4", "name": "u4", "password": "x", "roles": [], "type": "user"}]}),
+        )
+        .await;
+    assert_eq!(bulk.status, 201, "{}", bulk.text);
+    assert_eq!(bulk.json()[0]["error"], "bad_request", "{}", bulk.text);
+
+    // A setting that cannot be read refuses every new password.
+    set(json!("garbage[")).await;
+    let broken = write("u5", "AnythingLongEnough").await;
+    assert_eq!(broken.status, 403, "{}", broken.text);
+    assert_eq!(
+        broken.json()["reason"],
+        "Server cannot hash passwords at this time."
+    );
+    // A document written without a new password is not judged.
+    let doc = admin.get("/_users/org.couchdb.user:u3").await.json();
+    let kept = admin.put("/_users/org.couchdb.user:u3", doc).await;
+    assert_eq!(kept.status, 201, "{}", kept.text);
+
+    set(Value::Null).await;
+    assert_eq!(write("u6", "x").await.status, 201);
+}

@@ -39,7 +39,9 @@ impl Gate {
                 auth::users::readable(id, body, &self.user, &self.security, public_fields).map_err(
                     |e| match e {
                         UsersError::NotFound => Refusal::NotFound("missing".into()),
-                        UsersError::Forbidden(reason) => Refusal::Forbidden(reason),
+                        UsersError::Forbidden(reason) | UsersError::BadRequest(reason) => {
+                            Refusal::Forbidden(reason)
+                        }
                     },
                 )
             }

@@ -83,7 +83,9 @@ impl Gate {
             let id = doc.id.as_deref().unwrap_or_default();
             match auth::users::check_writer(id, &self.user, &self.security) {
                 Err(UsersError::NotFound) => return Err(Refusal::NotFound("missing".into())),
-                Err(UsersError::Forbidden(reason)) => return Err(Refusal::Forbidden(reason)),
+                Err(UsersError::Forbidden(reason) | UsersError::BadRequest(reason)) => {
+                    return Err(Refusal::Forbidden(reason));
+                }
                 Ok(()) => {}
             }
         }
@@ -220,12 +222,19 @@ impl Gate {
             Ok(())
         }
         .and_then(|()| auth::users::hash_password(&mut doc.body, self.iterations));
-        Ok(checked.map_err(|e| DocFailure {
-            error: ErrorKind::Forbidden,
-            reason: match e {
-                UsersError::Forbidden(reason) => reason,
-                // Not a refusal `validate` or `hash_password` makes.
-                UsersError::NotFound => "missing".into(),
+        Ok(checked.map_err(|e| match e {
+            UsersError::Forbidden(reason) => DocFailure {
+                error: ErrorKind::Forbidden,
+                reason,
+            },
+            UsersError::BadRequest(reason) => DocFailure {
+                error: ErrorKind::BadRequest,
+                reason,
+            },
+            // Not a refusal `validate` or `hash_password` makes.
+            UsersError::NotFound => DocFailure {
+                error: ErrorKind::Forbidden,
+                reason: "missing".into(),
             },
         }))
     }

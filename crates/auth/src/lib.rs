@@ -7,6 +7,7 @@ pub mod cookie;
 pub mod jwt;
 pub mod lockout;
 pub mod password;
+pub mod password_rules;
 pub mod security;
 pub mod users;
 

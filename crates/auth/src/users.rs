@@ -7,6 +7,7 @@
 use serde_json::{Map, Value};
 
 use crate::password::{Credentials, Prf};
+use crate::password_rules::PasswordRefusal;
 use crate::security::{SecurityObject, UserCtx};
 
 /// The prefix of every user document's id.
@@ -49,6 +50,9 @@ pub fn auth_design_doc() -> Map<String, Value> {
 pub enum UsersError {
     /// 403 `forbidden`.
     Forbidden(String),
+    /// 400 `bad_request`: a new password the rules refuse
+    /// (`[chttpd_auth] password_regexp`).
+    BadRequest(String),
     /// 404 `not_found`: another user's document, as if it did not exist.
     NotFound,
 }
@@ -70,6 +74,12 @@ pub fn hash_password(body: &mut Map<String, Value>, iterations: u32) -> Result<(
         Some(Value::String(p)) => p.clone(),
         Some(_) => return Err(forbidden("Password value is invalid.")),
     };
+    crate::password_rules::password_rules()
+        .check(&password)
+        .map_err(|refusal| match refusal {
+            PasswordRefusal::NotConforming(reason) => UsersError::BadRequest(reason),
+            PasswordRefusal::CannotHash => forbidden(crate::password_rules::CANNOT_HASH),
+        })?;
     let preserve_salt = body.get("preserve_salt") == Some(&Value::Bool(true));
     let old_salt = body.get("salt").and_then(Value::as_str).map(str::to_string);
     body.retain(|k, _| !PASSWORD_FIELDS.contains(&k.as_str()));

@@ -276,6 +276,16 @@ fn announce(config: &Config, setup: &security::Setup) {
     }
 }
 
+/// Puts `[chttpd_auth] password_regexp` in force. A setting that cannot be
+/// read refuses every new password (as CouchDB does) and says why here.
+fn apply_password_rules(setting: &str) {
+    let rules = auth::password_rules::PasswordRules::parse(setting);
+    if let auth::password_rules::PasswordRules::Broken(why) = &rules {
+        tracing::warn!(reason = %why, "password_regexp cannot be read: new passwords are refused until it is mended");
+    }
+    auth::password_rules::set_password_rules(rules);
+}
+
 /// How long after `authentication_db` names another database that
 /// database gets `_design/_auth`.
 const AUTH_DB_FOLLOW_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -327,6 +337,7 @@ async fn serve(
         }
     }
     access::set_authentication_db(&config.users_db());
+    apply_password_rules(&config.password_regexp);
     ensure_auth_design_doc(&store).await;
     let validators = design_functions::Validators::new(design_functions::Engine::new(
         config.query_server_limits(),
@@ -461,6 +472,7 @@ async fn serve(
         let store = store.clone();
         node_config::OnChange(Box::new(move |next: &Config| {
             store.apply_options(&next.store_options());
+            apply_password_rules(&next.password_regexp);
             let users_db = next.users_db();
             if access::configured_authentication_db()
                 .as_deref()

@@ -93,6 +93,7 @@ const COUCHDB_NAMES: &[(&str, &str, &str)] = &[
     ("chttpd_auth", "x_auth_roles", "proxy_roles_header"),
     ("chttpd_auth", "x_auth_token", "proxy_token_header"),
     ("chttpd_auth", "authentication_db", "authentication_db"),
+    ("chttpd_auth", "password_regexp", "password_regexp"),
     (
         "chttpd",
         "authentication_handlers",

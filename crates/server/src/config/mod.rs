@@ -239,6 +239,9 @@ pub struct Config {
     /// The database logins are looked up in (CouchDB's `[chttpd_auth]
     /// authentication_db`); empty for `[couch_httpd_auth]`'s, else `_users`.
     pub authentication_db: String,
+    /// CouchDB's `[chttpd_auth] password_regexp`: the patterns every new
+    /// password must match (`auth::password_rules`); empty for none.
+    pub password_regexp: String,
     /// Pause logins for a name from an address after repeated failures.
     pub lockout_enabled: bool,
     /// Failures before the pause.
@@ -806,6 +809,7 @@ impl Default for Config {
             proxy_token_header: "X-Auth-CouchDB-Token".into(),
             authentication_handlers: String::new(),
             authentication_db: String::new(),
+            password_regexp: String::new(),
             lockout_enabled: true,
             lockout_threshold: 5,
             lockout_max_lifetime_ms: 300_000,
