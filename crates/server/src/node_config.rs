@@ -854,11 +854,14 @@ mod tests {
         let mut store = config.store_options();
         // Kept as the databases were opened with (`Store::apply_options`).
         store.durability = Default::default();
+        // The users database and the password rules are put in force by
+        // the server's change hook (`main.rs`), beside the API's config.
         format!(
-            "{:?}\n{store:?}\n{:?}\n{}",
+            "{:?}\n{store:?}\n{:?}\n{}\n{}",
             config.api_config(),
             config.scheduler_config(),
-            config.users_db()
+            config.users_db(),
+            config.password_regexp
         )
     }
 
