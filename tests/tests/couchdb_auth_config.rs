@@ -265,3 +265,56 @@ fn auth_token_sha1(secret: &str, message: &str) -> String {
     let digest = mac.finalize().into_bytes();
     digest.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// A token signed with a P-384 key under `ES256`, `ES384` and `ES512`, as
+/// CouchDB's own JWT test signs them: the algorithm names the hash, the
+/// key brings its curve. A token whose header names another hash than the
+/// one signed with is refused.
+#[tokio::test]
+async fn ecdsa_tokens_take_their_hash_from_the_algorithm_name() {
+    use p384::ecdsa::signature::hazmat::PrehashSigner;
+    use p384::pkcs8::{EncodePublicKey, LineEnding};
+    use sha2::Digest;
+
+    let data = TempDir::new("jwt-ecdsa");
+    let server = TestServer::start(data.path(), &[]);
+    let admin = Client::new(&server);
+    set(&admin, "chttpd", "authentication_handlers", HANDLERS).await;
+    // A fixed key: any scalar below the curve's order is one.
+    let key = p384::ecdsa::SigningKey::from_slice(&[0x5a; 48]).unwrap();
+    let public = key
+        .verifying_key()
+        .to_public_key_pem(LineEnding::LF)
+        .unwrap()
+        .replace('\n', "\\n");
+    set(&admin, "jwt_keys", "ec:_default", &public).await;
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let sign = |alg: &str, hash_as: &str| {
+        let head = engine.encode(format!(r#"{{"alg":"{alg}","typ":"JWT"}}"#));
+        let claims = json!({"nbf": now() - 60, "exp": now() + 60, "sub": "couch@apache.org", "_couchdb.roles": ["testing"]});
+        let payload = engine.encode(claims.to_string());
+        let input = format!("{head}.{payload}");
+        let digest = match hash_as {
+            "ES256" => sha2::Sha256::digest(input.as_bytes()).to_vec(),
+            "ES384" => sha2::Sha384::digest(input.as_bytes()).to_vec(),
+            _ => sha2::Sha512::digest(input.as_bytes()).to_vec(),
+        };
+        let signature: p384::ecdsa::Signature = key.sign_prehash(&digest).unwrap();
+        format!("{input}.{}", engine.encode(signature.to_bytes()))
+    };
+    for alg in ["ES256", "ES384", "ES512"] {
+        let (status, body) = with_token(&server, &sign(alg, alg)).await;
+        assert_eq!(status, 200, "{alg}: {body}");
+        assert_eq!(body["userCtx"]["name"], "couch@apache.org", "{alg}: {body}");
+        assert_eq!(body["userCtx"]["roles"], json!(["testing"]));
+        assert_eq!(body["info"]["authenticated"], "jwt");
+    }
+    let (status, body) = with_token(&server, &sign("ES512", "ES384")).await;
+    assert_eq!(
+        (status, body),
+        (
+            400,
+            json!({"error": "bad_request", "reason": "Bad signature in authentication token"})
+        )
+    );
+}

@@ -176,13 +176,7 @@ fn key_for(config: &JwtConfig, alg: Algorithm, kid: Option<&str>) -> Result<Deco
         ES256 | ES384 => "ec",
         EdDSA => return Err(bad("Unknown kty")),
     };
-    let wanted = format!("{kty}:{}", kid.unwrap_or("_default"));
-    let encoded = config
-        .keys
-        .iter()
-        .find(|(name, _)| *name == wanted)
-        .map(|(_, key)| key.as_str())
-        .ok_or_else(|| bad("Unknown kid"))?;
+    let encoded = configured_key(config, kty, kid)?;
     match kty {
         "hmac" => {
             use base64::Engine;
@@ -199,8 +193,48 @@ fn key_for(config: &JwtConfig, alg: Algorithm, kid: Option<&str>) -> Result<Deco
     }
 }
 
+/// The configured key of kind `kty` for a token's `kid`.
+fn configured_key<'a>(
+    config: &'a JwtConfig,
+    kty: &str,
+    kid: Option<&str>,
+) -> Result<&'a str, JwtError> {
+    let wanted = format!("{kty}:{}", kid.unwrap_or("_default"));
+    config
+        .keys
+        .iter()
+        .find(|(name, _)| *name == wanted)
+        .map(|(_, key)| key.as_str())
+        .ok_or_else(|| bad("Unknown kid"))
+}
+
 /// Checks a token and returns the user's name and roles.
 pub fn authenticate(token: &str, config: &JwtConfig) -> Result<(String, Vec<String>), JwtError> {
+    let required = parse_required_claims(&config.required_claims.join(","));
+    let header = crate::jwt_ec::header(token)?;
+    let claims = match header
+        .get("alg")
+        .and_then(Value::as_str)
+        .and_then(crate::jwt_ec::EcHash::of)
+    {
+        // ECDSA as CouchDB checks it (the algorithm names only the hash).
+        Some(hash) => {
+            let kid = header.get("kid").and_then(Value::as_str);
+            let pem = configured_key(config, "ec", kid)?;
+            crate::jwt_ec::verify(token, pem, hash)?
+        }
+        None => verified_claims(token, config, &required)?,
+    };
+    claims_user(&claims, config, &required)
+}
+
+/// A token's claims once the library has checked its signature (HMAC and
+/// RSA keys).
+fn verified_claims(
+    token: &str,
+    config: &JwtConfig,
+    required: &[RequiredClaim],
+) -> Result<Value, JwtError> {
     let header =
         jsonwebtoken::decode_header(token).map_err(|_| bad("Malformed authentication token"))?;
     let key = key_for(config, header.alg, header.kid.as_deref())?;
@@ -212,7 +246,6 @@ pub fn authenticate(token: &str, config: &JwtConfig) -> Result<(String, Vec<Stri
     // presence of the other claims it knows.
     validation.validate_exp = false;
     validation.validate_nbf = false;
-    let required = parse_required_claims(&config.required_claims.join(","));
     let spec_claims: Vec<&str> = required
         .iter()
         .map(|c| c.name.as_str())
@@ -238,10 +271,19 @@ pub fn authenticate(token: &str, config: &JwtConfig) -> Result<(String, Vec<Stri
             ErrorKind::InvalidAlgorithm => bad("Invalid alg header parameter"),
             _ => bad("Malformed authentication token"),
         })?;
-    let claims = data.claims;
+    Ok(data.claims)
+}
+
+/// The user a token's checked claims name, once the required claims and
+/// the clock agree.
+fn claims_user(
+    claims: &Value,
+    config: &JwtConfig,
+    required: &[RequiredClaim],
+) -> Result<(String, Vec<String>), JwtError> {
     // Claims the library does not know are only required to be present,
     // or to have the value the configuration gives.
-    for RequiredClaim { name, value } in &required {
+    for RequiredClaim { name, value } in required {
         match (claims.get(name), value) {
             (None, _) => return Err(JwtError::BadRequest(format!("Missing {name} claim"))),
             (Some(found), Some(value)) if found.as_str() != Some(value.as_str()) => {
@@ -250,13 +292,13 @@ pub fn authenticate(token: &str, config: &JwtConfig) -> Result<(String, Vec<Stri
             _ => {}
         }
     }
-    check_times(&claims, now_seconds(), config.leeway_seconds)?;
+    check_times(claims, now_seconds(), config.leeway_seconds)?;
     let name = match claims.get("sub") {
         Some(Value::String(sub)) => sub.clone(),
         _ => return Err(JwtError::Unauthorized("Token missing sub claim.".into())),
     };
     let roles = match &config.roles_claim_path {
-        Some(path) => Some(at_path(&claims, path)?),
+        Some(path) => Some(at_path(claims, path)?),
         None => claims.get(&config.roles_claim_name),
     };
     let roles = match roles {

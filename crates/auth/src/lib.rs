@@ -5,6 +5,7 @@
 
 pub mod cookie;
 pub mod jwt;
+mod jwt_ec;
 pub mod lockout;
 pub mod password;
 pub mod password_rules;

@@ -1,0 +1,171 @@
+//! ECDSA token signatures (`ES256`, `ES384`, `ES512`) as CouchDB's `jwtf`
+//! checks them: the algorithm names the hash, and the configured key's own
+//! curve (P-256, P-384 or P-521) is used with it, so an `ES512` token
+//! signed with a P-384 key is good. The signature is `r || s`, each as
+//! long as the curve's field.
+
+use base64::Engine;
+use p256::pkcs8::DecodePublicKey;
+use serde_json::Value;
+use sha2::Digest;
+
+use crate::jwt::JwtError;
+
+/// The hash an `ES*` algorithm names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EcHash {
+    Sha256,
+    Sha384,
+    Sha512,
+}
+
+impl EcHash {
+    pub(crate) fn of(alg: &str) -> Option<EcHash> {
+        match alg {
+            "ES256" => Some(EcHash::Sha256),
+            "ES384" => Some(EcHash::Sha384),
+            "ES512" => Some(EcHash::Sha512),
+            _ => None,
+        }
+    }
+
+    fn digest(self, input: &[u8]) -> Vec<u8> {
+        match self {
+            EcHash::Sha256 => sha2::Sha256::digest(input).to_vec(),
+            EcHash::Sha384 => sha2::Sha384::digest(input).to_vec(),
+            EcHash::Sha512 => sha2::Sha512::digest(input).to_vec(),
+        }
+    }
+}
+
+fn bad(reason: &str) -> JwtError {
+    JwtError::BadRequest(reason.to_string())
+}
+
+/// A token's header, read without checking anything else.
+pub(crate) fn header(token: &str) -> Result<Value, JwtError> {
+    let first = token
+        .split('.')
+        .next()
+        .ok_or_else(|| bad("Malformed authentication token"))?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(first)
+        .map_err(|_| bad("Malformed authentication token"))?;
+    serde_json::from_slice(&bytes).map_err(|_| bad("Malformed authentication token"))
+}
+
+/// Checks `token`'s signature with the PEM public key `pem` and answers
+/// its claims.
+pub(crate) fn verify(token: &str, pem: &str, hash: EcHash) -> Result<Value, JwtError> {
+    let malformed = || bad("Malformed authentication token");
+    let mut parts = token.split('.');
+    let (Some(head), Some(payload), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(malformed());
+    };
+    let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let signature = engine.decode(signature).map_err(|_| malformed())?;
+    let digest = hash.digest(format!("{head}.{payload}").as_bytes());
+    let pem = pem.replace("\\n", "\n");
+    let verified = verify_prehash(&pem, &digest, &signature)?;
+    if !verified {
+        return Err(bad("Bad signature in authentication token"));
+    }
+    let claims = engine.decode(payload).map_err(|_| malformed())?;
+    match serde_json::from_slice(&claims) {
+        Ok(Value::Object(claims)) => Ok(Value::Object(claims)),
+        _ => Err(malformed()),
+    }
+}
+
+/// Whether `signature` signs `digest` under the key, whatever its curve.
+fn verify_prehash(pem: &str, digest: &[u8], signature: &[u8]) -> Result<bool, JwtError> {
+    use p256::ecdsa::signature::hazmat::PrehashVerifier;
+    if let Ok(key) = p256::ecdsa::VerifyingKey::from_public_key_pem(pem) {
+        let Ok(signature) = p256::ecdsa::Signature::from_slice(signature) else {
+            return Ok(false);
+        };
+        return Ok(key.verify_prehash(digest, &signature).is_ok());
+    }
+    if let Ok(key) = p384::ecdsa::VerifyingKey::from_public_key_pem(pem) {
+        let Ok(signature) = p384::ecdsa::Signature::from_slice(signature) else {
+            return Ok(false);
+        };
+        return Ok(key.verify_prehash(digest, &signature).is_ok());
+    }
+    if let Ok(public) = p521::PublicKey::from_public_key_pem(pem) {
+        let (Ok(key), Ok(signature)) = (
+            p521::ecdsa::VerifyingKey::from_affine(*public.as_affine()),
+            p521::ecdsa::Signature::from_slice(signature),
+        ) else {
+            return Ok(false);
+        };
+        return Ok(key.verify_prehash(digest, &signature).is_ok());
+    }
+    Err(bad("not an EC public key"))
+}
+
+#[cfg(test)]
+mod tests {
+    use p384::ecdsa::signature::hazmat::PrehashSigner;
+    use p384::pkcs8::{EncodePublicKey, LineEnding};
+
+    use super::*;
+
+    fn token(alg: &str, key: &p384::ecdsa::SigningKey, hash: EcHash) -> String {
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let head = engine.encode(format!(r#"{{"alg":"{alg}","typ":"JWT"}}"#));
+        let payload = engine.encode(r#"{"sub":"couch@apache.org"}"#);
+        let digest = hash.digest(format!("{head}.{payload}").as_bytes());
+        let signature: p384::ecdsa::Signature = key.sign_prehash(&digest).expect("a signature");
+        format!("{head}.{payload}.{}", engine.encode(signature.to_bytes()))
+    }
+
+    #[test]
+    fn each_algorithm_names_its_hash_over_the_keys_own_curve() {
+        let key = p384::ecdsa::SigningKey::from_slice(&[7u8; 48]).expect("a key");
+        let pem = key
+            .verifying_key()
+            .to_public_key_pem(LineEnding::LF)
+            .expect("a PEM");
+        for (alg, hash) in [
+            ("ES256", EcHash::Sha256),
+            ("ES384", EcHash::Sha384),
+            ("ES512", EcHash::Sha512),
+        ] {
+            let signed = token(alg, &key, hash);
+            assert_eq!(EcHash::of(alg), Some(hash));
+            let claims = verify(&signed, &pem, hash).expect("a good token");
+            assert_eq!(claims["sub"], "couch@apache.org");
+            // Another hash than the one signed with: refused.
+            let other = if hash == EcHash::Sha512 {
+                EcHash::Sha256
+            } else {
+                EcHash::Sha512
+            };
+            assert_eq!(
+                verify(&signed, &pem, other),
+                Err(bad("Bad signature in authentication token"))
+            );
+        }
+        // A key given as one line with `\n`s, as configuration files hold it.
+        let one_line = pem.replace('\n', "\\n");
+        assert!(
+            verify(
+                &token("ES512", &key, EcHash::Sha512),
+                &one_line,
+                EcHash::Sha512
+            )
+            .is_ok()
+        );
+        assert_eq!(
+            verify(
+                &token("ES512", &key, EcHash::Sha512),
+                "not a key",
+                EcHash::Sha512
+            ),
+            Err(bad("not an EC public key"))
+        );
+    }
+}
