@@ -111,6 +111,10 @@ impl ViewGroup {
         });
         let (low, high) = (prefix.clone(), partition_end.clone());
         let ranges: VecDeque<IndexRange> = match (&q.keys, &q.key) {
+            // Descending, the keys are read last first, as CouchDB reads them.
+            (Some(keys), _) if q.descending => {
+                keys.iter().rev().map(|k| exact(view, kb(k), q)).collect()
+            }
             (Some(keys), _) => keys.iter().map(|k| exact(view, kb(k), q)).collect(),
             (None, Some(key)) => [exact(view, kb(key), q)].into(),
             (None, None) => {
@@ -581,12 +585,14 @@ impl Reducing {
     }
 }
 
+/// The rows of one key: within it, from `startkey_docid` to
+/// `endkey_docid` when given, as CouchDB bounds each key.
 fn exact(view: u32, bytes: Vec<u8>, q: &ViewQuery) -> IndexRange {
     IndexRange {
         view,
-        start: Some((bytes.clone(), None)),
-        end: Some((bytes, None)),
-        inclusive_end: true,
+        start: Some((bytes.clone(), q.start_docid.clone())),
+        end: Some((bytes, q.end_docid.clone())),
+        inclusive_end: q.inclusive_end,
         descending: q.descending,
         ..Default::default()
     }

@@ -542,18 +542,52 @@ impl Params<'_> {
     }
 
     fn view_query(&self) -> Result<ViewQuery, ApiError> {
-        let keys = match self.json("keys", "keys")? {
-            None => None,
-            Some(Value::Array(keys)) => Some(keys),
-            Some(_) => {
-                return Err(query_parse_error("`keys` member must be an array.".into()));
+        // CouchDB's words differ by where `keys` came from.
+        let keys = match (self.query.json("keys")?, self.body.get("keys")) {
+            (Some(Value::Array(keys)), _) => Some(keys),
+            (Some(_), _) => {
+                return Err(query_parse_error(
+                    "`keys` must be an array of strings.".into(),
+                ));
             }
+            (None, Some(Value::Array(keys))) => Some(keys.clone()),
+            (None, Some(_)) => {
+                return Err(ApiError::bad_request("`keys` member must be an array."));
+            }
+            (None, None) => None,
         };
-        if keys.is_some() && self.json("key", "key")?.is_some() {
-            return Err(query_parse_error(
-                "`keys` is incompatible with `key`, `start_key` and `end_key`".into(),
-            ));
-        }
+        let mut key = self.json("key", "key")?;
+        let start_key = self.json("startkey", "start_key")?;
+        let end_key = self.json("endkey", "end_key")?;
+        // One key is CouchDB's `key` (a `key` given beside it wins, and a
+        // start or end key narrows it); more may not be mixed with a range.
+        let keys = match keys {
+            Some(mut one) if one.len() == 1 => {
+                let only = one.pop();
+                if key.is_none() {
+                    key = only;
+                }
+                None
+            }
+            Some(many)
+                if !many.is_empty()
+                    && (key.is_some() || start_key.is_some() || end_key.is_some()) =>
+            {
+                return Err(query_parse_error(
+                    "`keys` is incompatible with `key`, `start_key` and `end_key`".into(),
+                ));
+            }
+            other => other,
+        };
+        // A key beside a start or end key is the range they leave of it.
+        let (key, start_key, end_key) = match key {
+            Some(k) if start_key.is_some() || end_key.is_some() => (
+                None,
+                Some(start_key.unwrap_or_else(|| k.clone())),
+                Some(end_key.unwrap_or(k)),
+            ),
+            k => (k, start_key, end_key),
+        };
         let group_level = self.number("group_level")?.map(|n| n as usize);
         // One node answers in order and from one copy: `sorted=false` and
         // `stable` change nothing, but are checked as CouchDB checks them.
@@ -562,11 +596,11 @@ impl Params<'_> {
             return Err(query_parse_error("Invalid value for `stable`.".into()));
         }
         Ok(ViewQuery {
-            key: self.json("key", "key")?,
+            key,
             keys,
-            start_key: self.json("startkey", "start_key")?,
+            start_key,
             start_docid: self.text("startkey_docid", "start_key_doc_id"),
-            end_key: self.json("endkey", "end_key")?,
+            end_key,
             end_docid: self.text("endkey_docid", "end_key_doc_id"),
             inclusive_end: self.flag("inclusive_end")?.unwrap_or(true),
             descending: self.flag("descending")?.unwrap_or(false),
