@@ -250,6 +250,18 @@ async fn a_full_partition_refuses_edits() {
         .json();
     assert_eq!(rows[0]["error"], "partition_overflow");
     assert_eq!(rows[1]["ok"], true, "another partition is not full");
+    // An edit that makes a document smaller goes through (CouchDB's
+    // "full partitions can accept updates that reduce size"); one that
+    // keeps or grows it does not.
+    let d1 = c.get("/db/s1:d1").await.json();
+    let same = c
+        .put("/db/s1:d1", json!({"_rev": d1["_rev"], "pad": pad}))
+        .await;
+    assert_eq!(same.status, 403, "{}", same.text);
+    let smaller = c
+        .put("/db/s1:d1", json!({"_rev": d1["_rev"], "pad": ""}))
+        .await;
+    assert_eq!(smaller.status, 201, "{}", smaller.text);
     let doc = c.get("/db/s1:d0").await.json();
     let deleted = c
         .delete(&format!("/db/s1:d0?rev={}", doc["_rev"].as_str().unwrap()))

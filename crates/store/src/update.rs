@@ -354,8 +354,9 @@ pub(crate) fn write_prepared(
                     at_limit
                 }
             };
-            if at_limit {
-                // As CouchDB: edits stop; deletions and replication go on.
+            if at_limit && !shrinks(ctx, &id, doc.stored.text_len())? {
+                // As CouchDB: edits stop; deletions, replication and edits
+                // that make a document smaller go on.
                 results.push(DocWriteResult {
                     result: Err(DocFailure {
                         error: crate::ErrorKind::PartitionOverflow,
@@ -877,4 +878,15 @@ pub(crate) fn record_winner(
         state.external_size += winner_ref.body_len;
     }
     Ok(())
+}
+
+/// Whether a body of `new_len` bytes makes document `id` smaller than
+/// its current winner (what a full partition still takes, as CouchDB's
+/// size check counts only growth).
+fn shrinks(ctx: &mut WriteCtx<'_>, id: &str, new_len: i64) -> Result<bool, StoreError> {
+    let old_len = match ctx.rows.load_doc(id)? {
+        Some(stored) => stored.live_body_len,
+        None => None,
+    };
+    Ok(old_len.is_some_and(|old_len| new_len < old_len))
 }

@@ -29,6 +29,13 @@ pub(crate) async fn partition(
         None => (path.clone(), String::new()),
     };
     store::validate_partition(&name)?;
+    // A `partition` in the query string must name the path's, as CouchDB
+    // checks it on every route below the partition.
+    if !rest.is_empty() && query.get("partition").is_some_and(|given| given != name) {
+        return Err(ApiError::bad_request(
+            "Conflicting value for `partition` in query string",
+        ));
+    }
     match rest.as_str() {
         "" => {
             if request.method() != Method::GET && request.method() != Method::HEAD {
