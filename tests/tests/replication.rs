@@ -557,3 +557,39 @@ async fn headers_no_request_can_carry_are_a_bad_request_at_once_and_the_server_c
     assert_eq!(ok.json()["ok"], true);
     assert_eq!(c.get("/t/a").await.json()["v"], 1);
 }
+
+/// A replication whose filter lets nothing through (no `doc_ids` found, a
+/// selector that matches nothing) replicated nothing: CouchDB's bare
+/// `{"ok": true, "no_changes": true}`, and no checkpoint; a run with
+/// nothing new after one that copied shows its checkpoint's history.
+#[tokio::test]
+async fn a_replication_that_finds_nothing_answers_no_changes() {
+    let data = TempDir::new("replication-no-changes");
+    let server = TestServer::start(data.path(), &[]);
+    let c = Client::new(&server);
+    for db in ["src", "dst"] {
+        assert_eq!(c.put(&format!("/{db}"), json!(null)).await.status, 201);
+    }
+    assert_eq!(c.put("/src/a", json!({"x": 1})).await.status, 201);
+    for request in [
+        json!({"source": "src", "target": "dst", "doc_ids": ["nope"]}),
+        json!({"source": "src", "target": "dst", "selector": {"x": 2}}),
+    ] {
+        let answer = c.post("/_replicate", request.clone()).await;
+        assert_eq!(answer.status, 200, "{}", answer.text);
+        assert_eq!(
+            answer.json(),
+            json!({"ok": true, "no_changes": true}),
+            "{request}"
+        );
+    }
+    assert_eq!(c.get("/dst/a").await.status, 404);
+
+    let request = json!({"source": "src", "target": "dst"});
+    let copied = c.post("/_replicate", request.clone()).await.json();
+    assert_eq!(copied["history"][0]["docs_written"], 1, "{copied}");
+    let again = c.post("/_replicate", request).await.json();
+    assert_eq!(again["no_changes"], true, "{again}");
+    assert_eq!(again["history"][0]["docs_written"], 1, "{again}");
+    assert!(again["session_id"].is_string(), "{again}");
+}

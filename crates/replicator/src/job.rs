@@ -317,9 +317,11 @@ pub async fn run_parking(
         let advanced = batch.last_seq != since;
         if batch.changes.is_empty() {
             in_flight.settle_all(&mut stats, &mut written).await?;
+            // Changes that no filter let through move the reading on, but
+            // nothing was replicated: a run that sees only those ends as
+            // CouchDB's `no_changes` and records no checkpoint.
             if advanced {
                 since = batch.last_seq;
-                moved = true;
             }
             // Nothing is in flight: everything read is written.
             written = since.clone();
@@ -451,18 +453,18 @@ pub async fn run_parking(
     let since = written;
 
     if !moved {
-        let mut answer = json!({
+        // Without a checkpoint to show, CouchDB's answer is just this.
+        if resume.history.is_empty() {
+            return Ok(RunEnd::Log(json!({"ok": true, "no_changes": true})));
+        }
+        return Ok(RunEnd::Log(json!({
             "ok": true,
             "no_changes": true,
             "session_id": checkpointer.session_id,
             "source_last_seq": since,
             "replication_id_version": REP_ID_VERSION,
             "history": resume.history,
-        });
-        if resume.history.is_empty() {
-            answer["history"] = json!([]);
-        }
-        return Ok(RunEnd::Log(answer));
+        })));
     }
     let history = if spec.use_checkpoints {
         checkpointer.record(&since, &stats).await?
