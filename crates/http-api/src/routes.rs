@@ -113,6 +113,15 @@ async fn serve(
             let database = state.open(&db, &user).await?;
             crate::design::views::compact(state, database, name).await
         }
+        // `/{db}/_all_docs/queries` and its kin: several listings at once.
+        Target::Attachment { db, id, name }
+            if name == "queries"
+                && crate::database::listing_queries::Listing::of(&id).is_some() =>
+        {
+            let listing = crate::database::listing_queries::Listing::of(&id)
+                .unwrap_or(crate::database::listing_queries::Listing::AllDocs);
+            crate::database::listing_queries::queries(state, db, listing, request).await
+        }
         Target::Attachment { db, id, name } if id == "_partition" && name.is_empty() => {
             state.open(&db, &user).await?;
             Err(ApiError::bad_request("invalid_partition_req"))

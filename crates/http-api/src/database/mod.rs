@@ -7,6 +7,7 @@ pub(crate) mod auto_purge;
 pub(crate) mod bulk_docs;
 pub(crate) mod bulk_get;
 pub(crate) mod design_docs;
+pub(crate) mod listing_queries;
 pub(crate) mod local_docs;
 pub(crate) mod maintenance;
 pub(crate) mod partition;
