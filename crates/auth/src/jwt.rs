@@ -211,7 +211,7 @@ fn configured_key<'a>(
 /// Checks a token and returns the user's name and roles.
 pub fn authenticate(token: &str, config: &JwtConfig) -> Result<(String, Vec<String>), JwtError> {
     let required = parse_required_claims(&config.required_claims.join(","));
-    let header = crate::jwt_ec::header(token)?;
+    let header = crate::jwt_ec::header(token).map_err(ec_refusal)?;
     let claims = match header
         .get("alg")
         .and_then(Value::as_str)
@@ -221,11 +221,21 @@ pub fn authenticate(token: &str, config: &JwtConfig) -> Result<(String, Vec<Stri
         Some(hash) => {
             let kid = header.get("kid").and_then(Value::as_str);
             let pem = configured_key(config, "ec", kid)?;
-            crate::jwt_ec::verify(token, pem, hash)?
+            crate::jwt_ec::verify(token, pem, hash).map_err(ec_refusal)?
         }
         None => verified_claims(token, config, &required)?,
     };
     claims_user(&claims, config, &required)
+}
+
+/// An ECDSA token's refusal in CouchDB's words.
+fn ec_refusal(refusal: crate::jwt_ec::EcRefusal) -> JwtError {
+    use crate::jwt_ec::EcRefusal;
+    bad(match refusal {
+        EcRefusal::Malformed => "Malformed authentication token",
+        EcRefusal::BadSignature => "Bad signature in authentication token",
+        EcRefusal::NotAKey => "not an EC public key",
+    })
 }
 
 /// A token's claims once the library has checked its signature (HMAC and

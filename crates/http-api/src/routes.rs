@@ -119,7 +119,7 @@ async fn serve(
                 && crate::database::listing_queries::Listing::of(&id).is_some() =>
         {
             let listing = crate::database::listing_queries::Listing::of(&id)
-                .unwrap_or(crate::database::listing_queries::Listing::AllDocs);
+                .unwrap_or(crate::database::listing_queries::Listing::All);
             crate::database::listing_queries::queries(state, db, listing, request).await
         }
         Target::Attachment { db, id, name } if id == "_partition" && name.is_empty() => {

@@ -22,17 +22,17 @@ use crate::base::streamed::{BodyWriter, Stop};
 /// Which listing the queries are of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Listing {
-    AllDocs,
-    LocalDocs,
-    DesignDocs,
+    All,
+    Local,
+    Design,
 }
 
 impl Listing {
     pub(crate) fn of(name: &str) -> Option<Listing> {
         match name {
-            "_all_docs" => Some(Listing::AllDocs),
-            "_local_docs" => Some(Listing::LocalDocs),
-            "_design_docs" => Some(Listing::DesignDocs),
+            "_all_docs" => Some(Listing::All),
+            "_local_docs" => Some(Listing::Local),
+            "_design_docs" => Some(Listing::Design),
             _ => None,
         }
     }
@@ -45,13 +45,11 @@ impl Listing {
     ) -> Result<Response, ApiError> {
         let query = Query::default();
         match self {
-            Listing::AllDocs => {
-                crate::database::all_docs::all_docs(state, db, query, request).await
-            }
-            Listing::LocalDocs => {
+            Listing::All => crate::database::all_docs::all_docs(state, db, query, request).await,
+            Listing::Local => {
                 crate::database::local_docs::local_docs(state, db, query, request).await
             }
-            Listing::DesignDocs => {
+            Listing::Design => {
                 crate::database::design_docs::design_docs(state, db, query, request).await
             }
         }
