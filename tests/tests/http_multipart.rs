@@ -192,10 +192,17 @@ async fn a_document_with_attachments_answers_multipart_related_when_asked() {
         content_type.starts_with("multipart/related"),
         "{content_type}"
     );
-    let related = parts(
-        &response.bytes().await.unwrap(),
-        &boundary_of(&content_type),
-    );
+    // Its length is known before it is sent, as CouchDB sends it: a
+    // `Content-Length`, not chunked framing.
+    assert!(response.headers().get("transfer-encoding").is_none());
+    let declared: usize = response.headers()["content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let body = response.bytes().await.unwrap();
+    assert_eq!(body.len(), declared);
+    let related = parts(&body, &boundary_of(&content_type));
     let doc: Value = serde_json::from_slice(&related[0].1).unwrap();
     assert_eq!(doc["_attachments"]["a.txt"]["follows"], true);
     // Text is stored gzip-compressed and travels so, as CouchDB sends it:

@@ -69,20 +69,21 @@ fn following(doc: &Value) -> Vec<String> {
 
 /// The pieces of one document as CouchDB writes it: the JSON alone when no
 /// attachment follows, else a multipart/related body. Returns the part's
-/// content type.
+/// content type and how many bytes its attachments' pieces hold.
 async fn document_pieces(
     database: &Database,
     id: &str,
     doc: DocJson,
     inner: &str,
     pieces: &mut VecDeque<Piece>,
-) -> Result<String, ApiError> {
+) -> Result<(String, u64), ApiError> {
     let value = doc.to_value()?;
     let names = following(&value);
     if names.is_empty() {
         pieces.push_back(Piece::Bytes(Bytes::from(doc.into_string())));
-        return Ok("application/json".into());
+        return Ok(("application/json".into(), 0));
     }
+    let mut attachment_bytes = 0u64;
     let rev = value
         .get("_rev")
         .and_then(Value::as_str)
@@ -95,6 +96,7 @@ async fn document_pieces(
     for name in names {
         let (meta, reader) = database.attachment(id, &name, rev.clone()).await?;
         let length = meta.encoded_length.unwrap_or(meta.length);
+        attachment_bytes += length;
         let head = format!(
             "\r\n{}\r\n\r\n",
             wire::multipart::attachment_part_headers(
@@ -109,7 +111,10 @@ async fn document_pieces(
         pieces.push_back(Piece::Bytes(Bytes::from(format!("\r\n--{inner}"))));
     }
     pieces.push_back(Piece::Bytes(Bytes::from_static(b"--")));
-    Ok(format!("multipart/related; boundary=\"{inner}\""))
+    Ok((
+        format!("multipart/related; boundary=\"{inner}\""),
+        attachment_bytes,
+    ))
 }
 
 fn stream_pieces(pieces: VecDeque<Piece>) -> Body {
@@ -151,7 +156,8 @@ pub(crate) async fn open_revs_mixed(
         match rev {
             OpenRev::Ok(doc) => {
                 let mut part = VecDeque::new();
-                let content_type = document_pieces(database, id, doc, &inner, &mut part).await?;
+                let (content_type, _) =
+                    document_pieces(database, id, doc, &inner, &mut part).await?;
                 pieces.push_back(Piece::Bytes(Bytes::from(format!(
                     "\r\nContent-Type: {content_type}\r\n\r\n"
                 ))));
@@ -182,9 +188,22 @@ pub(crate) async fn doc_related(
 ) -> Result<Response, ApiError> {
     let inner = boundary();
     let mut pieces = VecDeque::new();
-    let content_type = document_pieces(database, id, doc, &inner, &mut pieces).await?;
+    let (content_type, attachment_bytes) =
+        document_pieces(database, id, doc, &inner, &mut pieces).await?;
+    // Every piece's length is known before the first is sent: the answer
+    // carries its `Content-Length`, as CouchDB's does, not chunked framing.
+    let framing: u64 = pieces
+        .iter()
+        .map(|piece| match piece {
+            Piece::Bytes(bytes) => bytes.len() as u64,
+            Piece::Attachment(_) => 0,
+        })
+        .sum();
     let mut response = Response::new(stream_pieces(pieces));
     *response.status_mut() = StatusCode::OK;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(framing + attachment_bytes));
     if let Ok(v) = HeaderValue::from_str(&content_type) {
         response.headers_mut().insert(header::CONTENT_TYPE, v);
     }
