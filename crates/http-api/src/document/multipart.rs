@@ -201,9 +201,10 @@ pub(crate) async fn doc_related(
         .sum();
     let mut response = Response::new(stream_pieces(pieces));
     *response.status_mut() = StatusCode::OK;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_LENGTH, HeaderValue::from(framing + attachment_bytes));
+    response.headers_mut().insert(
+        header::CONTENT_LENGTH,
+        HeaderValue::from(framing + attachment_bytes),
+    );
     if let Ok(v) = HeaderValue::from_str(&content_type) {
         response.headers_mut().insert(header::CONTENT_TYPE, v);
     }
