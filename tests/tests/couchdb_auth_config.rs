@@ -290,7 +290,7 @@ async fn ecdsa_tokens_take_their_hash_from_the_algorithm_name() {
     set(&admin, "jwt_keys", "ec:_default", &public).await;
     let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
     let sign = |alg: &str, hash_as: &str| {
-        let head = engine.encode(format!(r#"{{"alg":"{alg}","typ":"JWT"}}"#));
+        let head = engine.encode(json!({"alg": alg, "typ": "JWT"}).to_string());
         let claims = json!({"nbf": now() - 60, "exp": now() + 60, "sub": "couch@apache.org", "_couchdb.roles": ["testing"]});
         let payload = engine.encode(claims.to_string());
         let input = format!("{head}.{payload}");

@@ -223,7 +223,7 @@ pub fn authenticate(token: &str, config: &JwtConfig) -> Result<(String, Vec<Stri
             let pem = configured_key(config, "ec", kid)?;
             crate::jwt_ec::verify(token, pem, hash).map_err(ec_refusal)?
         }
-        None => verified_claims(token, config, &required)?,
+        None => verified_claims(token, &header, config, &required)?,
     };
     claims_user(&claims, config, &required)
 }
@@ -242,13 +242,20 @@ fn ec_refusal(refusal: crate::jwt_ec::EcRefusal) -> JwtError {
 /// RSA keys).
 fn verified_claims(
     token: &str,
+    header: &Value,
     config: &JwtConfig,
     required: &[RequiredClaim],
 ) -> Result<Value, JwtError> {
-    let header =
-        jsonwebtoken::decode_header(token).map_err(|_| bad("Malformed authentication token"))?;
-    let key = key_for(config, header.alg, header.kid.as_deref())?;
-    let mut validation = Validation::new(header.alg);
+    // The header read once (`authenticate`): its algorithm as the library
+    // names them, and its key id.
+    let alg: Algorithm = header
+        .get("alg")
+        .and_then(Value::as_str)
+        .and_then(|alg| alg.parse().ok())
+        .ok_or_else(|| bad("Malformed authentication token"))?;
+    let kid = header.get("kid").and_then(Value::as_str);
+    let key = key_for(config, alg, kid)?;
+    let mut validation = Validation::new(alg);
     validation.validate_aud = false;
     // The library reads `exp` and `nbf` only as unsigned integers and
     // skips them silently otherwise (`1.9e9`, `"soon"`): they are checked
@@ -270,10 +277,7 @@ fn verified_claims(
                 JwtError::BadRequest(format!("Missing {claim} claim"))
             }
             ErrorKind::InvalidSignature
-                if matches!(
-                    header.alg,
-                    Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512
-                ) =>
+                if matches!(alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) =>
             {
                 bad("Bad HMAC in authentication token")
             }

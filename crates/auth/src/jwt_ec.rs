@@ -115,7 +115,7 @@ mod tests {
 
     fn token(alg: &str, key: &p384::ecdsa::SigningKey, hash: EcHash) -> String {
         let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-        let head = engine.encode(format!(r#"{{"alg":"{alg}","typ":"JWT"}}"#));
+        let head = engine.encode(serde_json::json!({"alg": alg, "typ": "JWT"}).to_string());
         let payload = engine.encode(r#"{"sub":"couch@apache.org"}"#);
         let digest = hash.digest(format!("{head}.{payload}").as_bytes());
         let signature: p384::ecdsa::Signature = key.sign_prehash(&digest).expect("a signature");

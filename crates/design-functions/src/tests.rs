@@ -450,17 +450,22 @@ async fn providers_are_chosen_as_couchdbs_mime_matcher_chooses() {
     );
 }
 
-#[tokio::test]
-async fn a_list_function_stops_reading_rows_once_nobody_reads_its_answer() {
-    let e = engine();
-    let design = ddoc(
+/// A list function that reads every row and sends nothing until its end.
+fn counting_list() -> DesignDoc {
+    ddoc(
         "db",
         json!({"lists": {"count": "function (head, req) {
             var n = 0;
             while (getRow()) { n++; }
             return 'rows: ' + n;
         }"}}),
-    );
+    )
+}
+
+#[tokio::test]
+async fn a_list_function_stops_reading_rows_once_nobody_reads_its_answer() {
+    let e = engine();
+    let design = counting_list();
     const ROWS: usize = 10_000;
     let (rows_in, rows_out) = tokio::sync::mpsc::channel::<String>(4);
     let (chunks_out, mut chunks) = tokio::sync::mpsc::channel::<ListChunk>(2);
@@ -501,14 +506,7 @@ async fn a_list_function_stops_reading_rows_once_nobody_reads_its_answer() {
 #[tokio::test]
 async fn a_list_function_with_a_reader_reads_every_row() {
     let e = engine();
-    let design = ddoc(
-        "db",
-        json!({"lists": {"count": "function (head, req) {
-            var n = 0;
-            while (getRow()) { n++; }
-            return 'rows: ' + n;
-        }"}}),
-    );
+    let design = counting_list();
     let (rows_in, rows_out) = tokio::sync::mpsc::channel::<String>(4);
     let (chunks_out, mut chunks) = tokio::sync::mpsc::channel::<ListChunk>(2);
     tokio::spawn(async move { while chunks.recv().await.is_some() {} });

@@ -93,6 +93,12 @@ pub(crate) fn access_rows() -> Vec<Row<7>> {
         access_row("GET", "/{db}/_all_docs", None, OPEN),
         access_row(
             "POST",
+            "/{db}/_all_docs/queries",
+            Some(json!({"queries": [{"keys": ["shared-note", "admins-only"]}, {}]})),
+            OPEN,
+        ),
+        access_row(
+            "POST",
             "/{db}/_all_docs",
             Some(json!({"keys": ["shared-note", "admins-only"]})),
             OPEN,

@@ -25,6 +25,12 @@ pub(crate) fn plain_rows() -> Vec<Row> {
             OPEN,
         ),
         row("GET", "/{db}/_all_docs", None, OPEN),
+        row(
+            "POST",
+            "/{db}/_all_docs/queries",
+            Some(json!({"queries": [{"keys": ["doc"]}, {"limit": 1}]})),
+            OPEN,
+        ),
         row("GET", "/{db}/_changes", None, OPEN),
         row(
             "GET",

@@ -25,6 +25,12 @@ fn special_rows(other: &str) -> Vec<Row> {
         stricter("GET", "/{db}/_all_docs", None, SERVER_ADMIN),
         stricter(
             "POST",
+            "/{db}/_all_docs/queries",
+            Some(json!({"queries": [{}]})),
+            SERVER_ADMIN,
+        ),
+        stricter(
+            "POST",
             "/{db}/_find",
             Some(json!({"selector": {}})),
             admins_listing,

@@ -79,6 +79,12 @@ fn about_one_document() -> Vec<Request> {
         ),
         (
             "POST",
+            "/perdoc/_all_docs/queries",
+            Some(json!({"queries": [{"keys": ["{id}"], "include_docs": true}, {}]})),
+            none(),
+        ),
+        (
+            "POST",
             "/perdoc/_all_docs?include_docs=true&conflicts=true",
             Some(json!({"keys": ["{id}"]})),
             none(),
