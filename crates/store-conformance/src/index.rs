@@ -145,6 +145,24 @@ pub fn counts_and_reduce_parts_match_the_rows(backend: &dyn Backend) {
             let parts = index.reduce_parts(whole.clone(), "_sum".into()).await.unwrap();
             assert_eq!(positions(&parts_rows(&index, view, parts).await), want);
         }
+        // The sizes count the live rows, and a reopened index reads the
+        // same counts back.
+        let external: u64 = model
+            .values()
+            .flatten()
+            .map(|(_, key, value)| (key.to_string().len() + value.to_string().len()) as u64)
+            .sum();
+        let stored: u64 = model
+            .iter()
+            .map(|(id, rows)| rows.iter().map(|(_, key, value)| {
+                (1 + id.len() + key.to_string().len() + value.to_string().len()) as u64
+            }).sum::<u64>())
+            .sum();
+        let sizes = index.sizes();
+        assert_eq!(sizes.external, external);
+        assert_eq!(sizes.active, stored.min(sizes.file));
+        let reopened = db.open_index("sig").await.unwrap();
+        assert_eq!(reopened.sizes().external, external);
     });
     });
 }
@@ -257,4 +275,67 @@ pub async fn block_reductions_are_kept_until_the_block_changes(backend: &dyn Bac
             .unwrap(),
     );
     assert!(again.iter().find(|b| b.0 == start).unwrap().2.is_none());
+}
+
+/// A view's `_info` sizes: the bytes of the live rows (counted in bytes,
+/// not characters), kept through purges and a reset, and a compaction
+/// that gives the file's free pages back to the disk.
+pub async fn sizes_count_the_live_rows_and_compaction_gives_the_rest_back(backend: &dyn Backend) {
+    let temp = TempStore::new(backend);
+    let db = temp.db("idx").await;
+    let index = db.open_index("sig").await.unwrap();
+    let row = |i: u32, value: &str| IndexRow {
+        view: 0,
+        sort_key: i.to_be_bytes().to_vec(),
+        key: format!("\"clé {i}\""),
+        value: value.to_string(),
+    };
+    let value = format!("\"{}\"", "ü".repeat(200));
+    let docs = |seq: u32| -> Vec<IndexedDoc> {
+        (0..2000u32)
+            .map(|i| IndexedDoc {
+                id: format!("d{i:05}"),
+                rows: vec![row(i + seq, &value)],
+            })
+            .collect()
+    };
+    let one_row = |i: u32| {
+        let r = row(i, &value);
+        (r.key.len() + r.value.len()) as u64
+    };
+    for seq in 0..3 {
+        index.apply(docs(seq), u64::from(seq) + 1).await.unwrap();
+    }
+    let all: u64 = (2..2002).map(one_row).sum();
+    let before = index.sizes();
+    assert_eq!(before.external, all, "bytes, not characters");
+    assert!(
+        before.active > before.external && before.active < before.file,
+        "{before:?}"
+    );
+
+    // Purged documents leave the counts.
+    let gone: Vec<String> = (0..1500u32).map(|i| format!("d{i:05}")).collect();
+    index.forget(gone, 1).await.unwrap();
+    let left: u64 = (1502..2002).map(one_row).sum();
+    let purged = index.sizes();
+    assert_eq!(purged.external, left);
+    assert_eq!(
+        db.open_index("sig").await.unwrap().sizes(),
+        purged,
+        "kept on disk"
+    );
+
+    // Compaction gives back what the rows no longer use.
+    index.compact().await.unwrap();
+    assert!(!index.compacting());
+    let compacted = index.sizes();
+    assert_eq!(compacted.external, left);
+    assert!(compacted.file < purged.file, "{purged:?} -> {compacted:?}");
+    assert!(compacted.active < compacted.file, "{compacted:?}");
+
+    index.reset(2).await.unwrap();
+    let empty = index.sizes();
+    assert_eq!((empty.active, empty.external), (0, 0));
+    assert_eq!(db.open_index("sig").await.unwrap().sizes().external, 0);
 }

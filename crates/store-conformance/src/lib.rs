@@ -315,6 +315,11 @@ macro_rules! conformance_tests {
                 let Some(backend) = $open() else { return };
                 $crate::index::block_reductions_are_kept_until_the_block_changes(&backend).await;
             }
+            #[tokio::test]
+            async fn sizes_count_the_live_rows_and_compaction_gives_the_rest_back() {
+                let Some(backend) = $open() else { return };
+                $crate::index::sizes_count_the_live_rows_and_compaction_gives_the_rest_back(&backend).await;
+            }
         }
         pub mod doc_access {
             #[allow(unused_imports)]

@@ -6,12 +6,14 @@
 //! feeds it the changes after that.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::index_blocks::{self, ReducePart};
 use crate::index_rows::{IndexEntry, IndexPosition, IndexRange, IndexedDoc};
+use crate::index_sizes::{self, IndexSizes, RowBytes};
 use crate::{Database, StoreError};
 
 /// An open index. Cheap to clone; updates are serialized.
@@ -26,6 +28,19 @@ struct IndexInner {
     /// The one connection: updates and reads take turns (reads are short
     /// pages; an update is one transaction per batch).
     conn: Mutex<Connection>,
+    /// The live rows' bytes, changed with them under the connection's lock
+    /// and read without it, so `_info` does not wait for an update.
+    counted: Mutex<RowBytes>,
+    /// Whether a compaction is running (`compact_running`).
+    compacting: AtomicBool,
+}
+
+impl IndexInner {
+    fn counted(&self) -> MutexGuard<'_, RowBytes> {
+        self.counted
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
 }
 
 const SCHEMA: &str = "
@@ -98,14 +113,17 @@ impl Database {
                 // built again.
                 conn.execute_batch(
                     "BEGIN; DELETE FROM rows; DELETE FROM view_rows; DELETE FROM blocks;
-                     DELETE FROM meta WHERE name = 'update_seq';
+                     DELETE FROM meta WHERE name IN ('update_seq', 'stored_bytes', 'external_bytes');
                      INSERT INTO meta (name, value) VALUES ('blocks', '1'); COMMIT;",
                 )?;
             }
+            let counted = index_sizes::load(&conn)?;
             Ok(Index {
                 inner: Arc::new(IndexInner {
                     path,
                     conn: Mutex::new(conn),
+                    counted: Mutex::new(counted),
+                    compacting: AtomicBool::new(false),
                 }),
             })
         })
@@ -237,11 +255,13 @@ impl Index {
     /// Replaces the rows of changed documents and records the sequence
     /// seen, in one transaction.
     pub async fn apply(&self, docs: Vec<IndexedDoc>, seq: u64) -> Result<(), StoreError> {
+        let inner = self.inner.clone();
         self.run(move |conn| {
             let tx = conn.transaction()?;
-            replace_rows(&tx, &docs)?;
+            let counts = replace_counted(&tx, &inner, &docs)?;
             set_meta(&tx, "update_seq", seq)?;
             tx.commit()?;
+            *inner.counted() = counts;
             Ok(())
         })
         .await
@@ -255,6 +275,7 @@ impl Index {
     /// Drops the rows of purged documents (`ids`) and records the purge
     /// sequence seen, in one transaction.
     pub async fn forget(&self, ids: Vec<String>, purge_seq: u64) -> Result<(), StoreError> {
+        let inner = self.inner.clone();
         self.run(move |conn| {
             let tx = conn.transaction()?;
             let docs: Vec<IndexedDoc> = ids
@@ -264,9 +285,10 @@ impl Index {
                     rows: Vec::new(),
                 })
                 .collect();
-            replace_rows(&tx, &docs)?;
+            let counts = replace_counted(&tx, &inner, &docs)?;
             set_meta(&tx, "purge_seq", purge_seq)?;
             tx.commit()?;
+            *inner.counted() = counts;
             Ok(())
         })
         .await
@@ -275,6 +297,7 @@ impl Index {
     /// Empties the index, to be built again from the first change, when
     /// what was purged since it was updated is no longer known.
     pub async fn reset(&self, purge_seq: u64) -> Result<(), StoreError> {
+        let inner = self.inner.clone();
         self.run(move |conn| {
             let tx = conn.transaction()?;
             tx.execute_batch(
@@ -282,7 +305,9 @@ impl Index {
                  DELETE FROM meta WHERE name = 'update_seq';",
             )?;
             set_meta(&tx, "purge_seq", purge_seq)?;
+            index_sizes::save(&tx, RowBytes::default())?;
             tx.commit()?;
+            *inner.counted() = RowBytes::default();
             Ok(())
         })
         .await
@@ -481,20 +506,39 @@ impl Index {
         .await
     }
 
-    /// Rewrites the index file without its free pages (`_compact/{ddoc}`).
+    /// Rewrites the index file without its free pages (`_compact/{ddoc}`)
+    /// and empties its write-ahead log, so the disk is given back.
     pub async fn compact(&self) -> Result<(), StoreError> {
-        self.run(|conn| {
-            conn.execute_batch("VACUUM")?;
-            Ok(())
-        })
-        .await
+        let inner = self.inner.clone();
+        inner.compacting.store(true, Ordering::SeqCst);
+        let done = self
+            .run(|conn| {
+                conn.execute_batch("VACUUM")?;
+                conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+                Ok(())
+            })
+            .await;
+        inner.compacting.store(false, Ordering::SeqCst);
+        done
     }
 
-    /// The index file's size in bytes.
-    pub fn file_size(&self) -> u64 {
-        std::fs::metadata(&self.inner.path)
-            .map(|m| m.len())
-            .unwrap_or(0)
+    /// Whether a compaction of this index is running.
+    pub fn compacting(&self) -> bool {
+        self.inner.compacting.load(Ordering::SeqCst)
+    }
+
+    /// The index's sizes, read without waiting for an update.
+    pub fn sizes(&self) -> IndexSizes {
+        let len = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let mut wal = self.inner.path.clone().into_os_string();
+        wal.push("-wal");
+        let file = len(&self.inner.path) + len(std::path::Path::new(&wal));
+        let counted = *self.inner.counted();
+        IndexSizes {
+            file,
+            active: (counted.stored.max(0) as u64).min(file),
+            external: counted.external.max(0) as u64,
+        }
     }
 }
 
@@ -515,14 +559,35 @@ fn set_meta(tx: &rusqlite::Transaction<'_>, name: &str, value: u64) -> Result<()
     Ok(())
 }
 
+/// Replaces the rows of documents and records the bytes the index then
+/// holds (in the transaction; the caller keeps them once it commits).
+fn replace_counted(
+    tx: &rusqlite::Transaction<'_>,
+    inner: &IndexInner,
+    docs: &[IndexedDoc],
+) -> Result<RowBytes, StoreError> {
+    let mut counts = *inner.counted();
+    counts.add(replace_rows(tx, docs)?);
+    index_sizes::save(tx, counts)?;
+    Ok(counts)
+}
+
 /// Replaces the rows of each document with its new ones (none for a
-/// deleted or purged document), keeping the counts and blocks in step.
-fn replace_rows(tx: &rusqlite::Transaction<'_>, docs: &[IndexedDoc]) -> Result<(), StoreError> {
+/// deleted or purged document), keeping the counts and blocks in step;
+/// answers how the rows' bytes changed.
+fn replace_rows(
+    tx: &rusqlite::Transaction<'_>,
+    docs: &[IndexedDoc],
+) -> Result<RowBytes, StoreError> {
     // Rows per view move with every change: kept counted, so
     // `total_rows` is a lookup, not a scan.
     let mut moved: std::collections::BTreeMap<u32, i64> = Default::default();
     let mut blocks = index_blocks::Deltas::new(tx)?;
-    let mut old_rows = tx.prepare_cached("SELECT view, sort_key, n FROM rows WHERE doc_id = ?1")?;
+    let mut bytes = RowBytes::default();
+    let mut old_rows = tx.prepare_cached(&format!(
+        "SELECT view, sort_key, n, {} FROM rows WHERE doc_id = ?1",
+        index_sizes::KEY_VALUE_BYTES
+    ))?;
     let mut delete = tx.prepare_cached("DELETE FROM rows WHERE doc_id = ?1")?;
     let mut insert = tx.prepare_cached(
         "INSERT OR REPLACE INTO rows (view, sort_key, doc_id, n, key, value) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -532,12 +597,24 @@ fn replace_rows(tx: &rusqlite::Transaction<'_>, docs: &[IndexedDoc]) -> Result<(
         while let Some(row) = old.next()? {
             let view: u32 = row.get(0)?;
             *moved.entry(view).or_default() -= 1;
-            let at = (row.get(1)?, doc.id.clone(), row.get(2)?);
+            let sort_key: Vec<u8> = row.get(1)?;
+            let key_value: i64 = row.get(3)?;
+            bytes.remove(RowBytes::of_row(
+                sort_key.len(),
+                doc.id.len(),
+                key_value.max(0) as usize,
+            ));
+            let at = (sort_key, doc.id.clone(), row.get(2)?);
             blocks.row(view, &at, -1)?;
         }
         delete.execute([&doc.id])?;
         for (n, row) in doc.rows.iter().enumerate() {
             *moved.entry(row.view).or_default() += 1;
+            bytes.add(RowBytes::of_row(
+                row.sort_key.len(),
+                doc.id.len(),
+                row.key.len() + row.value.len(),
+            ));
             let at = (row.sort_key.clone(), doc.id.clone(), n as i64);
             blocks.row(row.view, &at, 1)?;
             insert.execute(params![
@@ -558,7 +635,8 @@ fn replace_rows(tx: &rusqlite::Transaction<'_>, docs: &[IndexedDoc]) -> Result<(
             add.execute(params![view, delta])?;
         }
     }
-    blocks.apply()
+    blocks.apply()?;
+    Ok(bytes)
 }
 
 fn read_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<IndexEntry> {

@@ -71,7 +71,21 @@ impl ViewGroup {
             (Some(false), _) | (None, None) => false,
             (_, Some(_)) => true,
         };
-        // As CouchDB: grouping needs a reduce, and a reduce has no documents.
+        // CouchDB's checks, in its order: several keys reduce only to one
+        // group each, and are not mixed with a range.
+        if reduce && q.keys.is_some() && !q.group {
+            return Err(ViewError::BadRequest(
+                "Multi-key fetches for reduce views must use `group=true`".into(),
+            ));
+        }
+        if q.keys.as_ref().is_some_and(|k| !k.is_empty())
+            && (q.key.is_some() || q.start_key.is_some() || q.end_key.is_some())
+        {
+            return Err(ViewError::BadRequest(
+                "`keys` is incompatible with `key`, `start_key` and `end_key`".into(),
+            ));
+        }
+        // Grouping needs a reduce, and a reduce has no documents.
         if !reduce && (q.group || q.group_level.is_some()) {
             return Err(ViewError::BadRequest(
                 "Invalid use of grouping on a map view.".into(),
@@ -111,8 +125,9 @@ impl ViewGroup {
         });
         let (low, high) = (prefix.clone(), partition_end.clone());
         let ranges: VecDeque<IndexRange> = match (&q.keys, &q.key) {
-            // Descending, the keys are read last first, as CouchDB reads them.
-            (Some(keys), _) if q.descending => {
+            // Descending, a map's rows of the keys are read last first, as
+            // CouchDB reads them; a reduction's groups stay in the keys' order.
+            (Some(keys), _) if q.descending && !reduce => {
                 keys.iter().rev().map(|k| exact(view, kb(k), q)).collect()
             }
             (Some(keys), _) => keys.iter().map(|k| exact(view, kb(k), q)).collect(),
@@ -133,9 +148,12 @@ impl ViewGroup {
                     end: q
                         .end_key
                         .as_ref()
-                        .map(|k| (kb(k), q.end_docid.clone()))
+                        .map(|k| (kb(k), end_docid(q).0))
                         .or(last.map(|b| (b, None))),
-                    inclusive_end: q.inclusive_end,
+                    inclusive_end: match q.end_key {
+                        Some(_) => end_docid(q).1,
+                        None => q.inclusive_end,
+                    },
                     descending: q.descending,
                     ..Default::default()
                 }]
@@ -150,11 +168,6 @@ impl ViewGroup {
                 (true, None) => Some(usize::MAX),
                 (false, None) => None,
             };
-            if q.keys.is_some() && !q.group {
-                return Err(ViewError::BadRequest(
-                    "Multi-key fetches for reduce views must use `group=true`".into(),
-                ));
-            }
             let mut reader = ViewReader {
                 head: ViewHead::Reduced,
                 pager: Pager::new(index.clone(), ranges, 0, usize::MAX),
@@ -588,12 +601,25 @@ impl Reducing {
 /// The rows of one key: within it, from `startkey_docid` to
 /// `endkey_docid` when given, as CouchDB bounds each key.
 fn exact(view: u32, bytes: Vec<u8>, q: &ViewQuery) -> IndexRange {
+    let (end_docid, inclusive_end) = end_docid(q);
     IndexRange {
         view,
         start: Some((bytes.clone(), q.start_docid.clone())),
-        end: Some((bytes, q.end_docid.clone())),
-        inclusive_end: q.inclusive_end,
+        end: Some((bytes, end_docid)),
+        inclusive_end,
         descending: q.descending,
         ..Default::default()
+    }
+}
+
+/// The end key's document id and whether the end is included, as CouchDB
+/// reads them: an excluded end whose id is empty ends past every id of the
+/// end key ascending (its rows are in), and before them all descending
+/// (they are out), the way CouchDB swaps the empty id for the highest.
+fn end_docid(q: &ViewQuery) -> (Option<String>, bool) {
+    match (q.inclusive_end, q.end_docid.as_deref(), q.descending) {
+        (false, Some(""), false) => (None, true),
+        (false, Some(""), true) => (None, false),
+        _ => (q.end_docid.clone(), q.inclusive_end),
     }
 }

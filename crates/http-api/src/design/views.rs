@@ -158,18 +158,18 @@ pub(crate) async fn info(
     let (doc, group, index) = index_as_is(&state, &database, &ddoc).await?;
     let indexed = index.update_seq().await?;
     let pending = database.update_seq().saturating_sub(indexed);
-    let file = index.file_size();
+    let sizes = index.sizes();
     let out = json!({
         "name": ddoc,
         "view_index": {
             "signature": group.signature(),
             "language": doc.get("language").cloned().unwrap_or(json!("javascript")),
-            "sizes": {"file": file, "external": 0, "active": file},
+            "sizes": {"file": sizes.file, "external": sizes.external, "active": sizes.active},
             // CouchDB shows the index's own sequence as a number.
             "update_seq": indexed,
             "purge_seq": 0,
             "updater_running": false,
-            "compact_running": false,
+            "compact_running": index.compacting(),
             "waiting_clients": 0,
             "waiting_commit": false,
             "updates_pending": {"minimum": pending, "preferred": pending, "total": pending},
@@ -560,7 +560,8 @@ impl Params<'_> {
         let start_key = self.json("startkey", "start_key")?;
         let end_key = self.json("endkey", "end_key")?;
         // One key is CouchDB's `key` (a `key` given beside it wins, and a
-        // start or end key narrows it); more may not be mixed with a range.
+        // start or end key narrows it). More keys beside a range are
+        // refused by the reader, in CouchDB's order of checks.
         let keys = match keys {
             Some(mut one) if one.len() == 1 => {
                 let only = one.pop();
@@ -569,19 +570,12 @@ impl Params<'_> {
                 }
                 None
             }
-            Some(many)
-                if !many.is_empty()
-                    && (key.is_some() || start_key.is_some() || end_key.is_some()) =>
-            {
-                return Err(query_parse_error(
-                    "`keys` is incompatible with `key`, `start_key` and `end_key`".into(),
-                ));
-            }
             other => other,
         };
+        let many_keys = keys.as_ref().is_some_and(|k| !k.is_empty());
         // A key beside a start or end key is the range they leave of it.
         let (key, start_key, end_key) = match key {
-            Some(k) if start_key.is_some() || end_key.is_some() => (
+            Some(k) if !many_keys && (start_key.is_some() || end_key.is_some()) => (
                 None,
                 Some(start_key.unwrap_or_else(|| k.clone())),
                 Some(end_key.unwrap_or(k)),
