@@ -355,15 +355,21 @@ impl ReplicationSpec {
 
         let doc_ids = match map.get("doc_ids") {
             None | Some(Value::Null) => None,
-            Some(Value::Array(ids)) => Some(
-                ids.iter()
+            Some(Value::Array(ids)) => {
+                // As CouchDB: the ids may be percent-encoded (`+` is a
+                // space), and are kept sorted and each once.
+                let mut ids = ids
+                    .iter()
                     .map(|id| {
                         id.as_str()
-                            .map(str::to_string)
+                            .map(unquote)
                             .ok_or_else(|| bad("`doc_ids` must be an array of strings"))
                     })
-                    .collect::<Result<Vec<_>, _>>()?,
-            ),
+                    .collect::<Result<Vec<_>, _>>()?;
+                ids.sort();
+                ids.dedup();
+                Some(ids)
+            }
             Some(_) => return Err(bad("`doc_ids` must be an array of strings")),
         };
         let selector = match map.get("selector") {
@@ -442,6 +448,14 @@ impl ReplicationSpec {
             user: None,
         })
     }
+}
+
+/// A document id as CouchDB reads one in `doc_ids`: `+` is a space and
+/// `%XX` a byte; anything else, a malformed escape included, as it is.
+fn unquote(id: &str) -> String {
+    percent_encoding::percent_decode_str(&id.replace('+', " "))
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]
@@ -574,6 +588,20 @@ mod tests {
         assert_eq!(
             ids.filter,
             ChangesFilter::DocIds(vec!["x".into(), "y".into()])
+        );
+        // Percent-encoded as CouchDB reads them, sorted, each once.
+        let encoded = parse(json!({"source": "a", "target": "b",
+            "doc_ids": ["_design%2Ffoo", "8", "a+b", "8", "100%", "%C3%A9"]}))
+        .unwrap();
+        assert_eq!(
+            encoded.filter,
+            ChangesFilter::DocIds(vec![
+                "100%".into(),
+                "8".into(),
+                "_design/foo".into(),
+                "a b".into(),
+                "é".into()
+            ])
         );
         let sel = parse(json!({"source": "a", "target": "b", "selector": {"type": "t"}})).unwrap();
         assert!(matches!(sel.filter, ChangesFilter::Selector(_)));

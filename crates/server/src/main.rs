@@ -276,7 +276,7 @@ fn announce(config: &Config, setup: &security::Setup) {
     }
 }
 
-/// Puts `[chttpd_auth] password_regexp` in force. A setting that cannot be
+/// Puts the password rules (`password_regexp`) in force. A setting that cannot be
 /// read refuses every new password (as CouchDB does) and says why here.
 fn apply_password_rules(setting: &str) {
     let rules = auth::password_rules::PasswordRules::parse(setting);
@@ -337,7 +337,7 @@ async fn serve(
         }
     }
     access::set_authentication_db(&config.users_db());
-    apply_password_rules(&config.password_regexp);
+    apply_password_rules(&config.password_rules());
     ensure_auth_design_doc(&store).await;
     let validators = design_functions::Validators::new(design_functions::Engine::new(
         config.query_server_limits(),
@@ -472,7 +472,7 @@ async fn serve(
         let store = store.clone();
         node_config::OnChange(Box::new(move |next: &Config| {
             store.apply_options(&next.store_options());
-            apply_password_rules(&next.password_regexp);
+            apply_password_rules(&next.password_rules());
             let users_db = next.users_db();
             if access::configured_authentication_db()
                 .as_deref()

@@ -58,10 +58,20 @@ pub(crate) fn etag_matches(headers: &axum::http::HeaderMap, etag: &str) -> bool 
 }
 
 /// CouchDB's answer when the client has the current version: 304 with the
-/// ETag and no body. (CouchDB also sends `Content-Length: 0`; the HTTP
-/// server library leaves that header out of every 304.)
+/// ETag, `Content-Length: 0` and no body. The HTTP server library writes a
+/// 304's length header only when the body is a stream of unknown length
+/// (an empty body leaves it out); it sends no body on a 304 either way.
 pub(crate) fn not_modified(etag: &str) -> Response {
-    let mut response = StatusCode::NOT_MODIFIED.into_response();
+    let nothing = futures_util::stream::empty::<Result<bytes::Bytes, std::io::Error>>();
+    let mut response = (
+        StatusCode::NOT_MODIFIED,
+        axum::body::Body::from_stream(nothing),
+    )
+        .into_response();
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_LENGTH,
+        axum::http::HeaderValue::from_static("0"),
+    );
     if let Ok(value) = axum::http::HeaderValue::from_str(etag) {
         response
             .headers_mut()

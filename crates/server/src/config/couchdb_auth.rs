@@ -2,7 +2,8 @@
 //! settings, so a server configured as CouchDB is works the same: which
 //! ways of logging in are on (`[chttpd] authentication_handlers` beside
 //! `jwt_enabled` and `proxy_auth_enabled`) and which database holds the
-//! users (`[chttpd_auth] authentication_db`, else `[couch_httpd_auth]`'s).
+//! users (`[chttpd_auth] authentication_db`, else `[couch_httpd_auth]`'s)
+//! and the password rules (`password_regexp`, read the same way).
 //! Each effective setting is decided here, once; the rest of the server
 //! asks these methods.
 
@@ -68,6 +69,19 @@ impl Config {
             .unwrap_or_default()
     }
 
+    /// The password rules: `[chttpd_auth] password_regexp`, else
+    /// `[couch_httpd_auth] password_regexp`, as CouchDB reads them.
+    pub fn password_rules(&self) -> String {
+        if !self.password_regexp.trim().is_empty() {
+            return self.password_regexp.clone();
+        }
+        self.other
+            .get(OLD_AUTH_SECTION)
+            .and_then(|keys| keys.get("password_regexp"))
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Refuses a users database no database could be named.
     pub(super) fn validate_auth(&self) -> Result<(), String> {
         let name = self.users_db();
@@ -84,6 +98,19 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn password_rules_are_chttpd_auths_else_couch_httpd_auths() {
+        let mut config = Config::default();
+        assert_eq!(config.password_rules(), "");
+        config.other.insert(
+            OLD_AUTH_SECTION.into(),
+            [("password_regexp".to_string(), "[{\".{10,}\"}]".to_string())].into(),
+        );
+        assert_eq!(config.password_rules(), "[{\".{10,}\"}]");
+        config.password_regexp = "[{\"[A-Z]+\"}]".into();
+        assert_eq!(config.password_rules(), "[{\"[A-Z]+\"}]");
+    }
 
     #[test]
     fn couchdbs_handler_list_turns_jwt_and_proxy_logins_on() {
