@@ -13,6 +13,10 @@ use store::Durability;
 use store::StoreError;
 use store::backend::{DbBackend, Garbage, NewDb, ReadRows, WriteSession};
 
+/// How long emptying the log after compaction waits for readers (writes
+/// wait as long).
+const TRUNCATE_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// Reader connections kept open per database; more are opened on demand and
 /// closed after use when this many are already pooled.
 const MAX_POOLED_READERS: usize = 8;
@@ -146,6 +150,25 @@ impl DbBackend for SqliteDb {
             }
         }
         Ok(())
+    }
+
+    fn give_back_log(&self) -> Result<(), StoreError> {
+        use rusqlite::wal::CheckpointMode;
+        let conn = crate::open_connection(&self.path, false, self.durability)?;
+        // Copy the log into the file without stopping anyone; then empty it
+        // and cut it to nothing, which waits for the readers still in it:
+        // briefly, as writes wait meanwhile (a busy log stays for the
+        // checkpointer, and is cut back to its size limit when it restarts).
+        let _ = conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE);
+        conn.busy_timeout(TRUNCATE_WAIT)?;
+        match conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::TRUNCATE) {
+            Ok(_) => Ok(()),
+            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                tracing::debug!(db = %self.name, "the log is busy; left to the checkpointer");
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn close(&self) {

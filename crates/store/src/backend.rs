@@ -420,6 +420,12 @@ pub trait DbBackend: Send + Sync {
     fn garbage(&self, kept_extra_revs: u64) -> Result<Garbage, StoreError>;
     /// Makes every committed write durable against power loss too.
     fn sync(&self) -> Result<(), StoreError>;
+    /// After compaction: gives back the disk a write-ahead log still holds
+    /// (compaction's own writes pass through it). Best effort, and never a
+    /// long stop of writes; a backend without such a log has nothing to do.
+    fn give_back_log(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Drops pooled connections: the database is being closed or deleted.
     fn close(&self);
     /// Where other processes write the same database (other nodes on one

@@ -95,6 +95,10 @@ impl Database {
         })
         .await?;
         self.write(1, |ctx| ctx.rows.reclaim_space()).await?;
+        let backend = self.backend().clone();
+        tokio::task::spawn_blocking(move || backend.give_back_log())
+            .await
+            .map_err(|e| StoreError::CommitFailed(format!("compaction task failed: {e}")))??;
         Ok(kept)
     }
 }
