@@ -11,6 +11,7 @@ mod coordination;
 pub(crate) mod db;
 mod doc_rows;
 mod file_limit;
+mod id_blocks;
 mod partitions;
 #[cfg(test)]
 mod purge_rows;

@@ -7,7 +7,7 @@ use rusqlite::{OptionalExtension, params, params_from_iter};
 
 use crate::Rows;
 use crate::body_sql::BodyText;
-use crate::doc_rows::{DOC_COLUMNS, columns, doc_row, id_page_sql, range_sql, read_rows, sql_int};
+use crate::doc_rows::{DOC_COLUMNS, columns, doc_row, id_page_sql, read_rows, sql_int};
 use store::PartitionInfo;
 use store::StoreError;
 use store::backend as attachments;
@@ -100,14 +100,7 @@ impl ReadRows for Rows<'_> {
     }
 
     fn count_live(&self, lo: &Bound<String>, hi: &Bound<String>) -> Result<u64, StoreError> {
-        let mut args = Vec::new();
-        let filter = range_sql(lo, hi, &mut args);
-        let count: i64 = self
-            .prepare_cached(&format!(
-                "SELECT COUNT(*) FROM docs WHERE deleted = 0{filter}"
-            ))?
-            .query_row(params_from_iter(args.iter()), |r| r.get(0))?;
-        Ok(count as u64)
+        crate::id_blocks::live_between(self, lo, hi)
     }
 
     fn live_docs(&self, page: &IdPage<'_>, each: &mut RowVisitor<'_>) -> Result<(), StoreError> {

@@ -13,8 +13,8 @@ use store::Durability;
 
 /// Bumped whenever the schema changes; `migrate` brings older files forward
 /// (every table is created `IF NOT EXISTS`, so an older file gains the
-/// tables it lacks). 2 added `purge_infos`, 3 `doc_access`.
-pub const SCHEMA_VERSION: i64 = 3;
+/// tables it lacks). 2 added `purge_infos`, 3 `doc_access`, 4 `id_blocks`.
+pub const SCHEMA_VERSION: i64 = 4;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS db_meta (
@@ -142,6 +142,10 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     }
     let tx = conn.transaction()?;
     tx.execute_batch(CREATE)?;
+    tx.execute_batch(crate::id_blocks::SCHEMA)?;
+    if version < 4 {
+        crate::id_blocks::fill(&tx)?;
+    }
     tx.execute(
         "INSERT OR IGNORE INTO db_state (id, update_seq, purge_seq, doc_count, doc_del_count, external_size)
          VALUES (0, 0, 0, 0, 0, 0)",

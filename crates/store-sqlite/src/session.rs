@@ -75,6 +75,7 @@ impl WriteSession for SqliteSession {
             rows: Rows(&tx),
         })?;
         if commit {
+            crate::id_blocks::split_full(&tx)?;
             tx.commit()?;
         }
         Ok(commit)
