@@ -17,6 +17,8 @@
 //!   index build, against PouchDB Server (BENCHMARKS.md).
 //! - `bench bodies`: peak memory under many large concurrent request
 //!   bodies, against PouchDB Server (BENCHMARKS.md).
+//! - `bench scale`: how load rate and read costs grow as a database grows,
+//!   measured at each tenth (against CouchDB with `--couchdb-script`).
 //! - `fuzz`: the fuzz targets of `tests/tests/fuzz`, each for a while.
 
 mod couchdb;
@@ -324,6 +326,8 @@ fn bench(args: &[String]) -> Result<(), String> {
         ),
         Some("many-replications") => bench_recliner_only("many_replications_bench", &args[1..]),
         Some("access") => bench_recliner_only("access_bench", &args[1..]),
+        // How costs grow with the database; `--couchdb-script` adds CouchDB.
+        Some("scale") => bench_recliner_only("scale_bench", &args[1..]),
         // Recliner's `_nouveau` against SQLite FTS5 (the `sqlite3` shell)
         // and, unless `--recliner-only`, PouchDB with pouchdb-quick-search
         // from `bench/node` on a smaller corpus.
@@ -355,6 +359,7 @@ fn bench(args: &[String]) -> Result<(), String> {
                   bodies [--recliner-only] [--clients N] [--mib N]|\
                   many-replications [--jobs N] [--remote-jobs N] [--seconds N] [--rate N]|\
                   access [--users N] [--docs-per-user N] [--pattern-users N] [--samples N]|\
+                  scale [--docs N] [--couchdb-script PATH]|\
                   search [--recliner-only] [--docs N] [--queries N] [--quick-search-docs N]>"
                 .into(),
         ),
