@@ -66,9 +66,12 @@ impl PasswordRules {
             PasswordRules::Rules(rules) => {
                 for rule in rules.iter() {
                     if !rule.pattern.is_match(password) {
+                        // An empty reason is none, as CouchDB reads it.
                         return Err(PasswordRefusal::NotConforming(match &rule.reason {
-                            Some(reason) => format!("{NOT_CONFORMING} {reason}"),
-                            None => NOT_CONFORMING.to_string(),
+                            Some(reason) if !reason.is_empty() => {
+                                format!("{NOT_CONFORMING} {reason}")
+                            }
+                            _ => NOT_CONFORMING.to_string(),
                         }));
                     }
                 }
@@ -238,6 +241,10 @@ mod tests {
             )))
         );
         assert_eq!(refusal(rules, "LongEnoughX"), Ok(()));
+        assert_eq!(
+            refusal(r#"[{"[a-z]+", ""}]"#, "UPPER"),
+            Err(PasswordRefusal::NotConforming(NOT_CONFORMING.into()))
+        );
         // Bare strings are rules too.
         assert!(refusal(r#"[".{3,}"]"#, "ab").is_err());
         assert_eq!(refusal(r#"[ ".{3,}" , {"\\d"} ]"#, "abc1"), Ok(()));
