@@ -240,6 +240,11 @@ macro_rules! conformance_tests {
             #[allow(unused_imports)]
             use super::*;
             #[tokio::test]
+            async fn offsets_and_counts_follow_every_kind_of_write() {
+                let Some(backend) = $open() else { return };
+                $crate::feeds::offsets_and_counts_follow_every_kind_of_write(&backend).await;
+            }
+            #[tokio::test]
             async fn each_document_appears_once_at_its_latest_sequence() {
                 let Some(backend) = $open() else { return };
                 $crate::feeds::each_document_appears_once_at_its_latest_sequence(&backend).await;

@@ -175,6 +175,92 @@ ALTER TABLE recliner_docs DROP CONSTRAINT IF EXISTS recliner_docs_db_id_fkey;
 ALTER TABLE recliner_revs DROP CONSTRAINT IF EXISTS recliner_revs_db_id_fkey;
 ALTER TABLE recliner_access DROP CONSTRAINT IF EXISTS recliner_access_db_id_fkey;
 "#,
+    // Live documents counted in blocks of consecutive ids, kept by
+    // statement triggers on `recliner_docs`, which also split a block grown
+    // past 2,048 (`count_live` reads them); the existing documents are
+    // counted here. Idempotent: a schema set back meets it again.
+    r#"
+CREATE TABLE IF NOT EXISTS recliner_id_blocks (
+    db_id bigint NOT NULL,
+    start text COLLATE "C" NOT NULL,
+    live  bigint NOT NULL,
+    PRIMARY KEY (db_id, start)
+);
+CREATE INDEX IF NOT EXISTS recliner_id_blocks_full ON recliner_id_blocks (db_id) WHERE live > 2048;
+
+CREATE OR REPLACE FUNCTION recliner_count_ids(dbs bigint[], ids text[], deltas bigint[])
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    db bigint;
+    full_block record;
+    second text;
+BEGIN
+    IF cardinality(ids) IS NULL OR cardinality(ids) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO recliner_id_blocks AS b (db_id, start, live)
+    SELECT c.db_id, c.start, sum(c.delta)
+    FROM (
+        SELECT u.db_id,
+               COALESCE((SELECT max(k.start) FROM recliner_id_blocks k
+                         WHERE k.db_id = u.db_id AND k.start <= u.id COLLATE "C"), '') AS start,
+               u.delta
+        FROM unnest(dbs, ids, deltas) AS u(db_id, id, delta)
+    ) c
+    GROUP BY c.db_id, c.start
+    ON CONFLICT (db_id, start) DO UPDATE SET live = b.live + EXCLUDED.live;
+    FOR db IN SELECT DISTINCT d FROM unnest(dbs) AS d LOOP
+        LOOP
+            SELECT start, live INTO full_block FROM recliner_id_blocks
+            WHERE db_id = db AND live > 2048 LIMIT 1;
+            EXIT WHEN NOT FOUND;
+            SELECT id INTO second FROM recliner_docs
+            WHERE db_id = db AND NOT deleted AND id >= full_block.start
+            ORDER BY id OFFSET 1024 LIMIT 1;
+            EXIT WHEN second IS NULL;
+            UPDATE recliner_id_blocks SET live = 1024 WHERE db_id = db AND start = full_block.start;
+            INSERT INTO recliner_id_blocks (db_id, start, live) VALUES (db, second, full_block.live - 1024);
+        END LOOP;
+    END LOOP;
+END $$;
+
+CREATE OR REPLACE FUNCTION recliner_ids_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM recliner_count_ids(array_agg(db_id), array_agg(id), array_agg(1::bigint))
+    FROM new_docs WHERE NOT deleted;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION recliner_ids_updated() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM recliner_count_ids(array_agg(n.db_id), array_agg(n.id),
+                               array_agg(CASE WHEN n.deleted THEN -1 ELSE 1 END::bigint))
+    FROM old_docs o JOIN new_docs n ON n.db_id = o.db_id AND n.doc_key = o.doc_key
+    WHERE o.deleted <> n.deleted;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE FUNCTION recliner_ids_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM recliner_count_ids(array_agg(db_id), array_agg(id), array_agg(-1::bigint))
+    FROM old_docs WHERE NOT deleted;
+    RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS recliner_ids_inserted ON recliner_docs;
+DROP TRIGGER IF EXISTS recliner_ids_updated ON recliner_docs;
+DROP TRIGGER IF EXISTS recliner_ids_deleted ON recliner_docs;
+CREATE TRIGGER recliner_ids_inserted AFTER INSERT ON recliner_docs
+    REFERENCING NEW TABLE AS new_docs FOR EACH STATEMENT EXECUTE FUNCTION recliner_ids_inserted();
+CREATE TRIGGER recliner_ids_updated AFTER UPDATE ON recliner_docs
+    REFERENCING OLD TABLE AS old_docs NEW TABLE AS new_docs FOR EACH STATEMENT EXECUTE FUNCTION recliner_ids_updated();
+CREATE TRIGGER recliner_ids_deleted AFTER DELETE ON recliner_docs
+    REFERENCING OLD TABLE AS old_docs FOR EACH STATEMENT EXECUTE FUNCTION recliner_ids_deleted();
+
+DELETE FROM recliner_id_blocks;
+INSERT INTO recliner_id_blocks (db_id, start, live)
+SELECT db_id, CASE WHEN block = 0 THEN '' ELSE min(id) END, count(*)
+FROM (SELECT db_id, id, (row_number() OVER (PARTITION BY db_id ORDER BY id) - 1) / 1024 AS block
+      FROM recliner_docs WHERE NOT deleted) numbered
+GROUP BY db_id, block;
+"#,
 ];
 
 /// A number no other program's advisory lock is likely to use: held while
