@@ -35,7 +35,10 @@ fn principals_sql(principals: &[String], args: &mut Vec<SqlValue>) -> String {
     list.join(", ")
 }
 
-pub(crate) fn access_rows(rows: &Rows<'_>, key: i64) -> Result<Vec<AccessRow>, StoreError> {
+pub(crate) fn access_rows(
+    rows: &rusqlite::Connection,
+    key: i64,
+) -> Result<Vec<AccessRow>, StoreError> {
     let mut stmt =
         rows.prepare_cached("SELECT principal, seq, gone FROM doc_access WHERE doc_key = ?1")?;
     let mut cursor = stmt.query([key])?;
@@ -51,7 +54,7 @@ pub(crate) fn access_rows(rows: &Rows<'_>, key: i64) -> Result<Vec<AccessRow>, S
 }
 
 pub(crate) fn set_access_rows(
-    rows: &Rows<'_>,
+    rows: &rusqlite::Connection,
     key: i64,
     access: &[AccessRow],
 ) -> Result<(), StoreError> {

@@ -62,6 +62,32 @@ impl Deref for Rows<'_> {
     }
 }
 
+/// A write transaction's connection as `store::backend::WriteRows` sees
+/// it: with the documents whose liveness its writes change, which only a
+/// write session counts into the id blocks when it commits (see
+/// `id_blocks`).
+pub(crate) struct WriteConn<'c> {
+    conn: &'c Connection,
+    pub(crate) ids: id_blocks::Changes,
+}
+
+impl<'c> WriteConn<'c> {
+    pub(crate) fn new(conn: &'c Connection) -> WriteConn<'c> {
+        WriteConn {
+            conn,
+            ids: id_blocks::Changes::default(),
+        }
+    }
+}
+
+impl Deref for WriteConn<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
 fn read_meta(conn: &Connection, key: &str) -> Result<Option<String>, StoreError> {
     Ok(conn
         .prepare_cached("SELECT value FROM db_meta WHERE key = ?1")?

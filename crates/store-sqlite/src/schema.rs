@@ -13,8 +13,9 @@ use store::Durability;
 
 /// Bumped whenever the schema changes; `migrate` brings older files forward
 /// (every table is created `IF NOT EXISTS`, so an older file gains the
-/// tables it lacks). 2 added `purge_infos`, 3 `doc_access`, 4 `id_blocks`.
-pub const SCHEMA_VERSION: i64 = 4;
+/// tables it lacks). 2 added `purge_infos`, 3 `doc_access`, 4 `id_blocks`
+/// (counted by triggers), 5 counts them at commit instead.
+pub const SCHEMA_VERSION: i64 = 5;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS db_meta (
@@ -143,7 +144,8 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     let tx = conn.transaction()?;
     tx.execute_batch(CREATE)?;
     tx.execute_batch(crate::id_blocks::SCHEMA)?;
-    if version < 4 {
+    if version < 5 {
+        tx.execute_batch(crate::id_blocks::DROP_TRIGGERS)?;
         crate::id_blocks::fill(&tx)?;
     }
     tx.execute(

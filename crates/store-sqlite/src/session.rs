@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use crate::Rows;
+use crate::WriteConn;
 use crate::checkpoint::{self, Checkpointer};
 use store::Durability;
 use store::StoreError;
@@ -70,12 +70,14 @@ impl WriteSession for SqliteSession {
     ) -> Result<bool, StoreError> {
         let conn = self.conn()?;
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let commit = group(&SqliteTx {
+        let work = SqliteTx {
             conn: &tx,
-            rows: Rows(&tx),
-        })?;
+            rows: WriteConn::new(&tx),
+        };
+        let commit = group(&work)?;
         if commit {
-            crate::id_blocks::split_full(&tx)?;
+            work.rows.ids.apply(&tx)?;
+            drop(work);
             tx.commit()?;
         }
         Ok(commit)
@@ -85,7 +87,7 @@ impl WriteSession for SqliteSession {
 struct SqliteTx<'a> {
     conn: &'a Connection,
     /// The same connection as the rules see it.
-    rows: Rows<'a>,
+    rows: WriteConn<'a>,
 }
 
 impl WriteTx for SqliteTx<'_> {
@@ -102,9 +104,11 @@ impl WriteTx for SqliteTx<'_> {
         // Writes run one after another: each savepoint is released (or
         // rolled back) before the next, so one name serves them all.
         self.conn.prepare_cached("SAVEPOINT job")?.execute([])?;
+        let mark = self.rows.ids.mark();
         let kept = job(&self.rows);
         if !kept {
             self.conn.prepare_cached("ROLLBACK TO job")?.execute([])?;
+            self.rows.ids.rollback_to(mark);
         }
         self.conn.prepare_cached("RELEASE job")?.execute([])?;
         Ok(kept)

@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use revtree::{RevId, RevTree};
 use rusqlite::{OptionalExtension, params};
 
-use crate::Rows;
+use crate::WriteConn;
 use crate::body_sql::{BodyLen, SqlBody};
 use crate::doc_rows::{decode_tree, sql_int};
 use store::StoreError;
@@ -13,7 +13,7 @@ use store::backend::StoredBody;
 use store::backend::{self as attachments, Attachments};
 use store::backend::{DocUpdate, PurgeInfoRow, RevisionRef, StoredDoc, WriteRows};
 
-impl WriteRows for Rows<'_> {
+impl WriteRows for WriteConn<'_> {
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StoreError> {
         // Two point lookups rather than a LEFT JOIN: SQLite re-prepares that
         // join on every execution, which costs far more than the second lookup.
@@ -113,6 +113,11 @@ impl WriteRows for Rows<'_> {
     }
 
     fn write_doc(&self, u: &DocUpdate<'_>) -> Result<(), StoreError> {
+        match (u.was_live, !u.deleted) {
+            (false, true) => self.ids.record(u.id, 1),
+            (true, false) => self.ids.record(u.id, -1),
+            _ => {}
+        }
         let winner = u.winner.to_string();
         let seq = sql_int(u.seq);
         let encoded = u.tree.encode();
@@ -181,8 +186,13 @@ impl WriteRows for Rows<'_> {
     fn delete_doc(&self, key: i64) -> Result<(), StoreError> {
         self.prepare_cached("DELETE FROM revs WHERE doc_key = ?1")?
             .execute([key])?;
-        self.prepare_cached("DELETE FROM docs WHERE doc_key = ?1")?
-            .execute([key])?;
+        let gone: Option<(String, bool)> = self
+            .prepare_cached("DELETE FROM docs WHERE doc_key = ?1 RETURNING id, deleted")?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        if let Some((id, false)) = gone {
+            self.ids.record(&id, -1);
+        }
         self.prepare_cached("DELETE FROM doc_access WHERE doc_key = ?1")?
             .execute([key])?;
         Ok(())

@@ -97,6 +97,9 @@ pub struct DocUpdate<'a> {
     pub tree: &'a RevTree,
     /// The document had no row before this update.
     pub is_new: bool,
+    /// Its winner was live before this update (false when new): a backend
+    /// that counts live documents by id counts the change.
+    pub was_live: bool,
 }
 
 /// Row storage inside a write transaction: what the edit rules read and

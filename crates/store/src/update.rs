@@ -866,6 +866,9 @@ pub(crate) fn record_winner(
         winner_row: winner_ref.row,
         tree,
         is_new: previous.is_none(),
+        was_live: previous
+            .and_then(RevTree::winner)
+            .is_some_and(|w| !w.deleted),
     })?;
     if ctx.access {
         crate::doc_access::maintain(ctx, key, seq, previous, tree, written_access)?;
