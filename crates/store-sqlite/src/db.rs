@@ -16,6 +16,8 @@ use store::backend::{DbBackend, Garbage, NewDb, ReadRows, WriteSession};
 /// How long emptying the log after compaction waits for readers (writes
 /// wait as long).
 const TRUNCATE_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+/// How many times emptying the log is tried while it is busy.
+const TRUNCATE_TRIES: u32 = 8;
 
 /// Reader connections kept open per database; more are opened on demand and
 /// closed after use when this many are already pooled.
@@ -161,14 +163,34 @@ impl DbBackend for SqliteDb {
         // checkpointer, and is cut back to its size limit when it restarts).
         let _ = conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE);
         conn.busy_timeout(TRUNCATE_WAIT)?;
-        match conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::TRUNCATE) {
-            Ok(_) => Ok(()),
-            Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {
-                tracing::debug!(db = %self.name, "the log is busy; left to the checkpointer");
-                Ok(())
+        // The checkpointer thread may be copying the same log (compaction
+        // filled it past its threshold): busy at once, so tried again.
+        for _ in 0..TRUNCATE_TRIES {
+            match conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::TRUNCATE) {
+                Ok(_) => return Ok(()),
+                Err(e) if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {
+                    std::thread::sleep(TRUNCATE_WAIT);
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => Err(e.into()),
         }
+        tracing::debug!(db = %self.name, "the log is busy; left to the checkpointer");
+        Ok(())
+    }
+
+    fn measure_page_fill(&self) -> Result<Option<f64>, StoreError> {
+        // SQLite's own page statistics: every page read once, on a reader.
+        self.read_conn(|conn| {
+            let (used, total): (Option<i64>, Option<i64>) = conn.query_row(
+                "SELECT sum(pgsize - unused), sum(pgsize) FROM dbstat",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            Ok(match (used, total) {
+                (Some(used), Some(total)) if total > 0 => Some(used as f64 / total as f64),
+                _ => None,
+            })
+        })
     }
 
     fn close(&self) {

@@ -200,8 +200,15 @@ impl ReadRows for Rows<'_> {
         let pragma = |name: &str| -> Result<i64, StoreError> {
             Ok(self.pragma_query_value(None, name, |r| r.get(0))?)
         };
-        let active = ((pragma("page_count")? - pragma("freelist_count")?).max(0)
+        let pages_in_use = ((pragma("page_count")? - pragma("freelist_count")?).max(0)
             * pragma("page_size")?) as u64;
+        // Live data is the pages in use as full as the last compaction
+        // measured them (whole pages before any).
+        let fill = crate::read_meta(self, store::backend::PAGE_FILL_META)?
+            .and_then(|f| f.parse::<f64>().ok())
+            .filter(|f| f.is_finite())
+            .map_or(1.0, |f| f.clamp(0.05, 1.0));
+        let active = (pages_in_use as f64 * fill) as u64;
         // The file and its write-ahead log, where recent writes are.
         let file_len = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
         let file = match self.path() {

@@ -104,6 +104,10 @@ pub struct DocUpdate<'a> {
 
 /// Row storage inside a write transaction: what the edit rules read and
 /// write. Every call sees the transaction's own earlier writes.
+/// The database meta key under which the last compaction's measure of how
+/// full the pages in use are is kept (see `DbBackend::measure_page_fill`).
+pub const PAGE_FILL_META: &str = "page_fill";
+
 pub trait WriteRows {
     /// The document's row, or `None` when it was never written.
     fn load_doc(&self, id: &str) -> Result<Option<StoredDoc>, StoreError>;
@@ -428,6 +432,13 @@ pub trait DbBackend: Send + Sync {
     /// long stop of writes; a backend without such a log has nothing to do.
     fn give_back_log(&self) -> Result<(), StoreError> {
         Ok(())
+    }
+    /// After compaction: how full the pages in use are (live bytes over
+    /// page bytes), measured by reading them (without stopping writes), so
+    /// `sizes.active` counts live data rather than whole pages. `None`
+    /// where the backend's sizes need no such measure.
+    fn measure_page_fill(&self) -> Result<Option<f64>, StoreError> {
+        Ok(None)
     }
     /// Drops pooled connections: the database is being closed or deleted.
     fn close(&self);

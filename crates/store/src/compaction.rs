@@ -96,6 +96,18 @@ impl Database {
         .await?;
         self.write(1, |ctx| ctx.rows.reclaim_space()).await?;
         let backend = self.backend().clone();
+        let fill = tokio::task::spawn_blocking(move || backend.measure_page_fill())
+            .await
+            .map_err(|e| StoreError::CommitFailed(format!("compaction task failed: {e}")))??;
+        if let Some(fill) = fill {
+            self.write(1, move |ctx| {
+                ctx.rows
+                    .set_meta(crate::backend::PAGE_FILL_META, &format!("{fill:.4}"))
+            })
+            .await?;
+        }
+        // Last, so that no write of compaction's is left in the log.
+        let backend = self.backend().clone();
         tokio::task::spawn_blocking(move || backend.give_back_log())
             .await
             .map_err(|e| StoreError::CommitFailed(format!("compaction task failed: {e}")))??;
