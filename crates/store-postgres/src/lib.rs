@@ -171,14 +171,7 @@ impl PostgresStore {
 
 /// The tables whose rows a deleted database leaves unless deleted with it:
 /// they keep no foreign key to cascade from (see `schema`).
-/// `recliner_id_blocks` comes after `recliner_docs`, whose deletion counts
-/// in it.
-const UNCASCADED: [&str; 4] = [
-    "recliner_revs",
-    "recliner_docs",
-    "recliner_access",
-    "recliner_id_blocks",
-];
+const UNCASCADED: [&str; 3] = ["recliner_revs", "recliner_docs", "recliner_access"];
 
 /// Drops a schema [`PostgresStore::connect_in_schema`] made, and everything in it.
 pub fn drop_schema(url: &str, schema: &str) -> Result<(), StoreError> {

@@ -45,7 +45,6 @@ async fn a_deleted_database_leaves_no_rows() {
         "recliner_access",
         "recliner_meta",
         "recliner_local",
-        "recliner_id_blocks",
     ];
     for name in ["plain", "per-user"] {
         let db = store

@@ -99,23 +99,12 @@ impl ReadRows for PgRows<'_> {
         )
     }
 
-    /// From the block counts (`recliner_id_blocks`, see `schema`): the
-    /// blocks before an id summed, and the rows of its block counted.
     fn count_live(&self, lo: &Bound<String>, hi: &Bound<String>) -> Result<u64, StoreError> {
-        let up_to_hi = match hi {
-            Bound::Unbounded => self.count(
-                "SELECT COALESCE(sum(live), 0)::bigint FROM recliner_id_blocks WHERE db_id = $1",
-                &[&self.db_id],
-            )?,
-            edge => self.live_before(edge)?,
-        };
-        // The ids before `lo`: below it when it is included, up to it when not.
-        let before_lo = match lo {
-            Bound::Unbounded => 0,
-            Bound::Included(x) => self.live_before(&Bound::Excluded(x.clone()))?,
-            Bound::Excluded(x) => self.live_before(&Bound::Included(x.clone()))?,
-        };
-        Ok(up_to_hi.saturating_sub(before_lo))
+        let mut args: Args = vec![Box::new(self.db_id)];
+        let filter = range_sql("id", lo, hi, &mut args);
+        let sql =
+            format!("SELECT count(*) FROM recliner_docs WHERE db_id = $1 AND NOT deleted{filter}");
+        self.count(&sql, &refs(&args))
     }
 
     fn live_docs(&self, page: &IdPage<'_>, each: &mut RowVisitor<'_>) -> Result<(), StoreError> {
@@ -284,25 +273,5 @@ impl ReadRows for PgRows<'_> {
 
     fn access_count_deleted(&self, principals: &[String]) -> Result<u64, StoreError> {
         self.count_access_deleted(principals)
-    }
-}
-
-impl PgRows<'_> {
-    /// Live documents whose id is before `edge` (up to it when included).
-    fn live_before(&self, edge: &Bound<String>) -> Result<u64, StoreError> {
-        let (at, op) = match edge {
-            Bound::Unbounded => return Ok(0),
-            Bound::Included(x) => (x, "<="),
-            Bound::Excluded(x) => (x, "<"),
-        };
-        let sql = format!(
-            "SELECT (COALESCE((SELECT sum(live) FROM recliner_id_blocks
-                               WHERE db_id = $1 AND start < b.s), 0)
-                   + (SELECT count(*) FROM recliner_docs
-                      WHERE db_id = $1 AND NOT deleted AND id >= b.s AND id {op} $2))::bigint
-             FROM (SELECT COALESCE(max(start), '') AS s FROM recliner_id_blocks
-                   WHERE db_id = $1 AND start <= $2) b"
-        );
-        self.count(&sql, &[&self.db_id, &Text(at.as_str())])
     }
 }
