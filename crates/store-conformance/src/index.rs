@@ -287,10 +287,10 @@ pub async fn sizes_count_the_live_rows_and_compaction_gives_the_rest_back(backen
     let row = |i: u32, value: &str| IndexRow {
         view: 0,
         sort_key: i.to_be_bytes().to_vec(),
-        key: format!("\"clé {i}\""),
+        key: serde_json::Value::String(format!("clé {i}")).to_string(),
         value: value.to_string(),
     };
-    let value = format!("\"{}\"", "ü".repeat(200));
+    let value = serde_json::Value::String("ü".repeat(200)).to_string();
     let docs = |seq: u32| -> Vec<IndexedDoc> {
         (0..2000u32)
             .map(|i| IndexedDoc {
