@@ -219,7 +219,7 @@ async fn compaction_gives_the_disk_back() {
     // As CouchDB's own compaction test reads them.
     assert!(active < file, "{info}");
     assert!(
-        on_disk * 10 <= active * 15,
+        on_disk * 10 <= active * 12,
         "{on_disk} bytes on disk for {active} live: {info}"
     );
     // Every document reads back as last written (the fourth write carried
