@@ -14,8 +14,9 @@ use store::Durability;
 /// Bumped whenever the schema changes; `migrate` brings older files forward
 /// (every table is created `IF NOT EXISTS`, so an older file gains the
 /// tables it lacks). 2 added `purge_infos`, 3 `doc_access`, 4 `id_blocks`
-/// (counted by triggers), 5 counts them at commit instead.
-pub const SCHEMA_VERSION: i64 = 5;
+/// (counted by triggers), 5 counts them at commit instead, 6 adds their
+/// groups.
+pub const SCHEMA_VERSION: i64 = 6;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS db_meta (
@@ -146,6 +147,8 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     tx.execute_batch(crate::id_blocks::SCHEMA)?;
     if version < 5 {
         tx.execute_batch(crate::id_blocks::DROP_TRIGGERS)?;
+    }
+    if version < 6 {
         crate::id_blocks::fill(&tx)?;
     }
     tx.execute(
