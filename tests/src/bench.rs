@@ -56,6 +56,15 @@ impl BenchServer {
         }
     }
 
+    /// The server's data folder (PouchDB Server's is its own).
+    pub fn data_dir(&self) -> Option<&Path> {
+        match self {
+            BenchServer::Recliner(_, dir) => Some(dir.path()),
+            BenchServer::PouchDb(_) => None,
+            BenchServer::CouchDb(server) => Some(server.dir()),
+        }
+    }
+
     /// Stops the server (gracefully for Recliner) and removes its data.
     pub fn stop(self) {
         match self {
@@ -155,6 +164,21 @@ pub fn bench_doc(id: &str, n: usize) -> Value {
         "title": format!("document number {n}"),
         "pad": "x".repeat(940),
     })
+}
+
+/// The bytes of the files under `dir`, folders within it included.
+pub fn folder_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => folder_bytes(&entry.path()),
+            Ok(meta) => meta.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// One `/proc/PID/status` field in MiB.
