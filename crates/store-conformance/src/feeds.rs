@@ -298,4 +298,29 @@ pub async fn offsets_and_counts_follow_every_kind_of_write(backend: &dyn Backend
             "offset at {at}, descending {descending}"
         );
     }
+    // Each document once, at its latest sequence; a page's `pending` is
+    // the rows after its last one.
+    let feed = db
+        .changes(ChangesQuery {
+            limit: usize::MAX,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let seqs: Vec<u64> = feed.rows.iter().map(|row| row.seq).collect();
+    assert_eq!(seqs.len(), model.len());
+    for _ in 0..40 {
+        let since = next(feed.last_seq + 10);
+        let page = db
+            .changes(ChangesQuery {
+                since,
+                limit: 5,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let after = seqs.iter().filter(|s| **s > page.last_seq).count() as u64;
+        let want = if page.rows.len() < 5 { 0 } else { after };
+        assert_eq!(page.pending, want, "pending after {since}");
+    }
 }

@@ -9,11 +9,11 @@
 //! liveness a write changes, the only way a write reaches the documents
 //! table, and the changes are counted into their blocks, once per block,
 //! when the transaction commits ([`Changes::apply`]); a block grown past
-//! [`MAX`] live documents is split then. (Triggers counted each row as it
+//! [`Shape::max`] live documents is split then. (Triggers counted each row as it
 //! was written: a quarter of a bulk write's time.)
 //!
 //! Blocks are counted again in groups of consecutive blocks, split past
-//! [`GROUP_MAX`] blocks: a count sums the groups before its edge, the
+//! [`Shape::group_max`] blocks: a count sums the groups before its edge, the
 //! blocks of its group before it, and the rows of its block, so it reads
 //! about the same at ten million documents as at a hundred thousand.
 
@@ -25,13 +25,30 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use store::StoreError;
 
-/// Live documents per block after a split, and the most a block holds
-/// (small in unit tests, so they split blocks and groups often).
-const TARGET: i64 = if cfg!(test) { 8 } else { 1024 };
-const MAX: i64 = 2 * TARGET;
-/// Blocks per group after a split, and the most a group holds.
-const GROUP_TARGET: i64 = if cfg!(test) { 4 } else { 64 };
-const GROUP_MAX: i64 = 2 * GROUP_TARGET;
+/// How large blocks and groups grow.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shape {
+    /// Live documents per block after a split (a block holds twice that).
+    target: i64,
+    /// Blocks per group after a split (a group holds twice that).
+    group_target: i64,
+}
+
+/// The blocks and groups of every database.
+const SHAPE: Shape = Shape {
+    target: 1024,
+    group_target: 64,
+};
+
+impl Shape {
+    fn max(self) -> i64 {
+        2 * self.target
+    }
+
+    fn group_max(self) -> i64 {
+        2 * self.group_target
+    }
+}
 
 /// The blocks.
 pub(crate) const SCHEMA: &str = "
@@ -78,8 +95,12 @@ impl Changes {
     }
 
     /// Counts the changes into their blocks and splits the blocks that grew
-    /// past [`MAX`]: in the transaction, before it commits.
+    /// too large: in the transaction, before it commits.
     pub(crate) fn apply(&self, conn: &Connection) -> Result<(), StoreError> {
+        self.apply_shaped(conn, SHAPE)
+    }
+
+    fn apply_shaped(&self, conn: &Connection, shape: Shape) -> Result<(), StoreError> {
         let log = std::mem::take(&mut *self.log.borrow_mut());
         if log.is_empty() {
             return Ok(());
@@ -110,7 +131,7 @@ impl Changes {
             *by_group
                 .entry(start_of(conn, "id_block_groups", &block)?)
                 .or_default() += delta;
-            if live > MAX {
+            if live > shape.max() {
                 full.push(block);
             }
         }
@@ -121,7 +142,7 @@ impl Changes {
         for (group, delta) in by_group {
             add.execute(params![group, delta])?;
         }
-        split(conn, full)
+        split(conn, full, shape)
     }
 }
 
@@ -134,41 +155,41 @@ fn start_of(conn: &Connection, table: &str, key: &str) -> Result<String, StoreEr
     Ok(start.unwrap_or_default())
 }
 
-/// Splits the blocks named, each keeping its first [`TARGET`] live ids and
+/// Splits the blocks named, each keeping its first `target` live ids and
 /// a new block starting at the next one, until none holds more than
-/// [`MAX`].
-fn split(conn: &Connection, mut full: Vec<String>) -> Result<(), StoreError> {
+/// twice that.
+fn split(conn: &Connection, mut full: Vec<String>, shape: Shape) -> Result<(), StoreError> {
     while let Some(start) = full.pop() {
         let live: Option<i64> = conn
             .prepare_cached("SELECT live FROM id_blocks WHERE start = ?1")?
             .query_row([&start], |r| r.get(0))
             .optional()?;
-        let Some(live) = live.filter(|n| *n > MAX) else {
+        let Some(live) = live.filter(|n| *n > shape.max()) else {
             continue;
         };
         let second: Option<String> = conn
             .prepare_cached(
                 "SELECT id FROM docs WHERE deleted = 0 AND id >= ?1 ORDER BY id LIMIT 1 OFFSET ?2",
             )?
-            .query_row(params![start, TARGET], |r| r.get(0))
+            .query_row(params![start, shape.target], |r| r.get(0))
             .optional()?;
         let Some(second) = second else {
             // The count is ahead of the rows: only a damaged file; counted again.
             tracing::warn!(block = %start, live, "an id block counts more than its rows: counting again");
-            return fill(conn).map_err(StoreError::from);
+            return fill_shaped(conn, shape).map_err(StoreError::from);
         };
         conn.prepare_cached("UPDATE id_blocks SET live = ?2 WHERE start = ?1")?
-            .execute(params![start, TARGET])?;
+            .execute(params![start, shape.target])?;
         conn.prepare_cached("INSERT INTO id_blocks (start, live) VALUES (?1, ?2)")?
-            .execute(params![second, live - TARGET])?;
+            .execute(params![second, live - shape.target])?;
         let group = start_of(conn, "id_block_groups", &second)?;
         let blocks: i64 = conn
             .prepare_cached(
                 "UPDATE id_block_groups SET blocks = blocks + 1 WHERE start = ?1 RETURNING blocks",
             )?
             .query_row([&group], |r| r.get(0))?;
-        if blocks > GROUP_MAX {
-            split_group(conn, &group)?;
+        if blocks > shape.group_max() {
+            split_group(conn, &group, shape)?;
         }
         // A block that grew by more than a block in one write splits again.
         full.push(second);
@@ -176,14 +197,14 @@ fn split(conn: &Connection, mut full: Vec<String>) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Splits a group of blocks in two: its first [`GROUP_TARGET`] blocks
+/// Splits a group of blocks in two: its first `group_target` blocks
 /// stay, the rest make a new group.
-fn split_group(conn: &Connection, group: &str) -> Result<(), StoreError> {
+fn split_group(conn: &Connection, group: &str, shape: Shape) -> Result<(), StoreError> {
     let second: String = conn
         .prepare_cached(
             "SELECT start FROM id_blocks WHERE start >= ?1 ORDER BY start LIMIT 1 OFFSET ?2",
         )?
-        .query_row(params![group, GROUP_TARGET], |r| r.get(0))?;
+        .query_row(params![group, shape.group_target], |r| r.get(0))?;
     let end: Option<String> = conn
         .prepare_cached("SELECT min(start) FROM id_block_groups WHERE start > ?1")?
         .query_row([group], |r| r.get(0))?;
@@ -205,6 +226,10 @@ fn split_group(conn: &Connection, group: &str) -> Result<(), StoreError> {
 /// Counts the blocks anew from the documents: for a file written before
 /// they were kept (once, when it is first opened by this version).
 pub(crate) fn fill(conn: &Connection) -> rusqlite::Result<()> {
+    fill_shaped(conn, SHAPE)
+}
+
+fn fill_shaped(conn: &Connection, shape: Shape) -> rusqlite::Result<()> {
     conn.execute_batch("DELETE FROM id_blocks; DELETE FROM id_block_groups;")?;
     let mut insert = conn.prepare("INSERT INTO id_blocks (start, live) VALUES (?1, ?2)")?;
     let mut ids = conn.prepare("SELECT id FROM docs WHERE deleted = 0 ORDER BY id")?;
@@ -212,25 +237,25 @@ pub(crate) fn fill(conn: &Connection) -> rusqlite::Result<()> {
     let (mut start, mut live) = (String::new(), 0i64);
     while let Some(row) = rows.next()? {
         let id: String = row.get(0)?;
-        if live == TARGET {
+        if live == shape.target {
             insert.execute(params![start, live])?;
             (start, live) = (id, 0);
         }
         live += 1;
     }
     insert.execute(params![start, live])?;
-    fill_groups(conn)
+    fill_groups(conn, shape)
 }
 
-/// Groups the blocks anew, [`GROUP_TARGET`] to a group.
-fn fill_groups(conn: &Connection) -> rusqlite::Result<()> {
+/// Groups the blocks anew, `group_target` to a group.
+fn fill_groups(conn: &Connection, shape: Shape) -> rusqlite::Result<()> {
     let mut insert =
         conn.prepare("INSERT INTO id_block_groups (start, live, blocks) VALUES (?1, ?2, ?3)")?;
     let mut blocks = conn.prepare("SELECT start, live FROM id_blocks ORDER BY start")?;
     let mut rows = blocks.query([])?;
     let (mut start, mut live, mut count) = (String::new(), 0i64, 0i64);
     while let Some(row) = rows.next()? {
-        if count == GROUP_TARGET {
+        if count == shape.group_target {
             insert.execute(params![start, live, count])?;
             (start, live, count) = (row.get(0)?, 0, 0);
         }
@@ -300,13 +325,20 @@ mod tests {
 
     use super::*;
 
+    /// Blocks and groups small enough that a few thousand documents split
+    /// them often.
+    const SMALL: Shape = Shape {
+        target: 8,
+        group_target: 4,
+    };
+
     /// A documents table as the blocks read it, and the blocks.
     fn table() -> Connection {
         let conn = Connection::open_in_memory().expect("a database");
         conn.execute_batch("CREATE TABLE docs (id TEXT PRIMARY KEY, deleted INTEGER NOT NULL);")
             .expect("docs");
         conn.execute_batch(SCHEMA).expect("blocks");
-        fill(&conn).expect("the first block");
+        fill_shaped(&conn, SMALL).expect("the first block");
         conn
     }
 
@@ -409,13 +441,13 @@ mod tests {
                     model = kept;
                 }
                 tx.execute_batch("RELEASE job").expect("a release");
-                changes.apply(&tx).expect("counted");
+                changes.apply_shaped(&tx, SMALL).expect("counted");
                 tx.commit().expect("a commit");
             }
             let most: i64 = conn
                 .query_row("SELECT max(live) FROM id_blocks", [], |r| r.get(0))
                 .expect("blocks");
-            prop_assert!(most <= MAX, "{most}");
+            prop_assert!(most <= SMALL.max(), "{most}");
             // Each group counts the blocks from its start to the next one's.
             let wrong: i64 = conn
                 .query_row(
@@ -425,7 +457,7 @@ mod tests {
                          WHERE b.start >= g.start AND b.start < COALESCE(
                            (SELECT min(n.start) FROM id_block_groups n WHERE n.start > g.start),
                            x'FF'))",
-                    [GROUP_MAX],
+                    [SMALL.group_max()],
                     |r| r.get(0),
                 )
                 .expect("groups");
@@ -447,11 +479,60 @@ mod tests {
                 prop_assert_eq!(live_between(&conn, &from, &edge).expect("between"), want);
             }
             // Counted anew from the documents, the blocks say the same.
-            fill(&conn).expect("a refill");
+            fill_shaped(&conn, SMALL).expect("a refill");
             prop_assert_eq!(
                 live_between(&conn, &Bound::Unbounded, &Bound::Unbounded).expect("all"),
                 live(&|_| true)
             );
         }
+    }
+
+    /// The most SQLite steps a count before an id takes, over ids spread
+    /// through `n` live documents counted in blocks of the real shape.
+    fn most_steps_to_count(n: u32) -> u64 {
+        let mut conn = Connection::open_in_memory().expect("a database");
+        conn.execute_batch("CREATE TABLE docs (id TEXT PRIMARY KEY, deleted INTEGER NOT NULL);")
+            .expect("docs");
+        conn.execute(
+            "INSERT INTO docs (id, deleted)
+             WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i + 1 < ?1)
+             SELECT printf('d%09d', (i * 7919) % ?1), 0 FROM n",
+            // (7919 is prime: every number below n once, out of order)
+            [n],
+        )
+        .expect("rows");
+        conn.execute_batch(SCHEMA).expect("blocks");
+        fill(&conn).expect("counted");
+        let steps = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counter = steps.clone();
+        conn.progress_handler(
+            1,
+            Some(move || {
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                false
+            }),
+        )
+        .expect("a progress handler");
+        let mut most = 0;
+        for k in 0..40u32 {
+            let at = format!("d{:09}", u64::from(k) * u64::from(n) / 40 + 3);
+            steps.store(0, std::sync::atomic::Ordering::Relaxed);
+            let counted = live_before(&conn, &Bound::Excluded(at)).expect("a count");
+            assert_eq!(counted, u64::from(k) * u64::from(n) / 40 + 3);
+            most = most.max(steps.load(std::sync::atomic::Ordering::Relaxed));
+        }
+        most
+    }
+
+    /// The cost of `_all_docs`' offset does not grow with the database:
+    /// counted in SQLite's own steps, not timed, at forty times the
+    /// documents.
+    #[test]
+    fn counting_costs_the_same_at_forty_times_the_documents() {
+        // (Summing every block before the id instead of the groups costs
+        // twice as much at the larger size, and fails.)
+        let small = most_steps_to_count(50_000);
+        let large = most_steps_to_count(2_000_000);
+        assert!(large * 10 <= small * 15, "{small} steps, then {large}");
     }
 }

@@ -18,6 +18,7 @@ mod purge_rows;
 mod read_rows;
 mod registry;
 pub(crate) mod schema;
+mod seq_buckets;
 pub(crate) mod session;
 mod write_rows;
 
@@ -63,20 +64,47 @@ impl Deref for Rows<'_> {
 }
 
 /// A write transaction's connection as `store::backend::WriteRows` sees
-/// it: with the documents whose liveness its writes change, which only a
-/// write session counts into the id blocks when it commits (see
-/// `id_blocks`).
+/// it: with what its writes change in the counted structures, which only
+/// a write session counts in when it commits.
 pub(crate) struct WriteConn<'c> {
     conn: &'c Connection,
-    pub(crate) ids: id_blocks::Changes,
+    pub(crate) counts: CountChanges,
 }
 
 impl<'c> WriteConn<'c> {
     pub(crate) fn new(conn: &'c Connection) -> WriteConn<'c> {
         WriteConn {
             conn,
-            ids: id_blocks::Changes::default(),
+            counts: CountChanges::default(),
         }
+    }
+}
+
+/// What a transaction's writes change in the counts kept beside the
+/// documents: their liveness by id (`id_blocks`), and the sequences their
+/// rows move between (`seq_buckets`).
+#[derive(Debug, Default)]
+pub(crate) struct CountChanges {
+    pub(crate) ids: id_blocks::Changes,
+    pub(crate) seqs: seq_buckets::Changes,
+}
+
+impl CountChanges {
+    /// Where a savepoint starts.
+    pub(crate) fn mark(&self) -> (usize, usize) {
+        (self.ids.mark(), self.seqs.mark())
+    }
+
+    /// Forgets what was recorded since `mark` (its savepoint rolled back).
+    pub(crate) fn rollback_to(&self, (ids, seqs): (usize, usize)) {
+        self.ids.rollback_to(ids);
+        self.seqs.rollback_to(seqs);
+    }
+
+    /// Counts the changes in: in the transaction, before it commits.
+    pub(crate) fn apply(&self, conn: &Connection) -> Result<(), StoreError> {
+        self.ids.apply(conn)?;
+        self.seqs.apply(conn)
     }
 }
 
@@ -128,4 +156,39 @@ fn open_connection(
     }
     schema::configure(&conn, durability)?;
     Ok(conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::Bound;
+
+    use super::*;
+
+    /// A savepoint rolled back takes back what its writes recorded in
+    /// every count, not only in one of them.
+    #[test]
+    fn a_rolled_back_savepoint_takes_back_every_count() {
+        let conn = Connection::open_in_memory().expect("a database");
+        conn.execute_batch(
+            "CREATE TABLE docs (id TEXT PRIMARY KEY, deleted INTEGER NOT NULL, seq INTEGER NOT NULL);",
+        )
+        .expect("docs");
+        conn.execute_batch(id_blocks::SCHEMA).expect("blocks");
+        conn.execute_batch(seq_buckets::SCHEMA).expect("buckets");
+        id_blocks::fill(&conn).expect("the first block");
+        conn.execute_batch("INSERT INTO docs VALUES ('a', 0, 5000);")
+            .expect("a row");
+        let counts = CountChanges::default();
+        // `a` was written; `b` was too, in a savepoint rolled back.
+        counts.ids.record("a", 1);
+        counts.seqs.record(5000, 1);
+        let mark = counts.mark();
+        counts.ids.record("b", 1);
+        counts.seqs.record(6000, 1);
+        counts.rollback_to(mark);
+        counts.apply(&conn).expect("counted");
+        let live = id_blocks::live_between(&conn, &Bound::Unbounded, &Bound::Unbounded);
+        assert_eq!(live.expect("live"), 1);
+        assert_eq!(seq_buckets::docs_after(&conn, 0).expect("after"), 1);
+    }
 }

@@ -93,10 +93,7 @@ impl ReadRows for Rows<'_> {
     }
 
     fn count_changes_after(&self, seq: u64) -> Result<u64, StoreError> {
-        let count: i64 = self
-            .prepare_cached("SELECT COUNT(*) FROM docs WHERE seq > ?1")?
-            .query_row([sql_int(seq)], |r| r.get(0))?;
-        Ok(count as u64)
+        crate::seq_buckets::docs_after(self, seq)
     }
 
     fn count_live(&self, lo: &Bound<String>, hi: &Bound<String>) -> Result<u64, StoreError> {

@@ -15,8 +15,8 @@ use store::Durability;
 /// (every table is created `IF NOT EXISTS`, so an older file gains the
 /// tables it lacks). 2 added `purge_infos`, 3 `doc_access`, 4 `id_blocks`
 /// (counted by triggers), 5 counts them at commit instead, 6 adds their
-/// groups.
-pub const SCHEMA_VERSION: i64 = 6;
+/// groups, 7 `seq_buckets`.
+pub const SCHEMA_VERSION: i64 = 7;
 
 const CREATE: &str = "
 CREATE TABLE IF NOT EXISTS db_meta (
@@ -150,6 +150,10 @@ pub fn migrate(conn: &mut Connection) -> rusqlite::Result<()> {
     }
     if version < 6 {
         crate::id_blocks::fill(&tx)?;
+    }
+    tx.execute_batch(crate::seq_buckets::SCHEMA)?;
+    if version < 7 {
+        crate::seq_buckets::fill(&tx)?;
     }
     tx.execute(
         "INSERT OR IGNORE INTO db_state (id, update_seq, purge_seq, doc_count, doc_del_count, external_size)

@@ -76,7 +76,7 @@ impl WriteSession for SqliteSession {
         };
         let commit = group(&work)?;
         if commit {
-            work.rows.ids.apply(&tx)?;
+            work.rows.counts.apply(&tx)?;
             drop(work);
             tx.commit()?;
         }
@@ -104,11 +104,11 @@ impl WriteTx for SqliteTx<'_> {
         // Writes run one after another: each savepoint is released (or
         // rolled back) before the next, so one name serves them all.
         self.conn.prepare_cached("SAVEPOINT job")?.execute([])?;
-        let mark = self.rows.ids.mark();
+        let mark = self.rows.counts.mark();
         let kept = job(&self.rows);
         if !kept {
             self.conn.prepare_cached("ROLLBACK TO job")?.execute([])?;
-            self.rows.ids.rollback_to(mark);
+            self.rows.counts.rollback_to(mark);
         }
         self.conn.prepare_cached("RELEASE job")?.execute([])?;
         Ok(kept)

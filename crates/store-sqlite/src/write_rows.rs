@@ -114,10 +114,17 @@ impl WriteRows for WriteConn<'_> {
 
     fn write_doc(&self, u: &DocUpdate<'_>) -> Result<(), StoreError> {
         match (u.was_live, !u.deleted) {
-            (false, true) => self.ids.record(u.id, 1),
-            (true, false) => self.ids.record(u.id, -1),
+            (false, true) => self.counts.ids.record(u.id, 1),
+            (true, false) => self.counts.ids.record(u.id, -1),
             _ => {}
         }
+        if !u.is_new {
+            let old: i64 = self
+                .prepare_cached("SELECT seq FROM docs WHERE doc_key = ?1")?
+                .query_row([u.key], |r| r.get(0))?;
+            self.counts.seqs.record(old.max(0) as u64, -1);
+        }
+        self.counts.seqs.record(u.seq, 1);
         let winner = u.winner.to_string();
         let seq = sql_int(u.seq);
         let encoded = u.tree.encode();
@@ -186,12 +193,15 @@ impl WriteRows for WriteConn<'_> {
     fn delete_doc(&self, key: i64) -> Result<(), StoreError> {
         self.prepare_cached("DELETE FROM revs WHERE doc_key = ?1")?
             .execute([key])?;
-        let gone: Option<(String, bool)> = self
-            .prepare_cached("DELETE FROM docs WHERE doc_key = ?1 RETURNING id, deleted")?
-            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?)))
+        let gone: Option<(String, bool, i64)> = self
+            .prepare_cached("DELETE FROM docs WHERE doc_key = ?1 RETURNING id, deleted, seq")?
+            .query_row([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .optional()?;
-        if let Some((id, false)) = gone {
-            self.ids.record(&id, -1);
+        if let Some((id, deleted, seq)) = gone {
+            if !deleted {
+                self.counts.ids.record(&id, -1);
+            }
+            self.counts.seqs.record(seq.max(0) as u64, -1);
         }
         self.prepare_cached("DELETE FROM doc_access WHERE doc_key = ?1")?
             .execute([key])?;
