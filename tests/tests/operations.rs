@@ -218,8 +218,10 @@ async fn compaction_gives_the_disk_back() {
     assert_eq!(file, on_disk, "sizes.file is what is on disk: {info}");
     // As CouchDB's own compaction test reads them.
     assert!(active < file, "{info}");
+    // Bodies of 1.5 KiB fill 4 KiB pages to about three quarters (see the
+    // page size in the SQLite backend): 1.3 times, never 2 as before.
     assert!(
-        on_disk * 10 <= active * 12,
+        on_disk * 10 <= active * 14,
         "{on_disk} bytes on disk for {active} live: {info}"
     );
     // Every document reads back as last written (the fourth write carried

@@ -129,8 +129,15 @@ fn write_meta(conn: &Connection, key: &str, value: &str) -> Result<(), StoreErro
     Ok(())
 }
 
-/// The page size of new database files.
-const PAGE_SIZE: i64 = 16 * 1024;
+/// The page size of new database files: SQLite's default, kept for what
+/// every open database costs. A row that does not fit a page's rest leaves
+/// it empty, so bodies of about 1 KiB fill 4 KiB pages to four fifths and
+/// 2 KiB bodies to a half (8 KiB pages: nine tenths and three quarters;
+/// 16 KiB: all but a few percent), and a compacted file stays that much
+/// larger than its live data. But each connection's page cache grows with
+/// the page: with 5,000 small databases, 500 open, the server held 192 MiB
+/// resident at 4 KiB, 267 MiB at 8 KiB and 386 MiB at 16 KiB.
+const PAGE_SIZE: i64 = 4 * 1024;
 
 fn open_connection(
     path: &Path,
@@ -145,11 +152,7 @@ fn open_connection(
     if create {
         // Before anything writes the file's header (switching to WAL
         // does): later, both can only change by rewriting the file.
-        // Bodies of one or two KiB pack a 4 KiB page to half or three
-        // quarters (a row that does not fit leaves the rest empty); in
-        // 16 KiB pages they fill nine tenths, so the file stays near the
-        // size of its live data. (First: setting the vacuum mode fixes
-        // the page size.)
+        // (The page size first: setting the vacuum mode fixes it.)
         conn.pragma_update(None, "page_size", PAGE_SIZE)?;
         // Lets compaction give freed pages back to the file system.
         conn.pragma_update(None, "auto_vacuum", "INCREMENTAL")?;
