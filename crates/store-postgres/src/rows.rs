@@ -818,9 +818,9 @@ impl WriteRows for PgRows<'_> {
         Ok(())
     }
 
-    fn reclaim_space(&self) -> Result<(), StoreError> {
+    fn reclaim_space(&self, _most_pages: u64) -> Result<bool, StoreError> {
         // PostgreSQL's autovacuum reuses the space of deleted rows.
-        Ok(())
+        Ok(false)
     }
 
     fn revision_text(&self, key: i64, rev: &RevId) -> Result<Option<String>, StoreError> {

@@ -301,13 +301,15 @@ impl WriteRows for WriteConn<'_> {
         Ok(())
     }
 
-    fn reclaim_space(&self) -> Result<(), StoreError> {
+    fn reclaim_space(&self, most_pages: u64) -> Result<bool, StoreError> {
         // Each step of the statement frees one page: step it to the end
         // (run once, as a batch, it frees a single page).
-        let mut vacuum = self.prepare("PRAGMA incremental_vacuum")?;
+        let most = i64::try_from(most_pages).unwrap_or(i64::MAX);
+        let mut vacuum = self.prepare(&format!("PRAGMA incremental_vacuum({most})"))?;
         let mut steps = vacuum.query([])?;
         while steps.next()?.is_some() {}
-        Ok(())
+        let free: i64 = self.pragma_query_value(None, "freelist_count", |r| r.get(0))?;
+        Ok(free > 0)
     }
 
     fn revision_text(&self, key: i64, rev: &RevId) -> Result<Option<String>, StoreError> {

@@ -179,8 +179,9 @@ pub trait WriteRows {
     fn delete_blob(&self, digest: &str, blob: i64) -> Result<(), StoreError>;
     /// Compaction: drops chunks no filed blob owns (abandoned uploads).
     fn delete_unfiled_chunks(&self) -> Result<(), StoreError>;
-    /// Compaction's last step: gives freed space back, where the backend can.
-    fn reclaim_space(&self) -> Result<(), StoreError>;
+    /// Compaction's last step: gives up to `most_pages` pages of freed
+    /// space back, where the backend can; whether more is left to give.
+    fn reclaim_space(&self, most_pages: u64) -> Result<bool, StoreError>;
     /// The stored JSON text of one revision's body, if kept.
     fn revision_text(&self, key: i64, rev: &RevId) -> Result<Option<String>, StoreError>;
     /// A document's rows of the access index (databases with per-document

@@ -15,6 +15,9 @@ use crate::{Database, StoreError};
 
 /// Documents examined per compaction write: keeps each one short.
 const DOCS_PER_STEP: u64 = 500;
+/// Pages given back to the file system per compaction write (32 MiB of
+/// 4 KiB pages).
+const RECLAIM_PAGES: u64 = 8192;
 
 impl Database {
     /// Compacts the database; returns once done. A second call while one
@@ -94,7 +97,12 @@ impl Database {
             Ok(())
         })
         .await?;
-        self.write(1, |ctx| ctx.rows.reclaim_space()).await?;
+        // In steps, each its own write: a file of gigabytes freed in one
+        // write held every other write back for a second.
+        while self
+            .write(1, |ctx| ctx.rows.reclaim_space(RECLAIM_PAGES))
+            .await?
+        {}
         let backend = self.backend().clone();
         let fill = tokio::task::spawn_blocking(move || backend.measure_page_fill())
             .await
