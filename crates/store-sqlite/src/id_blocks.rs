@@ -8,7 +8,7 @@
 //! writer's row storage ([`crate::WriteConn`]) records each document whose
 //! liveness a write changes, the only way a write reaches the documents
 //! table, and the changes are counted into their blocks, once per block,
-//! when the transaction commits ([`Changes::apply`]); a block grown past
+//! when the transaction commits ([`apply`]); a block grown past
 //! [`Shape::max`] live documents is split then. (Triggers counted each row as it
 //! was written: a quarter of a bulk write's time.)
 //!
@@ -17,7 +17,6 @@
 //! blocks of its group before it, and the rows of its block, so it reads
 //! about the same at ten million documents as at a hundred thousand.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Bound;
 
@@ -72,78 +71,58 @@ DROP TRIGGER IF EXISTS id_blocks_grown;
 DROP TABLE IF EXISTS id_blocks_full;
 ";
 
-/// The documents a write transaction made live (`+1`) or not (`-1`), in
-/// order, so a savepoint rolled back takes its own back.
-#[derive(Debug, Default)]
-pub(crate) struct Changes {
-    log: RefCell<Vec<(String, i64)>>,
+/// The documents a write transaction made live (`+1`) or not (`-1`).
+pub(crate) type Changes = crate::change_log::ChangeLog<(String, i64)>;
+
+/// Counts the changes into their blocks and splits the blocks that grew
+/// too large: in the transaction, before it commits.
+pub(crate) fn apply(conn: &Connection, changes: &Changes) -> Result<(), StoreError> {
+    apply_shaped(conn, changes, SHAPE)
 }
 
-impl Changes {
-    pub(crate) fn record(&self, id: &str, delta: i64) {
-        self.log.borrow_mut().push((id.to_string(), delta));
+fn apply_shaped(conn: &Connection, changes: &Changes, shape: Shape) -> Result<(), StoreError> {
+    let log = changes.take();
+    if log.is_empty() {
+        return Ok(());
     }
-
-    /// Where a savepoint starts.
-    pub(crate) fn mark(&self) -> usize {
-        self.log.borrow().len()
+    let mut by_id: HashMap<String, i64> = HashMap::new();
+    for (id, delta) in log {
+        *by_id.entry(id).or_default() += delta;
     }
-
-    /// Forgets what was recorded since `mark` (its savepoint rolled back).
-    pub(crate) fn rollback_to(&self, mark: usize) {
-        self.log.borrow_mut().truncate(mark);
-    }
-
-    /// Counts the changes into their blocks and splits the blocks that grew
-    /// too large: in the transaction, before it commits.
-    pub(crate) fn apply(&self, conn: &Connection) -> Result<(), StoreError> {
-        self.apply_shaped(conn, SHAPE)
-    }
-
-    fn apply_shaped(&self, conn: &Connection, shape: Shape) -> Result<(), StoreError> {
-        let log = std::mem::take(&mut *self.log.borrow_mut());
-        if log.is_empty() {
-            return Ok(());
-        }
-        let mut by_id: HashMap<String, i64> = HashMap::new();
-        for (id, delta) in log {
-            *by_id.entry(id).or_default() += delta;
-        }
-        let mut by_block: HashMap<String, i64> = HashMap::new();
-        for (id, delta) in by_id {
-            if delta != 0 {
-                *by_block
-                    .entry(start_of(conn, "id_blocks", &id)?)
-                    .or_default() += delta;
-            }
-        }
-        let mut add = conn.prepare_cached(
-            "INSERT INTO id_blocks (start, live) VALUES (?1, ?2)
-             ON CONFLICT (start) DO UPDATE SET live = live + excluded.live RETURNING live",
-        )?;
-        let mut by_group: HashMap<String, i64> = HashMap::new();
-        let mut full = Vec::new();
-        for (block, delta) in by_block {
-            if delta == 0 {
-                continue;
-            }
-            let live: i64 = add.query_row(params![block, delta], |r| r.get(0))?;
-            *by_group
-                .entry(start_of(conn, "id_block_groups", &block)?)
+    let mut by_block: HashMap<String, i64> = HashMap::new();
+    for (id, delta) in by_id {
+        if delta != 0 {
+            *by_block
+                .entry(start_of(conn, "id_blocks", &id)?)
                 .or_default() += delta;
-            if live > shape.max() {
-                full.push(block);
-            }
         }
-        let mut add = conn.prepare_cached(
-            "INSERT INTO id_block_groups (start, live, blocks) VALUES (?1, ?2, 1)
-             ON CONFLICT (start) DO UPDATE SET live = live + excluded.live",
-        )?;
-        for (group, delta) in by_group {
-            add.execute(params![group, delta])?;
-        }
-        split(conn, full, shape)
     }
+    let mut add = conn.prepare_cached(
+        "INSERT INTO id_blocks (start, live) VALUES (?1, ?2)
+             ON CONFLICT (start) DO UPDATE SET live = live + excluded.live RETURNING live",
+    )?;
+    let mut by_group: HashMap<String, i64> = HashMap::new();
+    let mut full = Vec::new();
+    for (block, delta) in by_block {
+        if delta == 0 {
+            continue;
+        }
+        let live: i64 = add.query_row(params![block, delta], |r| r.get(0))?;
+        *by_group
+            .entry(start_of(conn, "id_block_groups", &block)?)
+            .or_default() += delta;
+        if live > shape.max() {
+            full.push(block);
+        }
+    }
+    let mut add = conn.prepare_cached(
+        "INSERT INTO id_block_groups (start, live, blocks) VALUES (?1, ?2, 1)
+             ON CONFLICT (start) DO UPDATE SET live = live + excluded.live",
+    )?;
+    for (group, delta) in by_group {
+        add.execute(params![group, delta])?;
+    }
+    split(conn, full, shape)
 }
 
 /// The start of the block (or group of blocks) that holds `key`: the
@@ -385,8 +364,8 @@ mod tests {
                 )
                 .expect("a write");
                 match (was_live.unwrap_or(false), !deleted) {
-                    (false, true) => changes.record(&id(*n), 1),
-                    (true, false) => changes.record(&id(*n), -1),
+                    (false, true) => changes.record((id(*n), 1)),
+                    (true, false) => changes.record((id(*n), -1)),
                     _ => {}
                 }
             }
@@ -394,7 +373,7 @@ mod tests {
                 tx.execute("DELETE FROM docs WHERE id = ?1", [id(*n)])
                     .expect("a purge");
                 if was_live == Some(true) {
-                    changes.record(&id(*n), -1);
+                    changes.record((id(*n), -1));
                 }
             }
         }
@@ -441,7 +420,7 @@ mod tests {
                     model = kept;
                 }
                 tx.execute_batch("RELEASE job").expect("a release");
-                changes.apply_shaped(&tx, SMALL).expect("counted");
+                apply_shaped(&tx, &changes, SMALL).expect("counted");
                 tx.commit().expect("a commit");
             }
             let most: i64 = conn

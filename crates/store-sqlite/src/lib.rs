@@ -6,6 +6,7 @@
 mod access_rows;
 mod blobs;
 mod body_sql;
+mod change_log;
 pub(crate) mod checkpoint;
 mod coordination;
 pub(crate) mod db;
@@ -103,8 +104,8 @@ impl CountChanges {
 
     /// Counts the changes in: in the transaction, before it commits.
     pub(crate) fn apply(&self, conn: &Connection) -> Result<(), StoreError> {
-        self.ids.apply(conn)?;
-        self.seqs.apply(conn)
+        id_blocks::apply(conn, &self.ids)?;
+        seq_buckets::apply(conn, &self.seqs)
     }
 }
 
@@ -183,11 +184,11 @@ mod tests {
             .expect("a row");
         let counts = CountChanges::default();
         // `a` was written; `b` was too, in a savepoint rolled back.
-        counts.ids.record("a", 1);
-        counts.seqs.record(5000, 1);
+        counts.ids.record(("a".into(), 1));
+        counts.seqs.record((5000, 1));
         let mark = counts.mark();
-        counts.ids.record("b", 1);
-        counts.seqs.record(6000, 1);
+        counts.ids.record(("b".into(), 1));
+        counts.seqs.record((6000, 1));
         counts.rollback_to(mark);
         counts.apply(&conn).expect("counted");
         let live = id_blocks::live_between(&conn, &Bound::Unbounded, &Bound::Unbounded);

@@ -10,7 +10,6 @@
 //! are updated once per bucket when the transaction commits. Buckets never
 //! split: a sequence's bucket is the sequence shifted right.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 
 use rusqlite::{Connection, params};
@@ -34,49 +33,28 @@ CREATE TABLE IF NOT EXISTS seq_buckets (
 ";
 
 /// The sequences a write transaction gave a document row (`+1`) or took
-/// from one (`-1`), in order, so a savepoint rolled back takes its own
-/// back.
-#[derive(Debug, Default)]
-pub(crate) struct Changes {
-    log: RefCell<Vec<(u64, i64)>>,
-}
+/// from one (`-1`).
+pub(crate) type Changes = crate::change_log::ChangeLog<(u64, i64)>;
 
-impl Changes {
-    pub(crate) fn record(&self, seq: u64, delta: i64) {
-        self.log.borrow_mut().push((seq, delta));
-    }
-
-    /// Where a savepoint starts.
-    pub(crate) fn mark(&self) -> usize {
-        self.log.borrow().len()
-    }
-
-    /// Forgets what was recorded since `mark` (its savepoint rolled back).
-    pub(crate) fn rollback_to(&self, mark: usize) {
-        self.log.borrow_mut().truncate(mark);
-    }
-
-    /// Counts the moves into their buckets: in the transaction, before it
-    /// commits.
-    pub(crate) fn apply(&self, conn: &Connection) -> Result<(), StoreError> {
-        let log = std::mem::take(&mut *self.log.borrow_mut());
-        let mut by_bucket: HashMap<(u32, u64), i64> = HashMap::new();
-        for (seq, delta) in log {
-            for width in WIDTHS {
-                *by_bucket.entry((width, seq >> width)).or_default() += delta;
-            }
+/// Counts the moves into their buckets: in the transaction, before it
+/// commits.
+pub(crate) fn apply(conn: &Connection, changes: &Changes) -> Result<(), StoreError> {
+    let mut by_bucket: HashMap<(u32, u64), i64> = HashMap::new();
+    for (seq, delta) in changes.take() {
+        for width in WIDTHS {
+            *by_bucket.entry((width, seq >> width)).or_default() += delta;
         }
-        let mut add = conn.prepare_cached(
-            "INSERT INTO seq_buckets (width, bucket, docs) VALUES (?1, ?2, ?3)
-             ON CONFLICT (width, bucket) DO UPDATE SET docs = docs + excluded.docs",
-        )?;
-        for ((width, bucket), delta) in by_bucket {
-            if delta != 0 {
-                add.execute(params![width, int(bucket), delta])?;
-            }
-        }
-        Ok(())
     }
+    let mut add = conn.prepare_cached(
+        "INSERT INTO seq_buckets (width, bucket, docs) VALUES (?1, ?2, ?3)
+         ON CONFLICT (width, bucket) DO UPDATE SET docs = docs + excluded.docs",
+    )?;
+    for ((width, bucket), delta) in by_bucket {
+        if delta != 0 {
+            add.execute(params![width, int(bucket), delta])?;
+        }
+    }
+    Ok(())
 }
 
 fn int(n: u64) -> i64 {
@@ -150,7 +128,7 @@ mod tests {
             .optional()
             .expect("a read");
         if let Some(old) = old {
-            changes.record(old as u64, -1);
+            changes.record((old as u64, -1));
         }
         match seq {
             Some(seq) => {
@@ -160,7 +138,7 @@ mod tests {
                     params![id, seq as i64],
                 )
                 .expect("a write");
-                changes.record(seq, 1);
+                changes.record((seq, 1));
             }
             None => {
                 tx.execute("DELETE FROM docs WHERE id = ?1", [id])
@@ -202,7 +180,7 @@ mod tests {
                     changes.rollback_to(savepoint);
                 }
                 tx.execute_batch("RELEASE job").expect("a release");
-                changes.apply(&tx).expect("counted");
+                apply(&tx, &changes).expect("counted");
                 tx.commit().expect("a commit");
             }
             let seqs: BTreeMap<u64, ()> = conn

@@ -114,17 +114,17 @@ impl WriteRows for WriteConn<'_> {
 
     fn write_doc(&self, u: &DocUpdate<'_>) -> Result<(), StoreError> {
         match (u.was_live, !u.deleted) {
-            (false, true) => self.counts.ids.record(u.id, 1),
-            (true, false) => self.counts.ids.record(u.id, -1),
+            (false, true) => self.counts.ids.record((u.id.to_string(), 1)),
+            (true, false) => self.counts.ids.record((u.id.to_string(), -1)),
             _ => {}
         }
         if !u.is_new {
             let old: i64 = self
                 .prepare_cached("SELECT seq FROM docs WHERE doc_key = ?1")?
                 .query_row([u.key], |r| r.get(0))?;
-            self.counts.seqs.record(old.max(0) as u64, -1);
+            self.counts.seqs.record((old.max(0) as u64, -1));
         }
-        self.counts.seqs.record(u.seq, 1);
+        self.counts.seqs.record((u.seq, 1));
         let winner = u.winner.to_string();
         let seq = sql_int(u.seq);
         let encoded = u.tree.encode();
@@ -199,9 +199,9 @@ impl WriteRows for WriteConn<'_> {
             .optional()?;
         if let Some((id, deleted, seq)) = gone {
             if !deleted {
-                self.counts.ids.record(&id, -1);
+                self.counts.ids.record((id, -1));
             }
-            self.counts.seqs.record(seq.max(0) as u64, -1);
+            self.counts.seqs.record((seq.max(0) as u64, -1));
         }
         self.prepare_cached("DELETE FROM doc_access WHERE doc_key = ?1")?
             .execute([key])?;
